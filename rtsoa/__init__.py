@@ -1,0 +1,29 @@
+"""rtsoa: a data-oriented execution runtime for execute graphs, with Numba-compiled hot loops."""
+
+from rtsoa.builder import GraphBuilder, float_bits
+from rtsoa.errors import GraphFormatError, RtsoaError, UnknownKernelError
+from rtsoa.graph import ExecuteGraph, GraphMeta
+from rtsoa.io import load_graph, save_graph
+from rtsoa.schema import FORMAT_VERSION, DType, GraphKind, Placement, ValueKind, WorkerClass
+from rtsoa.validate import validate_graph
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DType",
+    "ExecuteGraph",
+    "FORMAT_VERSION",
+    "GraphBuilder",
+    "GraphFormatError",
+    "GraphKind",
+    "GraphMeta",
+    "Placement",
+    "RtsoaError",
+    "UnknownKernelError",
+    "ValueKind",
+    "WorkerClass",
+    "float_bits",
+    "load_graph",
+    "save_graph",
+    "validate_graph",
+]

@@ -1,0 +1,183 @@
+"""Status codes, placements and the fixed column layouts of the simulated device's arrays.
+
+Everything here is a plain module-level int constant, so jitted code freezes the same values
+the Python wrappers use. Device status codes live in 100-199 so they never clash with kernel
+statuses; 0 is success everywhere. `device_malloc` returns a block handle (>= 0) or the negated
+status code.
+"""
+
+# ---- status codes (100-199) ----------------------------------------------------------------
+STATUS_OK = 0
+STATUS_OUT_OF_MEMORY = 101  # no block, no segment within the cap / arena, after all retries
+STATUS_INVALID_BLOCK = 102  # stale handle, double free, or a handle that was never allocated
+STATUS_INVALID_STREAM = 103
+STATUS_INVALID_EVENT = 104
+STATUS_INVALID_PLACEMENT = 105
+STATUS_NOT_READY = 106  # event_query: the event has not completed at the current host time
+STATUS_TOO_MANY_BLOCKS = 107  # block table full (raise max_blocks)
+STATUS_TOO_MANY_SEGMENTS = 108  # segment table full (raise max_segments)
+STATUS_INVALID_SIZE = 109  # negative request
+
+STATUS_NAMES = {
+    STATUS_OK: "OK",
+    STATUS_OUT_OF_MEMORY: "OUT_OF_MEMORY",
+    STATUS_INVALID_BLOCK: "INVALID_BLOCK",
+    STATUS_INVALID_STREAM: "INVALID_STREAM",
+    STATUS_INVALID_EVENT: "INVALID_EVENT",
+    STATUS_INVALID_PLACEMENT: "INVALID_PLACEMENT",
+    STATUS_NOT_READY: "NOT_READY",
+    STATUS_TOO_MANY_BLOCKS: "TOO_MANY_BLOCKS",
+    STATUS_TOO_MANY_SEGMENTS: "TOO_MANY_SEGMENTS",
+    STATUS_INVALID_SIZE: "INVALID_SIZE",
+}
+
+# ---- placements (the reference's TensorPlacement) -----------------------------------------
+PLACEMENT_HBM = 0
+PLACEMENT_P2P = 1
+PLACEMENT_HOST = 2
+PLACEMENT_FOLLOWING = 3  # resolves to host, as in the reference
+NUM_PLACEMENTS = 3  # arenas: "following" has none of its own
+PLACEMENT_NAMES = ("hbm", "p2p", "host", "following")
+
+POOL_SMALL = 0
+POOL_LARGE = 1
+
+# ---- block states ----------------------------------------------------------------------------
+BLOCK_UNUSED = 0  # table slot not in use
+BLOCK_FREE = 1  # cached in a free list
+BLOCK_ALLOCATED = 2
+
+# ---- block handles: generation << 32 | slot, so a stale handle is detected -----------------
+HANDLE_SLOT_MASK = (1 << 32) - 1
+HANDLE_GEN_SHIFT = 32
+
+# ---- global allocator config (int64 array `config`) ---------------------------------------
+CFG_SMALL_SIZE = 0  # requests <= this (after rounding) use the small pool
+CFG_SMALL_SEGMENT = 1  # segment size of the small pool
+CFG_LARGE_SEGMENT = 2  # segment size for large requests below CFG_LARGE_SEGMENT_LIMIT
+CFG_LARGE_SEGMENT_LIMIT = 3
+CFG_LARGE_ROUND = 4  # larger requests get a segment of their size rounded to this
+CFG_MAX_SPLIT = 5  # blocks at least this big are "oversize": never split
+CFG_OVERSIZE_SLACK = 6  # an oversize block serves a request only if it wastes less than this
+CFG_PAGE_MODE = 7  # 1: page-granular mode (64 KiB pages, LIFO spans by page count)
+CFG_PAGE_SIZE = 8
+CFG_HAZARDS = 9  # 1: hazard checker on
+CFG_NUM_STREAMS = 10  # streams in use (<= 63)
+CFG_NUM_EVENTS = 11
+CFG_SMALL_MIN_REMAINDER = 12  # split the small pool's block only if this much is left over
+CFG_LARGE_MIN_REMAINDER = 13
+NUM_CONFIG = 14
+
+# ---- per-placement config (int64 array `placement_config`, one row per arena) --------------
+PCFG_ALIGNMENT = 0
+PCFG_TAIL_PADDING = 1
+PCFG_CAP = 2  # reserved bytes may not exceed this
+PCFG_ARENA_SIZE = 3
+NUM_PLACEMENT_CONFIG = 4
+
+# ---- cost model (float64 array `cost`) -------------------------------------------------------
+COST_LAUNCH_LATENCY_NS = 0
+COST_BYTES_PER_NS = 1
+COST_FLOPS_PER_NS = 2
+COST_EVENT_RECORD_NS = 3
+NUM_COST = 4
+
+# ---- device-wide counters (int64 array `counters`) ------------------------------------------
+CNT_TRACE_SEQ = 0  # events ever written to the trace ring
+CNT_TASKS = 1  # launches ever issued (task ids are 0..)
+CNT_HAZARDS = 2  # hazards ever detected (the table keeps the first `hazard capacity`)
+CNT_BLOCK_TOP = 3  # free block slots left on the slot stack
+CNT_SEGMENT_TOP = 4  # free segment slots left on its stack
+CNT_ALLOC_RETRIES = 5
+CNT_OOMS = 6
+CNT_STREAM_SYNCS = 7
+CNT_DEVICE_SYNCS = 8
+CNT_EVENT_SYNCS = 9
+CNT_CACHE_FLUSHES = 10  # release of cached segments back to the arena
+CNT_SUBMISSION_WAITS = 11  # "wait for pending launch submissions" step of the OOM path
+CNT_LAUNCHES = 12
+CNT_EVENT_RECORDS = 13
+CNT_STREAM_WAITS = 14
+NUM_COUNTERS = 15
+
+# ---- per-placement statistics (int64 array `stats`, one row per arena) ---------------------
+# Each tracked quantity has current / peak / allocated-total / freed-total.
+STAT_CURRENT = 0
+STAT_PEAK = 1
+STAT_TOTAL = 2
+STAT_FREED = 3
+STAT_ALLOCATED_BYTES = 0  # sum of block sizes handed out (rounded, incl. unsplit remainder)
+STAT_REQUESTED_BYTES = 4  # sum of the sizes callers asked for
+STAT_ALLOCATED_COUNT = 8
+STAT_RESERVED_BYTES = 12  # sum of segment sizes carved from the arena
+STAT_SEGMENT_COUNT = 16
+NUM_STATS = 20
+STAT_GROUPS = {
+    "allocated_bytes": STAT_ALLOCATED_BYTES,
+    "requested_bytes": STAT_REQUESTED_BYTES,
+    "allocation": STAT_ALLOCATED_COUNT,
+    "reserved_bytes": STAT_RESERVED_BYTES,
+    "segment": STAT_SEGMENT_COUNT,
+}
+
+# ---- trace ring buffer (int64 array `trace` of shape (capacity, NUM_TRACE_COLUMNS)) --------
+TRACE_KIND = 0
+TRACE_PLACEMENT = 1
+TRACE_HANDLE = 2  # block handle, segment slot, task id or event id depending on kind
+TRACE_OFFSET = 3
+TRACE_SIZE = 4  # block / segment size, or bytes moved by a launch
+TRACE_REQUESTED = 5  # requested bytes, or flops of a launch
+TRACE_STREAM = 6
+TRACE_ALLOCATED_AFTER = 7  # allocated bytes of the placement after the event
+TRACE_RESERVED_AFTER = 8  # reserved bytes of the placement after the event
+NUM_TRACE_COLUMNS = 9
+# `trace_time` (float64, shape (capacity, 2)): device start / end time in ns.
+
+EV_ALLOC = 1
+EV_FREE = 2
+EV_SEGMENT_ALLOC = 3
+EV_SEGMENT_FREE = 4
+EV_OOM = 5
+EV_LAUNCH = 6
+EV_EVENT_RECORD = 7
+EV_STREAM_WAIT = 8
+EV_STREAM_SYNC = 9
+EV_DEVICE_SYNC = 10
+EV_EVENT_SYNC = 11
+EVENT_KIND_NAMES = {
+    EV_ALLOC: "alloc",
+    EV_FREE: "free",
+    EV_SEGMENT_ALLOC: "segment_alloc",
+    EV_SEGMENT_FREE: "segment_free",
+    EV_OOM: "oom",
+    EV_LAUNCH: "launch",
+    EV_EVENT_RECORD: "event_record",
+    EV_STREAM_WAIT: "stream_wait_event",
+    EV_STREAM_SYNC: "stream_synchronize",
+    EV_DEVICE_SYNC: "device_synchronize",
+    EV_EVENT_SYNC: "event_synchronize",
+}
+
+# ---- hazards (int64 array `hazards` of shape (capacity, NUM_HAZARD_COLUMNS)) ---------------
+HAZ_KIND = 0
+HAZ_BLOCK = 1  # the handle the kernel declared
+HAZ_TASK = 2
+HAZ_STREAM = 3
+HAZ_OTHER_TASK = 4  # -1 when unknown (e.g. the free of a stale handle)
+HAZ_OTHER_STREAM = 5
+HAZ_IS_WRITE = 6
+NUM_HAZARD_COLUMNS = 7
+# `hazard_time` (float64, shape (capacity, 2)): this task's start, the other task's end.
+
+HAZARD_USE_AFTER_FREE = 1  # the handle is stale: its block was freed (and maybe reused)
+HAZARD_UNORDERED_ACCESS = 2  # cross-stream access (or reuse) not ordered by events
+HAZARD_KIND_NAMES = {
+    HAZARD_USE_AFTER_FREE: "use_after_free",
+    HAZARD_UNORDERED_ACCESS: "unordered_access",
+}
+
+# ---- size classes of the free lists ----------------------------------------------------------
+SUB_BINS_LOG2 = 4  # 16 classes per power of two (6.25 % apart)
+NUM_BINS = 64 << SUB_BINS_LOG2
+BITMAP_WORDS = NUM_BINS // 64
+MAX_STREAMS = 63  # streams are bits of an int64 mask
