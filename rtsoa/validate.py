@@ -93,6 +93,7 @@ _EDGE_OK = 0
 _EDGE_SELF_LOOP = 1
 _EDGE_DUPLICATE = 2
 _EDGE_CROSS_ROOT = 3
+_EDGE_IN_DEGREE = 4
 
 
 def _fail(field, message, row=None):
@@ -114,26 +115,31 @@ def _check_range(graph, field, low, high):
 
 @jit
 def _check_edges(offsets, targets, node_root, in_degree):
-    """One pass over the successor CSR. Returns (code, edge row, node) of the first problem."""
+    """One pass over the successor CSR. Returns (code, edge row, node, all edges go forward).
+
+    When every edge goes from a smaller to a larger id the graph is acyclic without a Kahn pass.
+    """
     n = node_root.shape[0]
+    forward = True
     stamp = np.full(n, -1, dtype=np.int64)
     actual = np.zeros(n, dtype=np.int32)
     for u in range(n):
         for i in range(offsets[u], offsets[u + 1]):
             t = targets[i]
             if t == u:
-                return _EDGE_SELF_LOOP, i, u
+                return _EDGE_SELF_LOOP, i, u, False
+            forward = forward and t > u
             if stamp[t] == u:
-                return _EDGE_DUPLICATE, i, u
+                return _EDGE_DUPLICATE, i, u, False
             stamp[t] = u
             if node_root[t] != node_root[u]:
-                return _EDGE_CROSS_ROOT, i, u
+                return _EDGE_CROSS_ROOT, i, u, False
             actual[t] += 1
     for v in range(n):
         template = in_degree[v]
         if template < 0 or template > actual[v] or (actual[v] > 0 and template == 0):
-            return 4, v, actual[v]
-    return _EDGE_OK, -1, -1
+            return _EDGE_IN_DEGREE, v, actual[v], False
+    return _EDGE_OK, -1, -1, forward
 
 
 def validate_graph(graph):
@@ -195,7 +201,7 @@ def validate_graph(graph):
 
     roots = root_graphs(graph.graph_parent)
     node_root = roots[graph.node_graph]
-    code, row, other = _check_edges(
+    code, row, other, forward = _check_edges(
         graph.succ_offsets, graph.succ_targets, node_root, graph.in_degree
     )
     if code == _EDGE_SELF_LOOP:
@@ -217,7 +223,7 @@ def validate_graph(graph):
             "in_degree",
             row,
         )
-    if not meta.has_loops:
+    if not meta.has_loops and not forward:
         node = first_node_on_cycle(graph.succ_offsets, graph.succ_targets, n)
         if node >= 0:
             raise GraphFormatError(

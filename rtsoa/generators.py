@@ -1,0 +1,181 @@
+"""Synthetic ExecuteGraphs: chain, random DAG, layered, and lowered-like.
+
+Generation is vectorized numpy plus one jitted sampler, so a 1,000,000-node / 10,000,000-edge
+graph takes seconds. The same (kind, nodes, options, seed) always gives the same graph.
+Synthetic nodes run the cheap built-in kernels "Checksum0" .. "Checksum{K-1}"; lowered-like
+graphs follow a lowered model's InferShape -> AllocMemory -> LaunchKernel -> FreeMemory pattern.
+"""
+
+import numpy as np
+
+from rtsoa._jit import jit
+from rtsoa.builder import GraphBuilder
+from rtsoa.schema import DType, Placement, ValueKind, WorkerClass
+
+KINDS = ("chain", "random", "layered", "lowered")
+LOWERED_KERNELS = ("InferShape", "AllocMemory", "LaunchKernel", "FreeMemory")
+
+
+def checksum_kernel_names(count):
+    """Names of the first `count` built-in checksum kernels."""
+    if not 1 <= count <= 16:
+        raise ValueError(f"kernels must be between 1 and 16, got {count}")
+    return [f"Checksum{k}" for k in range(count)]
+
+
+@jit
+def _sample_predecessors(low, high, per_node, seed):
+    """For each node i, min(per_node, high[i] - low[i]) distinct picks from [low[i], high[i]).
+
+    Floyd's algorithm per node; returns (sources, targets) with sources the picks.
+    """
+    np.random.seed(seed)
+    n = low.shape[0]
+    total = 0
+    for i in range(n):
+        total += min(per_node, max(high[i] - low[i], 0))
+    sources = np.empty(total, dtype=np.int32)
+    targets = np.empty(total, dtype=np.int32)
+    write = 0
+    for i in range(n):
+        size = max(high[i] - low[i], 0)
+        count = min(per_node, size)
+        start = write
+        for j in range(size - count, size):
+            pick = np.random.randint(0, j + 1)
+            for s in range(start, write):
+                if sources[s] == low[i] + pick:
+                    pick = j
+                    break
+            sources[write] = low[i] + pick
+            targets[write] = i
+            write += 1
+    return sources, targets
+
+
+def _kernel_column(builder, rng, n, kernels):
+    names = checksum_kernel_names(kernels)
+    table = np.array([builder.kernel_index(name) for name in names], dtype=np.int32)
+    return table[rng.integers(0, kernels, n)]
+
+
+def _synthetic(name, n, sources, targets, kernels, seed):
+    builder = GraphBuilder(name=name)
+    rng = np.random.default_rng(seed)
+    builder.add_nodes(_kernel_column(builder, rng, n, kernels))
+    builder.add_edges(sources, targets)
+    return builder.finalize()
+
+
+def chain(nodes, seed=0, kernels=8):
+    """0 -> 1 -> ... -> n-1."""
+    ids = np.arange(nodes - 1, dtype=np.int32)
+    return _synthetic(f"chain-{nodes}", nodes, ids, ids + 1, kernels, seed)
+
+
+def random_dag(nodes, seed=0, kernels=8, edges_per_node=10, window=1000):
+    """Each node draws `edges_per_node` distinct predecessors from the previous `window` nodes."""
+    if window < 1 or edges_per_node < 0:
+        raise ValueError("window must be >= 1 and edges_per_node >= 0")
+    high = np.arange(nodes, dtype=np.int64)
+    low = np.maximum(high - window, 0)
+    sources, targets = _sample_predecessors(low, high, edges_per_node, seed)
+    return _synthetic(f"random-{nodes}", nodes, sources, targets, kernels, seed)
+
+
+def layered(nodes, seed=0, kernels=8, width=100, fan_in=4, layers=None):
+    """Layers of `width` nodes; each node draws `fan_in` predecessors from the layer before.
+
+    `layers` (if given) fixes the node count to layers * width instead of `nodes`.
+    """
+    if width < 1:
+        raise ValueError("width must be >= 1")
+    if layers is not None:
+        nodes = layers * width
+    layer = np.arange(nodes, dtype=np.int64) // width
+    low = np.maximum(layer - 1, 0) * width
+    high = np.where(layer > 0, layer * width, 0)
+    sources, targets = _sample_predecessors(low, high, fan_in, seed)
+    return _synthetic(f"layered-{nodes}", nodes, sources, targets, kernels, seed)
+
+
+def lowered(
+    nodes, seed=0, kernels=8, fan_in=2, window=64, streams=1, min_bytes=1, max_bytes=5 << 20
+):
+    """A lowered-model-like graph: per compute op InferShape -> AllocMemory -> LaunchKernel ->
+    FreeMemory, where each op consumes the outputs of up to `fan_in` earlier ops (drawn from the
+    previous `window` ops) and each output's Free (its guarder) runs after its last consumer.
+
+    `kernels` is accepted for a uniform interface; the four lowered kernels are always used.
+    Sizes are log-uniform in [min_bytes, max_bytes].
+    """
+    del kernels
+    ops = max(nodes // 4, 1)
+    rng = np.random.default_rng(seed)
+    builder = GraphBuilder(name=f"lowered-{ops * 4}", stream_count=streams)
+    op = np.arange(ops, dtype=np.int64)
+    producer_op, consumer_op = _sample_predecessors(np.maximum(op - window, 0), op, fan_in, seed)
+    producer_op = producer_op.astype(np.int64)
+    consumer_op = consumer_op.astype(np.int64)
+    infer, alloc, launch, free = (4 * op + k for k in range(4))
+
+    # Priorities as the reference assigns them: launch = topo index * 10 + 9, its ancestors
+    # the same, a Free the max of its ancestors (its own launch and every consumer's launch).
+    launch_priority = op * 10 + 9
+    free_priority = launch_priority.copy()
+    np.maximum.at(free_priority, producer_op, launch_priority[consumer_op])
+    priority = np.stack([launch_priority, launch_priority, launch_priority, free_priority], 1)
+    stream = np.repeat(op % streams, 4)
+    kernel_ids = np.array([builder.kernel_index(k) for k in LOWERED_KERNELS], dtype=np.int32)
+    workers = np.array(
+        [WorkerClass.NORMAL, WorkerClass.MEMORY, WorkerClass.LAUNCH, WorkerClass.MEMORY],
+        dtype=np.int8,
+    )
+    builder.add_nodes(
+        np.tile(kernel_ids, ops),
+        priority=priority.reshape(-1),
+        stream=stream,
+        worker=np.tile(workers, ops),
+        compute_node=np.repeat(op, 4),
+    )
+
+    shape = builder.add_values(infer, ValueKind.SHAPE, DType.INT64, Placement.HOST) + op
+    block = builder.add_values(alloc, ValueKind.MEMORY_BLOCK, DType.UINT8) + op
+
+    # Edges: the op's own chain, then data edges between ops and guarder (Free) edges.
+    builder.add_edges(
+        np.concatenate(
+            [infer, alloc, launch, infer[producer_op], launch[producer_op], launch[consumer_op]]
+        ),
+        np.concatenate(
+            [alloc, launch, free, infer[consumer_op], launch[consumer_op], free[producer_op]]
+        ),
+    )
+    builder.add_relations(free[producer_op], launch[consumer_op])
+    # Inputs in argument order: a launch reads its own block first, then its producers' blocks.
+    builder.add_inputs(
+        np.concatenate([infer[consumer_op], alloc, launch, launch[consumer_op], free]),
+        np.concatenate([shape[producer_op], shape, block, block[producer_op], block]),
+    )
+    nbytes = np.exp(rng.uniform(np.log(min_bytes), np.log(max_bytes), ops)).astype(np.int64)
+    fan = np.bincount(consumer_op, minlength=ops)
+    builder.add_attributes(np.concatenate([infer, alloc]), np.concatenate([nbytes, nbytes]))
+    builder.add_attributes(
+        np.concatenate([launch, launch]),
+        np.concatenate([nbytes * (1 + fan), 2 * nbytes * (1 + fan)]),
+    )
+    graph = builder.finalize()
+    return graph
+
+
+_GENERATORS = {"chain": chain, "random": random_dag, "layered": layered, "lowered": lowered}
+
+
+def generate(kind, nodes, seed=0, kernels=8, **options):
+    """Generate a graph of `kind` (one of KINDS) with about `nodes` nodes."""
+    if kind not in _GENERATORS:
+        raise ValueError(f"unknown generator {kind!r}; choose from {', '.join(KINDS)}")
+    if nodes < 1:
+        raise ValueError("nodes must be >= 1")
+    options = {key: value for key, value in options.items() if value is not None}
+    return _GENERATORS[kind](nodes, seed=seed, kernels=kernels, **options)

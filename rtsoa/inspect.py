@@ -1,0 +1,99 @@
+"""Graph statistics for `rtsoa inspect`: counts, critical path, width, bytes per table."""
+
+import numpy as np
+
+from rtsoa.csr import kahn_levels
+from rtsoa.schema import GraphKind, WorkerClass
+
+
+def _counts(labels, names):
+    counts = np.bincount(labels, minlength=len(names)) if labels.shape[0] else []
+    return {str(names[i]): int(c) for i, c in enumerate(counts) if c}
+
+
+def graph_summary(graph, path=None):
+    """A JSON-ready dict describing a graph."""
+    n = graph.num_nodes
+    roots = graph.root_of_graph()
+    graph_labels = [
+        f"{i}:{graph.graph_names[i]} ({GraphKind(int(graph.graph_kind[i])).name})"
+        for i in range(graph.graph_kind.shape[0])
+    ]
+    summary = {
+        "name": graph.meta.name,
+        "path": str(path) if path is not None else None,
+        "format_version": graph.meta.format_version,
+        "nodes": n,
+        "edges": graph.num_edges,
+        "values": graph.num_values,
+        "relations": int(graph.relation_targets.shape[0]),
+        "attribute_slots": int(graph.attr_pool.shape[0]),
+        "constant_bytes": int(graph.constants.shape[0]),
+        "nodes_per_graph": _counts(graph.node_graph, graph_labels),
+        "nodes_per_root_graph": _counts(roots[graph.node_graph], [k.name for k in GraphKind][:3]),
+        "nodes_per_kernel": _counts(graph.node_kernel, graph.kernel_names),
+        "nodes_per_stream": {
+            str(k): int(v)
+            for k, v in zip(*np.unique(graph.node_stream, return_counts=True), strict=True)
+        },
+        "nodes_per_worker_class": _counts(
+            graph.node_worker.astype(np.int64), [w.name for w in WorkerClass]
+        ),
+        "streams": graph.meta.stream_count,
+        "events": graph.meta.event_count,
+        "notifies": graph.meta.notify_count,
+        "is_dynamic": graph.meta.is_dynamic,
+        "has_loops": graph.meta.has_loops,
+        "graph_inputs": int(graph.graph_inputs.shape[0]),
+        "graph_outputs": int(graph.graph_outputs.shape[0]),
+    }
+    if graph.meta.has_loops:
+        summary["critical_path"] = None
+        summary["max_width"] = None
+    else:
+        levels, _ = kahn_levels(graph.succ_offsets, graph.succ_targets, n)
+        summary["critical_path"] = int(levels.max()) + 1 if n else 0
+        summary["max_width"] = int(np.bincount(levels).max()) if n else 0
+    summary["bytes_per_table"] = table_bytes(graph)
+    summary["structure_bytes"] = graph.nbytes()
+    return summary
+
+
+def table_bytes(graph):
+    """In-memory bytes of each table's columns (the same numbers the files hold, sans headers)."""
+    from rtsoa.io import graph_tables
+
+    return {name: int(table.nbytes) for name, table in graph_tables(graph).items()}
+
+
+def format_summary(summary):
+    """Human-readable text for a summary dict."""
+    lines = [
+        f"graph {summary['name']!r}" + (f"  ({summary['path']})" if summary["path"] else ""),
+        f"  format version   {summary['format_version']}",
+        f"  nodes            {summary['nodes']:,}",
+        f"  edges            {summary['edges']:,}",
+        f"  values           {summary['values']:,}",
+        f"  relations        {summary['relations']:,}",
+        f"  critical path    {_maybe(summary['critical_path'])} nodes",
+        f"  max width        {_maybe(summary['max_width'])} nodes",
+        f"  streams / events / notifies  {summary['streams']} / {summary['events']} / "
+        f"{summary['notifies']}",
+        f"  dynamic shapes   {summary['is_dynamic']}, loops {summary['has_loops']}",
+        f"  structure        {summary['structure_bytes']:,} bytes",
+    ]
+    for title, key in (
+        ("nodes per graph", "nodes_per_graph"),
+        ("nodes per kernel", "nodes_per_kernel"),
+        ("nodes per stream", "nodes_per_stream"),
+        ("nodes per worker class", "nodes_per_worker_class"),
+        ("bytes per table", "bytes_per_table"),
+    ):
+        lines.append(f"  {title}:")
+        for name, count in summary[key].items():
+            lines.append(f"    {name:<32} {count:>14,}")
+    return "\n".join(lines)
+
+
+def _maybe(value):
+    return "n/a (graph has loops)" if value is None else f"{value:,}"
