@@ -6,7 +6,8 @@ work buffers once and returns an object whose `run()` executes the whole graph i
 """
 
 from .loader import (
-    CHECKSUM_MULTIPLIERS,
+    CHECKSUM_MULTIPLIER,
+    CHECKSUM_SALTS,
     EXECUTORS,
     CompilerNotFound,
     PreparedBaseline,
@@ -17,7 +18,8 @@ from .loader import (
 )
 
 __all__ = [
-    "CHECKSUM_MULTIPLIERS",
+    "CHECKSUM_MULTIPLIER",
+    "CHECKSUM_SALTS",
     "EXECUTORS",
     "CompilerNotFound",
     "PreparedBaseline",

@@ -2,8 +2,9 @@
  *
  * Compiled with `gcc -O2 -shared -fPIC` by loader.py and called through ctypes. Every
  * baseline dispatches each node through a table of 8 kernel function pointers (no inlining
- * is possible through the table), and each kernel folds the node id into a uint64 checksum:
- *     checksum += (uint64)(node + k) * CHECKSUM_MULTIPLIER[k]   (mod 2**64)
+ * is possible through the table). Kernel k does the same work as rtsoa's "Checksum<k>" kernel
+ * (rtsoa/kernels/checksum.py): it folds the node id into a uint64 checksum,
+ *     x = (node + SALT[k]) * MULTIPLIER;  checksum += x ^ (x >> 31)   (mod 2**64)
  * which is order-independent, so every executor must give the same checksum. The checksum
  * escapes to the caller, so the compiler cannot drop the calls.
  *
@@ -18,21 +19,25 @@
 
 typedef int32_t (*kernel_fn)(int32_t node, uint64_t *checksum);
 
-/* Must equal CHECKSUM_MULTIPLIERS in loader.py (distinct odd 64-bit constants). */
-#define KERNEL(k, multiplier)                                                 \
+/* Must equal CHECKSUM_SALTS / CHECKSUM_MULTIPLIER in loader.py (checked at load). */
+#define MULTIPLIER 0xBF58476D1CE4E5B9ULL
+
+#define KERNEL(k, salt)                                                       \
     static int32_t checksum##k(int32_t node, uint64_t *checksum) {           \
-        *checksum += ((uint64_t)(uint32_t)node + (uint64_t)k) * multiplier;  \
+        uint64_t x = ((uint64_t)(uint32_t)node + salt) * MULTIPLIER;         \
+        *checksum += x ^ (x >> 31);                                           \
         return 0;                                                             \
     }
 
+/* SALT[k] = (k + 1) * 0x9E3779B97F4A7C15 mod 2**64, as rtsoa's salt_of(k). */
 KERNEL(0, 0x9E3779B97F4A7C15ULL)
-KERNEL(1, 0xBF58476D1CE4E5B9ULL)
-KERNEL(2, 0x94D049BB133111EBULL)
-KERNEL(3, 0xD6E8FEB86659FD93ULL)
-KERNEL(4, 0xA0761D6478BD642FULL)
-KERNEL(5, 0xE7037ED1A0B428DBULL)
-KERNEL(6, 0x8EBC6AF09C88C6E3ULL)
-KERNEL(7, 0x589965CC75374CC3ULL)
+KERNEL(1, 0x3C6EF372FE94F82AULL)
+KERNEL(2, 0xDAA66D2C7DDF743FULL)
+KERNEL(3, 0x78DDE6E5FD29F054ULL)
+KERNEL(4, 0x1715609F7C746C69ULL)
+KERNEL(5, 0xB54CDA58FBBEE87EULL)
+KERNEL(6, 0x538454127B096493ULL)
+KERNEL(7, 0xF1BBCDCBFA53E0A8ULL)
 
 static kernel_fn const KERNELS[8] = {
     checksum0, checksum1, checksum2, checksum3,
@@ -41,12 +46,11 @@ static kernel_fn const KERNELS[8] = {
 
 EXPORT int32_t rt_kernel_count(void) { return 8; }
 
-/* Multiplier k, so the loader can check its Python copy of the constants. */
-EXPORT uint64_t rt_kernel_multiplier(int32_t k) {
-    uint64_t at_zero = 0, at_one = 0;
-    KERNELS[k & 7](0, &at_zero); /* k * multiplier */
-    KERNELS[k & 7](1, &at_one);  /* (k + 1) * multiplier */
-    return at_one - at_zero;
+/* What kernel k folds for `node`, so the loader can check its Python copy of the formula. */
+EXPORT uint64_t rt_kernel_fold(int32_t k, int32_t node) {
+    uint64_t checksum = 0;
+    KERNELS[k & 7](node, &checksum);
+    return checksum;
 }
 
 /* ---- sequential: one indirect call per node over a precomputed order ------------------- */
