@@ -179,5 +179,6 @@ HAZARD_KIND_NAMES = {
 # ---- size classes of the free lists ----------------------------------------------------------
 SUB_BINS_LOG2 = 4  # 16 classes per power of two (6.25 % apart)
 NUM_BINS = 64 << SUB_BINS_LOG2
-BITMAP_WORDS = NUM_BINS // 64
+BITMAP_BITS = 32  # bins per int64 bitmap word (sign bit never used)
+BITMAP_WORDS = NUM_BINS // BITMAP_BITS
 MAX_STREAMS = 63  # streams are bits of an int64 mask

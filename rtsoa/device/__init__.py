@@ -1,0 +1,81 @@
+"""Simulated device: arenas with a caching allocator, streams / events on a device clock, a
+happens-before hazard checker, statistics, a replayable trace and a static memory planner.
+
+Kernels (njit) call the functions re-exported here on `rt.device` (a `DeviceState`):
+`device_malloc`, `device_free`, `device_launch`, `device_access`, `event_record`,
+`stream_wait_event`, `stream_synchronize`, `device_synchronize`, `event_synchronize`,
+`event_query`, `block_location`, `block_bytes`. Python code uses `Device`.
+"""
+
+from rtsoa.device.allocator import (
+    block_bytes,
+    block_location,
+    device_free,
+    device_malloc,
+    release_cached,
+    round_request,
+)
+from rtsoa.device.allocators import (
+    Allocator,
+    CachingAllocator,
+    ExternalAllocator,
+    allocator_for,
+    create_external_allocator,
+)
+from rtsoa.device.config import AllocatorConfig
+from rtsoa.device.cost import CostModel
+from rtsoa.device.device import Device, DeviceError, DeviceOutOfMemory, InvalidBlock
+from rtsoa.device.hazards import device_access
+from rtsoa.device.planner import MemoryPlan, live_bytes_peak, plan_greedy_by_size
+from rtsoa.device.replay import replay_trace
+from rtsoa.device.state import DeviceState
+from rtsoa.device.streams import (
+    DEFAULT_STREAM,
+    device_launch,
+    device_synchronize,
+    event_query,
+    event_record,
+    event_synchronize,
+    launch_begin,
+    set_stream_priority,
+    stream_synchronize,
+    stream_wait_event,
+)
+from rtsoa.device.trace import load_trace
+
+__all__ = [
+    "Allocator",
+    "AllocatorConfig",
+    "CachingAllocator",
+    "CostModel",
+    "DEFAULT_STREAM",
+    "Device",
+    "DeviceError",
+    "DeviceOutOfMemory",
+    "DeviceState",
+    "ExternalAllocator",
+    "InvalidBlock",
+    "MemoryPlan",
+    "allocator_for",
+    "block_bytes",
+    "block_location",
+    "create_external_allocator",
+    "device_access",
+    "device_free",
+    "device_launch",
+    "device_malloc",
+    "device_synchronize",
+    "event_query",
+    "event_record",
+    "event_synchronize",
+    "launch_begin",
+    "live_bytes_peak",
+    "load_trace",
+    "plan_greedy_by_size",
+    "release_cached",
+    "replay_trace",
+    "round_request",
+    "set_stream_priority",
+    "stream_synchronize",
+    "stream_wait_event",
+]

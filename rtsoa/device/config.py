@@ -1,0 +1,134 @@
+"""Allocator configuration (Python side) and its conversion to the jitted config arrays."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rtsoa.device.status import (
+    CFG_HAZARDS,
+    CFG_LARGE_MIN_REMAINDER,
+    CFG_LARGE_ROUND,
+    CFG_LARGE_SEGMENT,
+    CFG_LARGE_SEGMENT_LIMIT,
+    CFG_MAX_SPLIT,
+    CFG_NUM_EVENTS,
+    CFG_NUM_STREAMS,
+    CFG_OVERSIZE_SLACK,
+    CFG_PAGE_MODE,
+    CFG_PAGE_SIZE,
+    CFG_SMALL_MIN_REMAINDER,
+    CFG_SMALL_SEGMENT,
+    CFG_SMALL_SIZE,
+    NUM_CONFIG,
+    NUM_PLACEMENT_CONFIG,
+    NUM_PLACEMENTS,
+    PCFG_ALIGNMENT,
+    PCFG_ARENA_SIZE,
+    PCFG_CAP,
+    PCFG_TAIL_PADDING,
+    PLACEMENT_HOST,
+)
+
+KiB = 1 << 10
+MiB = 1 << 20
+NO_LIMIT = (1 << 62) - 1
+
+
+@dataclass(frozen=True)
+class AllocatorConfig:
+    """Caching allocator knobs; defaults follow PyTorch's CUDA caching allocator.
+
+    alignment_device / alignment_host: allocation unit per placement (512 B / 64 B).
+    tail_padding: bytes added to every device request before rounding (the reference adds 32).
+    small_size: rounded requests up to this use the small pool (1 MiB).
+    small_segment: small-pool segment size (2 MiB).
+    large_segment / large_segment_limit: large requests below the limit (10 MiB) get a segment of
+      large_segment (20 MiB); larger ones one of their size rounded up to large_round (2 MiB).
+    max_split: blocks at least this big are never split (None: no limit).
+    oversize_slack: an oversize block serves a request only if it wastes less than this.
+    small_min_remainder / large_min_remainder: a block is split only if at least this much is
+      left over (None: the allocation unit, i.e. always split).
+    page_mode: page-granular mode like the reference (64 KiB pages; requests below 2 MiB carved
+      from 2 MiB chunks, larger ones get their own page-rounded span; LIFO span choice).
+    """
+
+    alignment_device: int = 512
+    alignment_host: int = 64
+    tail_padding: int = 0
+    small_size: int = 1 * MiB
+    small_segment: int = 2 * MiB
+    large_segment: int = 20 * MiB
+    large_segment_limit: int = 10 * MiB
+    large_round: int = 2 * MiB
+    max_split: int | None = None
+    oversize_slack: int = 20 * MiB
+    small_min_remainder: int | None = None
+    large_min_remainder: int | None = None
+    page_mode: bool = False
+    page_size: int = 64 * KiB
+
+    def __post_init__(self):
+        for name in ("alignment_device", "alignment_host", "page_size"):
+            value = getattr(self, name)
+            if value <= 0 or value & (value - 1):
+                raise ValueError(f"{name} must be a positive power of two, got {value}")
+        for name in ("small_size", "small_segment", "large_segment", "large_round"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.tail_padding < 0:
+            raise ValueError("tail_padding must be non-negative")
+
+    def config_array(self, num_streams, num_events, hazards):
+        """The int64 `DeviceState.config` array."""
+        config = np.zeros(NUM_CONFIG, dtype=np.int64)
+        unit = min(self.alignment_device, self.alignment_host)
+        if self.page_mode:
+            unit = self.page_size
+            config[CFG_SMALL_SIZE] = 2 * MiB - self.page_size
+            config[CFG_SMALL_SEGMENT] = 2 * MiB
+            config[CFG_LARGE_SEGMENT] = self.page_size
+            config[CFG_LARGE_SEGMENT_LIMIT] = 0
+            config[CFG_LARGE_ROUND] = self.page_size
+        else:
+            config[CFG_SMALL_SIZE] = self.small_size
+            config[CFG_SMALL_SEGMENT] = self.small_segment
+            config[CFG_LARGE_SEGMENT] = self.large_segment
+            config[CFG_LARGE_SEGMENT_LIMIT] = self.large_segment_limit
+            config[CFG_LARGE_ROUND] = self.large_round
+        config[CFG_MAX_SPLIT] = NO_LIMIT if self.max_split is None else self.max_split
+        config[CFG_OVERSIZE_SLACK] = self.oversize_slack
+        small = self.small_min_remainder
+        large = self.large_min_remainder
+        config[CFG_SMALL_MIN_REMAINDER] = unit if small is None else small
+        config[CFG_LARGE_MIN_REMAINDER] = unit if large is None else large
+        config[CFG_PAGE_MODE] = int(self.page_mode)
+        config[CFG_PAGE_SIZE] = self.page_size
+        config[CFG_HAZARDS] = int(hazards)
+        config[CFG_NUM_STREAMS] = num_streams
+        config[CFG_NUM_EVENTS] = num_events
+        return config
+
+    def placement_array(self, arena_sizes, caps):
+        """The int64 `DeviceState.placement_config` array (alignment, padding, cap, size)."""
+        array = np.zeros((NUM_PLACEMENTS, NUM_PLACEMENT_CONFIG), dtype=np.int64)
+        for placement in range(NUM_PLACEMENTS):
+            host = placement == PLACEMENT_HOST
+            alignment = self.alignment_host if host else self.alignment_device
+            array[placement, PCFG_ALIGNMENT] = alignment
+            array[placement, PCFG_TAIL_PADDING] = 0 if host else self.tail_padding
+            array[placement, PCFG_CAP] = caps[placement]
+            array[placement, PCFG_ARENA_SIZE] = arena_sizes[placement]
+        return array
+
+
+def resolve_cap(cap, arena_size):
+    """A cap given as bytes (int) or as a fraction of the arena (float in (0, 1])."""
+    if cap is None:
+        return int(arena_size)
+    if isinstance(cap, float):
+        if not 0.0 < cap <= 1.0:
+            raise ValueError(f"a fractional cap must be in (0, 1], got {cap}")
+        return int(arena_size * cap)
+    if cap < 0:
+        raise ValueError(f"a cap must be non-negative, got {cap}")
+    return int(min(cap, arena_size))

@@ -1,0 +1,313 @@
+"""`Device`: the Python face of the simulated device.
+
+It validates arguments, calls the jitted functions on its `DeviceState` (`device.state`, which
+is also what executors put into their runtime tuple), and turns status codes into exceptions.
+"""
+
+import numpy as np
+
+from rtsoa.device import allocator as _allocator
+from rtsoa.device import streams as _streams
+from rtsoa.device.config import AllocatorConfig, resolve_cap
+from rtsoa.device.cost import CostModel
+from rtsoa.device.hazards import device_access
+from rtsoa.device.state import create_state
+from rtsoa.device.stats import device_stats, free_memory_summary, snapshot
+from rtsoa.device.status import (
+    CNT_HAZARDS,
+    HAZ_BLOCK,
+    HAZ_IS_WRITE,
+    HAZ_KIND,
+    HAZ_OTHER_STREAM,
+    HAZ_OTHER_TASK,
+    HAZ_STREAM,
+    HAZ_TASK,
+    HAZARD_KIND_NAMES,
+    MAX_STREAMS,
+    NUM_PLACEMENTS,
+    PCFG_CAP,
+    PLACEMENT_FOLLOWING,
+    PLACEMENT_HOST,
+    PLACEMENT_NAMES,
+    STATUS_INVALID_BLOCK,
+    STATUS_NAMES,
+    STATUS_NOT_READY,
+    STATUS_OK,
+    STATUS_OUT_OF_MEMORY,
+)
+from rtsoa.device.trace import chrome_trace_events, dump_trace, trace_records, trace_rows
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class DeviceError(RuntimeError):
+    """A device call failed; `status` is the device status code."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{STATUS_NAMES.get(status, status)}: {message}")
+        self.status = status
+
+
+class InvalidBlock(DeviceError):
+    """Stale, double-freed or unknown block handle."""
+
+
+class DeviceOutOfMemory(DeviceError):
+    """No memory after the wait -> sync -> release -> retry path; the device stays usable."""
+
+    def __init__(self, placement, requested, allocated, reserved, cap, largest_free, fragmentation):
+        self.placement = placement
+        self.requested = requested
+        self.allocated = allocated
+        self.reserved = reserved
+        self.cap = cap
+        self.largest_free = largest_free
+        self.fragmentation = fragmentation
+        super().__init__(
+            STATUS_OUT_OF_MEMORY,
+            f"tried to allocate {_human(requested)} on {placement}: "
+            f"{_human(allocated)} allocated, {_human(reserved)} reserved "
+            f"(cap {_human(cap)}), largest free block {_human(largest_free)}, "
+            f"fragmentation {fragmentation:.1%}",
+        )
+
+
+def _human(nbytes):
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    return f"{value:.2f} GiB"
+
+
+def placement_index(placement):
+    """Placement name or index -> index (0 hbm, 1 p2p, 2 host, 3 following)."""
+    if isinstance(placement, str):
+        try:
+            return PLACEMENT_NAMES.index(placement.lower())
+        except ValueError:
+            raise ValueError(f"unknown placement {placement!r}; use {PLACEMENT_NAMES}") from None
+    placement = int(placement)
+    if not 0 <= placement <= PLACEMENT_FOLLOWING:
+        raise ValueError(f"unknown placement {placement}")
+    return placement
+
+
+class Device:
+    """A simulated accelerator: arenas, caching allocator, streams / events, hazard checker.
+
+    Sizes are bytes per placement (arenas are zeroed lazily by the OS, so large arenas are
+    cheap until touched). `caps` maps a placement name to an absolute cap (int bytes) or a
+    fraction of the arena (float); the default is the whole arena (the reference uses 95 %).
+    """
+
+    def __init__(
+        self,
+        hbm_bytes=1 << 30,
+        p2p_bytes=64 << 20,
+        host_bytes=256 << 20,
+        *,
+        allocator=None,
+        cost=None,
+        caps=None,
+        hazards=True,
+        num_streams=4,
+        num_events=64,
+        max_blocks=1 << 16,
+        max_segments=4096,
+        trace_capacity=1 << 16,
+        hazard_capacity=1024,
+    ):
+        if not 1 <= num_streams <= MAX_STREAMS:
+            raise ValueError(f"num_streams must be in 1..{MAX_STREAMS}")
+        if num_events < 1 or max_blocks < 2 or max_segments < 1:
+            raise ValueError("num_events, max_blocks and max_segments must be positive")
+        self.allocator_config = allocator or AllocatorConfig()
+        self.cost_model = cost or CostModel()
+        arena_sizes = [int(hbm_bytes), int(p2p_bytes), int(host_bytes)]
+        caps = caps or {}
+        unknown = set(caps) - set(PLACEMENT_NAMES[:NUM_PLACEMENTS])
+        if unknown:
+            raise ValueError(f"caps for unknown placements {sorted(unknown)}")
+        cap_values = [
+            resolve_cap(caps.get(PLACEMENT_NAMES[p]), arena_sizes[p]) for p in range(NUM_PLACEMENTS)
+        ]
+        self.state = create_state(
+            arena_sizes,
+            self.allocator_config.config_array(num_streams, num_events, hazards),
+            self.allocator_config.placement_array(arena_sizes, cap_values),
+            self.cost_model.to_array(),
+            max_blocks,
+            max_segments,
+            num_streams,
+            num_events,
+            trace_capacity,
+            hazard_capacity,
+        )
+        self.num_streams = num_streams
+        self.num_events = num_events
+
+    # ---- memory ------------------------------------------------------------------------------
+    def malloc(self, nbytes, placement="hbm", stream=0):
+        """Allocate and return a block handle; raises `DeviceOutOfMemory` when full."""
+        index = placement_index(placement)
+        result = int(_allocator.device_malloc(self.state, index, int(nbytes), int(stream)))
+        if result >= 0:
+            return result
+        status = -result
+        if status == STATUS_OUT_OF_MEMORY:
+            raise self._out_of_memory(index, int(nbytes))
+        raise DeviceError(status, f"malloc({nbytes}, {placement!r}, stream={stream})")
+
+    def _out_of_memory(self, placement, nbytes):
+        resolved = PLACEMENT_HOST if placement == PLACEMENT_FOLLOWING else placement
+        stats = self.stats()[PLACEMENT_NAMES[resolved]]
+        largest, _, fragmentation = free_memory_summary(self.state, resolved)
+        cap = int(self.state.placement_config[resolved, PCFG_CAP])
+        return DeviceOutOfMemory(
+            PLACEMENT_NAMES[resolved],
+            nbytes,
+            stats["allocated_bytes.current"],
+            stats["reserved_bytes.current"],
+            cap,
+            largest,
+            fragmentation,
+        )
+
+    def free(self, handle, stream=0):
+        """Free a block on `stream` (reusable on that stream at once, elsewhere after events)."""
+        self._check(_allocator.device_free(self.state, int(handle), int(stream)), "free", handle)
+
+    def view(self, handle, dtype=np.uint8):
+        """The block's arena bytes (its requested length) viewed as `dtype`; writable."""
+        placement, offset, size = _allocator.block_location(self.state, int(handle))
+        if placement < 0:
+            raise InvalidBlock(STATUS_INVALID_BLOCK, f"stale or unknown handle {handle}")
+        arena = (self.state.arena_hbm, self.state.arena_p2p, self.state.arena_host)[placement]
+        return arena[offset : offset + size].view(dtype)
+
+    def location(self, handle):
+        """(placement name, offset, requested bytes) of a live block."""
+        placement, offset, size = _allocator.block_location(self.state, int(handle))
+        if placement < 0:
+            raise InvalidBlock(STATUS_INVALID_BLOCK, f"stale or unknown handle {handle}")
+        return PLACEMENT_NAMES[placement], int(offset), int(size)
+
+    def release_cached(self):
+        """Synchronise the device, then return every wholly free segment to the arenas."""
+        _streams.device_synchronize(self.state)
+        return int(_allocator.release_cached(self.state, -1))
+
+    empty_cache = release_cached
+
+    # ---- streams and events ------------------------------------------------------------------
+    def launch(self, stream=0, bytes_moved=0, flops=0, reads=(), writes=()):
+        """Launch a simulated kernel; returns its task id. Hazards are recorded, not raised."""
+        reads = np.asarray(reads, dtype=np.int64).reshape(-1) if len(reads) else _EMPTY
+        writes = np.asarray(writes, dtype=np.int64).reshape(-1) if len(writes) else _EMPTY
+        status = _streams.device_launch(
+            self.state, int(stream), int(bytes_moved), int(flops), reads, writes
+        )
+        self._check(status, "launch", stream)
+        return int(self.state.stream_last_task[stream])
+
+    def access(self, stream, handle, is_write):
+        """Declare one more block access of the last task launched on `stream`."""
+        self._check(device_access(self.state, int(stream), int(handle), bool(is_write)), "access")
+
+    def record_event(self, event, stream=0):
+        self._check(_streams.event_record(self.state, int(event), int(stream)), "record", event)
+
+    def wait_event(self, stream, event):
+        self._check(_streams.stream_wait_event(self.state, int(stream), int(event)), "wait")
+
+    def synchronize(self, stream=None):
+        """Synchronise one stream, or the whole device when `stream` is None."""
+        if stream is None:
+            self._check(_streams.device_synchronize(self.state), "device_synchronize")
+        else:
+            self._check(_streams.stream_synchronize(self.state, int(stream)), "synchronize")
+
+    def event_synchronize(self, event):
+        self._check(_streams.event_synchronize(self.state, int(event)), "event_synchronize")
+
+    def event_query(self, event):
+        """True when the event has completed at the current host time."""
+        status = int(_streams.event_query(self.state, int(event)))
+        if status == STATUS_NOT_READY:
+            return False
+        self._check(status, "event_query", event)
+        return True
+
+    def set_priority(self, stream, priority):
+        self._check(_streams.set_stream_priority(self.state, int(stream), int(priority)), "prio")
+
+    def stream_time(self, stream):
+        return float(self.state.stream_clock[stream])
+
+    @property
+    def host_time(self):
+        return float(self.state.host_clock[0])
+
+    def _check(self, status, what, *args):
+        status = int(status)
+        if status == STATUS_OK:
+            return
+        if status == STATUS_INVALID_BLOCK:
+            raise InvalidBlock(status, f"{what}{args}")
+        raise DeviceError(status, f"{what}{args}")
+
+    # ---- observability -----------------------------------------------------------------------
+    def stats(self):
+        """Statistics per placement plus device-wide counters (see `stats.device_stats`)."""
+        return device_stats(self.state)
+
+    def snapshot(self):
+        """Segments and blocks in address order (see `stats.snapshot`)."""
+        return snapshot(self.state)
+
+    def hazards(self):
+        """Recorded hazards as dicts: kind, block, both tasks and streams, and the times."""
+        count = min(int(self.state.counters[CNT_HAZARDS]), self.state.hazards.shape[0])
+        result = []
+        for row, times in zip(
+            self.state.hazards[:count], self.state.hazard_time[:count], strict=True
+        ):
+            result.append(
+                {
+                    "kind": HAZARD_KIND_NAMES[int(row[HAZ_KIND])],
+                    "block": int(row[HAZ_BLOCK]),
+                    "task": int(row[HAZ_TASK]),
+                    "stream": int(row[HAZ_STREAM]),
+                    "other_task": int(row[HAZ_OTHER_TASK]),
+                    "other_stream": int(row[HAZ_OTHER_STREAM]),
+                    "is_write": bool(row[HAZ_IS_WRITE]),
+                    "time_ns": float(times[0]),
+                    "other_time_ns": float(times[1]),
+                }
+            )
+        return result
+
+    @property
+    def hazard_count(self):
+        return int(self.state.counters[CNT_HAZARDS])
+
+    def trace(self):
+        """The trace ring's events (oldest first) as dicts."""
+        rows, times, _ = trace_rows(self.state)
+        return trace_records(rows, times)
+
+    def dump_trace(self, path):
+        """Write the trace ring to `path` (.npz); `replay_trace` re-runs it."""
+        dump_trace(self.state, path)
+
+    def chrome_trace(self, pid="device", name_of_task=None):
+        """Chrome-trace event dicts of the device timeline (one track per stream)."""
+        return chrome_trace_events(self.state, pid=pid, name_of_task=name_of_task)
+
+    def plot_memory(self, path, title=None):
+        """Draw allocated / reserved bytes over the trace's events into a PNG."""
+        from rtsoa.device.plot import plot_memory
+
+        return plot_memory(self.state, path, title=title)
