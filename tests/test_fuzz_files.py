@@ -10,10 +10,10 @@ import shutil
 import numpy as np
 import pyarrow as pa
 import pytest
+from graph_files import read, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graph_files import read, write
 from rtsoa import GraphFormatError, load_graph, save_graph
 from rtsoa.builder import GraphBuilder
 from rtsoa.generators import generate
@@ -59,8 +59,15 @@ mutation = st.one_of(
     st.tuples(st.just("truncate"), st.floats(0.0, 0.999)),
     st.tuples(st.just("drop_column"), st.integers(0, 10**6)),
     st.tuples(st.just("swap_columns"), st.integers(0, 10**6), st.integers(0, 10**6)),
-    st.tuples(st.just("set_value"), st.integers(0, 10**6), st.integers(0, 10**9), st.integers(-(2**31), 2**31 - 1)),
-    st.tuples(st.just("small_value"), st.integers(0, 10**6), st.integers(0, 10**9), st.integers(-3, 300)),
+    st.tuples(
+        st.just("set_value"),
+        st.integers(0, 10**6),
+        st.integers(0, 10**9),
+        st.integers(-(2**31), 2**31 - 1),
+    ),
+    st.tuples(
+        st.just("small_value"), st.integers(0, 10**6), st.integers(0, 10**9), st.integers(-3, 300)
+    ),
     st.tuples(st.just("retype"), st.integers(0, 10**6)),
     st.tuples(st.just("delete")),
     st.tuples(st.just("garbage"), st.binary(min_size=0, max_size=64)),

@@ -60,7 +60,9 @@ def test_lowered_follows_the_lowering_pattern():
         assert g.node_worker[alloc] == WorkerClass.MEMORY == g.node_worker[free]
         # Every launch that reads this op's block runs before the block's Free (guarder).
         block = g.outputs(alloc)[0]
-        readers = [n for n in range(g.num_nodes) if block in g.inputs(n) and names[n] == "LaunchKernel"]
+        readers = [
+            n for n in range(g.num_nodes) if block in g.inputs(n) and names[n] == "LaunchKernel"
+        ]
         assert set(readers) <= set(preds[free])
         assert set(g.relations(free)) == set(readers) - {launch}
         assert g.node_priority[free] >= max(g.node_priority[r] for r in readers)

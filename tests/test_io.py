@@ -5,8 +5,8 @@ import shutil
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from graph_files import read, set_value, write
+
 from rtsoa import GraphFormatError, load_graph, save_graph
 from rtsoa.generators import generate
 from rtsoa.schema import TABLES
