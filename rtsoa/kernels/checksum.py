@@ -1,0 +1,73 @@
+"""The order-independent checksum that work kernels fold node ids into.
+
+`fold(rt, node, salt)` adds `mix(node, salt)` to `rt.checksum[0]` with wrapping uint64
+arithmetic, so the result does not depend on execution order and a vectorized numpy expression
+(`expected_checksum`) reproduces it for any graph where every node runs once.
+"""
+
+import numpy as np
+
+from rtsoa._jit import jit
+
+_MULTIPLIER = np.uint64(0xBF58476D1CE4E5B9)
+_GOLDEN = 0x9E3779B97F4A7C15
+_SHIFT = np.uint64(31)
+_MASK64 = (1 << 64) - 1
+
+
+def salt_of(index):
+    """Salt number `index` (a distinct odd-looking 64-bit constant per kernel)."""
+    return ((index + 1) * _GOLDEN) & _MASK64
+
+
+# Kernel name -> salt, for every built-in kernel that folds into the checksum.
+FOLD_SALTS = {f"Checksum{k}": salt_of(k) for k in range(16)}
+FOLD_SALTS.update(
+    {
+        "Busy": salt_of(100),
+        "InferShape": salt_of(101),
+        "AllocMemory": salt_of(102),
+        "LaunchKernel": salt_of(103),
+        "FreeMemory": salt_of(104),
+    }
+)
+
+
+@jit
+def mix(node, salt):
+    """A 64-bit mix of a node id (uint64 wrapping arithmetic)."""
+    x = (np.uint64(node) + np.uint64(salt)) * _MULTIPLIER
+    return x ^ (x >> _SHIFT)
+
+
+@jit
+def fold(rt, node, salt):
+    """Fold `node` into the run's checksum; returns status 0."""
+    rt.checksum[0] += mix(node, salt)
+    return np.int32(0)
+
+
+def mix_numpy(nodes, salts):
+    """`mix` over arrays (uint64, wrapping)."""
+    x = (np.asarray(nodes).astype(np.uint64) + np.asarray(salts, dtype=np.uint64)) * _MULTIPLIER
+    return x ^ (x >> _SHIFT)
+
+
+def expected_checksum(graph, nodes=None, counts=None):
+    """The checksum of a run that executes `nodes` (default: all Main nodes) `counts` times each.
+
+    Independent of the executors: a vectorized numpy expression over the graph's kernel names.
+    """
+    if nodes is None:
+        from rtsoa.schema import GraphKind
+
+        nodes = graph.nodes_of(GraphKind.MAIN)
+    nodes = np.asarray(nodes, dtype=np.int64)
+    salt_table = np.array([FOLD_SALTS.get(name, 0) for name in graph.kernel_names], np.uint64)
+    folds = np.array([name in FOLD_SALTS for name in graph.kernel_names], dtype=bool)
+    kernels = graph.node_kernel[nodes]
+    keep = folds[kernels]
+    values = mix_numpy(nodes[keep], salt_table[kernels[keep]])
+    if counts is not None:
+        values = values * np.asarray(counts, dtype=np.uint64)[keep]
+    return int(np.sum(values, dtype=np.uint64))

@@ -1,0 +1,183 @@
+"""The kernel registry: kernels by name, with their metadata, bound to graphs at load.
+
+A kernel is an njit function `run(rt, node) -> int32 status` (rt: `rtsoa.kernels.Runtime`),
+defined at module level in an importable module, registered with the `kernel` decorator:
+
+    @kernel("Add", worker="launch", requires={"inputs": 2, "outputs": 1})
+    def add(rt, node):
+        ...
+        return np.int32(0)
+
+The generated dispatch (`rtsoa.kernels.dispatch`) imports every kernel by module and attribute
+name, so user kernels work exactly like the built-ins. A kernel's dispatch id is its position in
+the registry.
+"""
+
+import sys
+from typing import NamedTuple
+
+import numpy as np
+from numba.core.registry import CPUDispatcher
+
+from rtsoa._jit import jit
+from rtsoa.errors import UnknownKernelError
+from rtsoa.schema import WorkerClass
+
+_WORKERS = {
+    "normal": WorkerClass.NORMAL,
+    "memory": WorkerClass.MEMORY,
+    "launch": WorkerClass.LAUNCH,
+}
+_REQUIREMENTS = ("inputs", "outputs", "attributes", "successors")
+
+
+class KernelInfo(NamedTuple):
+    """One registry entry."""
+
+    name: str
+    function: object  # the njit dispatcher
+    module: str  # importable module defining it
+    attribute: str  # module-level name of the function
+    worker: WorkerClass  # which worker of the multi-thread executor runs it
+    critical_section: str | None  # "memory" / "launch" / None (reference's critical-section key)
+    outputs: object  # outputs creator / shape inference hook: callable(graph, node) or None
+    trace: object  # trace printer: callable(graph, node) -> str, or None
+    requires: dict  # minimum inputs / outputs / attributes / successors, checked at load
+    control_flow: bool  # switch / pivot / loop kernels: the graph needs a queue executor
+
+
+def default_trace(graph, node):
+    """`Name(node=3, attrs=[...])`: the fallback trace printer."""
+    attrs = ", ".join(str(int(a)) for a in graph.attributes(node))
+    return f"{graph.kernel_name(node)}(node={node}, attrs=[{attrs}])"
+
+
+class KernelRegistry:
+    """Ordered name -> KernelInfo table; the order gives each kernel its dispatch id."""
+
+    def __init__(self):
+        self._entries = {}
+
+    def register(
+        self,
+        name,
+        function,
+        worker="normal",
+        critical_section=None,
+        outputs=None,
+        trace=None,
+        requires=None,
+        control_flow=False,
+    ):
+        """Add (or re-register from the same place) a kernel; returns its KernelInfo."""
+        if not isinstance(function, CPUDispatcher):
+            raise TypeError(f"kernel {name!r} must be an njit function, got {type(function)}")
+        if worker not in _WORKERS:
+            raise ValueError(f"kernel {name!r}: worker must be one of {sorted(_WORKERS)}")
+        if critical_section not in (None, "memory", "launch"):
+            raise ValueError(f"kernel {name!r}: critical_section must be None, memory or launch")
+        requires = dict(requires or {})
+        unknown = sorted(set(requires) - set(_REQUIREMENTS))
+        if unknown:
+            raise ValueError(f"kernel {name!r}: unknown requirement(s) {unknown}")
+        py_func = function.py_func
+        info = KernelInfo(
+            name=str(name),
+            function=function,
+            module=py_func.__module__,
+            attribute=py_func.__name__,
+            worker=_WORKERS[worker],
+            critical_section=critical_section,
+            outputs=outputs,
+            trace=trace or default_trace,
+            requires={key: int(requires.get(key, 0)) for key in _REQUIREMENTS},
+            control_flow=bool(control_flow),
+        )
+        if "<locals>" in py_func.__qualname__:
+            raise ValueError(f"kernel {name!r} must be a module-level function")
+        old = self._entries.get(info.name)
+        if old is not None and (old.module, old.attribute) != (info.module, info.attribute):
+            raise ValueError(
+                f"kernel {name!r} is already registered by {old.module}.{old.attribute}"
+            )
+        self._entries[info.name] = info
+        return info
+
+    def unregister(self, name):
+        """Remove a kernel (tests); later kernels shift their dispatch ids."""
+        del self._entries[name]
+
+    def __contains__(self, name):
+        return name in self._entries
+
+    def __getitem__(self, name):
+        return self._entries[name]
+
+    def __len__(self):
+        return len(self._entries)
+
+    def entries(self):
+        """The KernelInfo tuple in dispatch-id order."""
+        return tuple(self._entries.values())
+
+    def names(self):
+        return tuple(self._entries)
+
+    def bind(self, kernel_names):
+        """Dispatch id for each of a graph's kernel names; UnknownKernelError lists the unknown."""
+        ids = {name: index for index, name in enumerate(self._entries)}
+        unknown = [name for name in kernel_names if name not in ids]
+        if unknown:
+            raise UnknownKernelError(
+                f"unknown kernel(s) {', '.join(repr(n) for n in unknown)}: register them with "
+                "@rtsoa.kernels.kernel(...) in a module imported before loading the graph"
+            )
+        return np.array([ids[name] for name in kernel_names], dtype=np.int32)
+
+    def check_importable(self):
+        """Every kernel must be reachable as module.attribute (the dispatch imports it so)."""
+        for info in self._entries.values():
+            module = sys.modules.get(info.module)
+            if module is None or info.module == "__main__":
+                raise ValueError(
+                    f"kernel {info.name!r} is defined in {info.module!r}, which the generated "
+                    "dispatch cannot import; define kernels in an importable module"
+                )
+            if getattr(module, info.attribute, None) is not info.function:
+                raise ValueError(
+                    f"kernel {info.name!r}: {info.module}.{info.attribute} is not the registered "
+                    "function (kernels must be module-level and keep their name)"
+                )
+
+
+REGISTRY = KernelRegistry()
+
+
+def kernel(
+    name,
+    worker="normal",
+    critical_section=None,
+    outputs=None,
+    trace=None,
+    requires=None,
+    control_flow=False,
+    registry=None,
+):
+    """Decorator: jit `run(rt, node) -> int32` (unless already jitted) and register it."""
+
+    def decorate(function):
+        if not isinstance(function, CPUDispatcher):
+            function = jit(function)
+        (registry or REGISTRY).register(
+            name,
+            function,
+            worker=worker,
+            critical_section=critical_section,
+            outputs=outputs,
+            trace=trace,
+            requires=requires,
+            control_flow=control_flow,
+        )
+        return function
+
+    return decorate
