@@ -3,7 +3,7 @@
 - `ExecutorSpeed.track_*`: ns/node of rtsoa and of C, and the ratio rtsoa / C, each measured in
   one process by interleaving C and rtsoa runs (median of `REPEATS`), so the ratio does not mix
   machine states. Targets: sequential <= 1.3, topological <= 1.5, priority <= 1.5.
-- `ExecutorTime.time_*`: the same runs as plain asv timings.
+- `ExecutorTime.time_rtsoa`, `CBaselineTime.time_c`: the same runs as plain asv timings.
 - `FreshProcess.timeraw_*`: a new interpreter loads the saved 100k-node random DAG and runs it
   once, with the disk caches warm (target < 2 s) or pointed at an empty directory (the cold
   compile time).
@@ -21,7 +21,11 @@ from .common import (
     WORKLOAD_NAMES,
     Pair,
     build_workloads,
+    checksum_kernel_ids,
     fresh_process_code,
+    load_workload,
+    prepare_c,
+    reference_checksum,
 )
 
 REPEATS = 15
@@ -68,7 +72,7 @@ class ExecutorSpeed:
 
 
 class ExecutorTime:
-    """One whole run of the graph, rtsoa and C, as plain asv timings."""
+    """One whole run of the graph by rtsoa's executor (checked against C in setup)."""
 
     params = (WORKLOAD_NAMES, EXECUTORS)
     param_names = ("workload", "executor")
@@ -80,8 +84,22 @@ class ExecutorTime:
     def time_rtsoa(self, paths, workload, executor):
         self.pair.run_rtsoa()
 
+
+class CBaselineTime:
+    """One whole run of the graph by the C baseline (needs no rtsoa executor)."""
+
+    params = (WORKLOAD_NAMES, EXECUTORS)
+    param_names = ("workload", "executor")
+    timeout = 600
+
+    def setup(self, paths, workload, executor):
+        graph = load_workload(paths[workload])
+        self.baseline = prepare_c(graph, executor)
+        expected = (graph.num_nodes, reference_checksum(checksum_kernel_ids(graph)))
+        assert self.baseline.run() == expected, "C baseline disagrees with the NumPy reference"
+
     def time_c(self, paths, workload, executor):
-        self.pair.run_c()
+        self.baseline.run()
 
 
 class FreshProcess:
@@ -111,3 +129,36 @@ class FreshProcess:
 
     def timeraw_first_run_cold_cache(self, paths, executor):
         return fresh_process_code(paths[FRESH_PROCESS_WORKLOAD], executor, cold_cache=True)
+
+
+def main():
+    """Print the table the README quotes: `cd asv_bench && python -m benchmarks.bench_executors`."""
+    import time
+
+    paths = build_workloads()
+    print(f"{'workload':9} {'executor':12} {'C ns/node':>10} {'rtsoa ns/node':>14} {'ratio':>6}")
+    for workload in WORKLOAD_NAMES:
+        for executor in EXECUTORS:
+            try:
+                figures = Pair(paths[workload], executor).measure(REPEATS)
+            except NotImplementedError as error:
+                print(f"{workload:9} {executor:12} skipped: {error}")
+                continue
+            print(
+                f"{workload:9} {executor:12} {figures.c_ns_per_node:10.1f} "
+                f"{figures.rtsoa_ns_per_node:14.1f} {figures.ratio:6.2f}"
+            )
+    path = paths[FRESH_PROCESS_WORKLOAD]
+    for executor in EXECUTORS:
+        for cold in (False, True):
+            code = fresh_process_code(path, executor, cold_cache=cold)
+            start = time.perf_counter()
+            result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            seconds = time.perf_counter() - start
+            state = "cold" if cold else "warm"
+            outcome = "ok" if result.returncode == 0 else result.stderr.strip().splitlines()[-1]
+            print(f"fresh process, {state} cache, {executor:12} {seconds:6.2f} s wall  {outcome}")
+
+
+if __name__ == "__main__":
+    main()
