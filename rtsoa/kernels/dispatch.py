@@ -116,7 +116,8 @@ def generate_source(registry, key):
     ]
     for index, info in enumerate(entries):
         lines.append(f"from {info.module} import {info.attribute} as _kernel{index}")
-    lines += ["", "", "@njit(cache=True, nogil=True, boundscheck=False)"]
+    # inline="always": LLVM will not inline a 30-way switch, and a call passes `rt` by value.
+    lines += ["", "", '@njit(cache=True, nogil=True, boundscheck=False, inline="always")']
     lines.append("def dispatch(rt, kernel, node):")
     lines.append('    """Run kernel `kernel` (a dispatch id) on `node`; returns its status."""')
     for index, info in enumerate(entries):
