@@ -39,6 +39,12 @@ def fail(rt, node):
     return np.int32(rt.attr_pool[rt.attr_offsets[node]])
 
 
+@kernel("FailWhen", requires={"inputs": 1})
+def fail_when(rt, node):
+    """input: an INT value; returns it as the status (run-time fault injection)."""
+    return np.int32(rt.value_slots[rt.input_values[rt.input_offsets[node]]])
+
+
 @kernel("EndOfSequence")
 def end_of_sequence(rt, node):
     """End the run without error."""

@@ -1,0 +1,243 @@
+"""Executors against the pure-Python reference: checksums, edge order, priorities, errors."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import check_dag_order, reference_run
+
+from rtsoa import GraphBuilder, load_graph, save_graph
+from rtsoa.errors import GraphFormatError, RtsoaError, UnknownKernelError
+from rtsoa.executors import (
+    EXECUTORS,
+    KernelError,
+    Profiler,
+    RunResult,
+    prepare_executor,
+)
+from rtsoa.generators import generate
+from rtsoa.kernels import STATUS_END_OF_SEQUENCE, expected_checksum
+from rtsoa.schema import GraphKind, ValueKind
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def run_recorded(executor):
+    """(RunResult of the plain loop, executed order from the profiled loop)."""
+    result = executor.run()
+    profiler = Profiler()
+    recorded = executor.run(subscriber=profiler)
+    assert recorded == result
+    return result, profiler.nodes.copy()
+
+
+def check_all_executors(graph):
+    expected = expected_checksum(graph)
+    reference = reference_run(graph)
+    assert reference.checksum == expected
+    for name in EXECUTORS:
+        executor = prepare_executor(graph, name)
+        result, order = run_recorded(executor)
+        assert result == RunResult(0, graph.nodes_of().shape[0], expected, False), name
+        check_dag_order(graph, order)
+
+
+@pytest.mark.parametrize("kind", ["chain", "random", "layered", "lowered"])
+@pytest.mark.parametrize("nodes", [1, 7, 1000])
+def test_generated_graphs_match_reference(kind, nodes):
+    check_all_executors(generate(kind, nodes, seed=nodes))
+
+
+@SETTINGS
+@given(
+    kind=st.sampled_from(["chain", "random", "layered", "lowered"]),
+    nodes=st.integers(1, 400),
+    seed=st.integers(0, 2**31 - 1),
+    kernels=st.integers(1, 16),
+)
+def test_property_every_executor_agrees(kind, nodes, seed, kernels):
+    options = {"random": {"edges_per_node": 4, "window": 30}, "layered": {"width": 9}}
+    check_all_executors(generate(kind, nodes, seed=seed, kernels=kernels, **options.get(kind, {})))
+
+
+@SETTINGS
+@given(data=st.data(), nodes=st.integers(1, 60))
+def test_property_random_priorities(data, nodes):
+    """Arbitrary priorities and edges: sequential follows (priority, FIFO), all agree."""
+    builder = GraphBuilder()
+    priorities = data.draw(st.lists(st.integers(-5, 5), min_size=nodes, max_size=nodes))
+    for priority in priorities:
+        builder.add_node("Checksum3", priority=priority)
+    pairs = data.draw(
+        st.lists(st.tuples(st.integers(0, nodes - 1), st.integers(0, nodes - 1)), max_size=150)
+    )
+    for a, b in pairs:
+        if a != b:
+            builder.add_edge(min(a, b), max(a, b))
+    graph = builder.finalize()
+    check_all_executors(graph)
+
+
+def test_sequential_and_priority_follow_priority_topological_is_fifo():
+    builder = GraphBuilder()
+    for priority in (2, 0, 1, 0):
+        builder.add_node("Checksum0", priority=priority)
+    graph = builder.finalize()
+    orders = {name: run_recorded(prepare_executor(graph, name))[1] for name in EXECUTORS}
+    assert orders["sequential"].tolist() == [1, 3, 2, 0]
+    assert orders["priority"].tolist() == [1, 3, 2, 0]
+    assert orders["topological"].tolist() == [0, 1, 2, 3]
+
+
+def test_loaded_graph_runs_like_built(tmp_path):
+    graph = generate("random", 500, seed=3, edges_per_node=5, window=50)
+    loaded = load_graph(save_graph(graph, tmp_path / "g.rtsoa"))
+    for name in EXECUTORS:
+        built = prepare_executor(graph, name).run()
+        from_disk = prepare_executor(loaded, name)
+        assert from_disk.run() == built
+        # One compiled signature serves read-only (memory-mapped) and in-memory graphs.
+        assert len(from_disk._loop.signatures) == 1
+
+
+def test_repeated_runs_are_identical():
+    graph = generate("lowered", 2000, seed=1)
+    executor = prepare_executor(graph, "priority")
+    first = executor.run()
+    assert all(executor.run() == first for _ in range(3))
+    assert first.checksum == expected_checksum(graph)
+
+
+def test_auto_without_control_flow_is_sequential():
+    assert prepare_executor(generate("random", 50), "auto").name == "sequential"
+
+
+def test_unknown_kernel_is_named():
+    builder = GraphBuilder()
+    builder.add_node("Checksum1")
+    builder.add_node("NoSuchKernel")
+    builder.add_node("AlsoMissing")
+    with pytest.raises(UnknownKernelError, match="NoSuchKernel.*AlsoMissing"):
+        prepare_executor(builder.finalize())
+
+
+def test_unknown_executor_and_sequential_control_flow_rejected():
+    graph = generate("chain", 5)
+    with pytest.raises(ValueError, match="unknown executor"):
+        prepare_executor(graph, "fastest")
+
+
+def test_missing_kernel_inputs_rejected_before_running():
+    builder = GraphBuilder()
+    builder.add_node("Checksum0")
+    builder.add_node("InferShape", attributes=[8])  # no output value
+    with pytest.raises(GraphFormatError, match="InferShape.*outputs"):
+        prepare_executor(builder.finalize())
+
+
+def test_other_roots_and_empty_main():
+    builder = GraphBuilder()
+    builder.add_node("Checksum0", graph=GraphKind.INIT)
+    builder.add_node("Checksum1", graph=GraphKind.INIT)
+    builder.add_node("Checksum2", graph=GraphKind.DEINIT)
+    graph = builder.finalize()
+    assert prepare_executor(graph).run().nodes_executed == 0
+    init = prepare_executor(graph, "topological", root=GraphKind.INIT).run()
+    assert init.nodes_executed == 2
+    assert init.checksum == expected_checksum(graph, nodes=[0, 1])
+
+
+# -- errors and end of sequence ---------------------------------------------------------------
+
+
+def _fail_graph():
+    """Chain Checksum0 x 10 with a FailWhen at node 5 whose status is an INT graph input."""
+    builder = GraphBuilder()
+    status_value = builder.add_value(kind=ValueKind.INT)
+    for node in range(10):
+        if node == 5:
+            builder.add_node("FailWhen", inputs=[status_value], compute_node=42)
+        else:
+            builder.add_node("Checksum0")
+        if node:
+            builder.add_edge(node - 1, node)
+    return builder.finalize(), status_value
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+def test_kernel_failure_is_typed_and_recoverable(name):
+    graph, status_value = _fail_graph()
+    executor = prepare_executor(graph, name)
+    executor.runtime.value_slots[status_value] = 7
+    with pytest.raises(KernelError) as caught:
+        executor.run()
+    error = caught.value
+    assert isinstance(error, RtsoaError)
+    assert (error.status, error.node, error.kernel, error.compute_node) == (7, 5, "FailWhen", 42)
+    assert error.nodes_executed == 6
+    executor.runtime.value_slots[status_value] = 0
+    result = executor.run()
+    assert result == RunResult(0, 10, expected_checksum(graph), False)
+    # the profiled variant reports the same failure
+    executor.runtime.value_slots[status_value] = -3
+    with pytest.raises(KernelError, match="status -3"):
+        executor.run(subscriber=Profiler())
+    executor.runtime.value_slots[status_value] = 0
+    assert executor.run() == result
+
+
+def test_fail_kernel_first_failure_wins():
+    builder = GraphBuilder()
+    builder.add_node("Checksum0")
+    builder.add_node("Fail", attributes=[11], priority=1)
+    builder.add_node("Fail", attributes=[12], priority=2)
+    builder.add_edge(0, 1)
+    builder.add_edge(0, 2)
+    graph = builder.finalize()
+    for name in EXECUTORS:
+        with pytest.raises(KernelError) as caught:
+            prepare_executor(graph, name).run()
+        assert (caught.value.status, caught.value.node) == (11, 1)
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+def test_end_of_sequence_is_not_an_error(name):
+    builder = GraphBuilder()
+    for node in range(6):
+        builder.add_node("EndOfSequence" if node == 3 else "Checksum2")
+        if node:
+            builder.add_edge(node - 1, node)
+    graph = builder.finalize()
+    result = prepare_executor(graph, name).run()
+    assert result.end_of_sequence and result.status == STATUS_END_OF_SEQUENCE
+    assert result.nodes_executed == 4
+    assert result.checksum == expected_checksum(graph, nodes=[0, 1, 2])
+    assert reference_run(graph).checksum == result.checksum
+
+
+def test_busy_kernel_folds_like_checksum():
+    builder = GraphBuilder()
+    builder.add_node("Busy", attributes=[1000])
+    builder.add_node("Busy", attributes=[0])
+    builder.add_edge(0, 1)
+    graph = builder.finalize()
+    assert prepare_executor(graph).run().checksum == expected_checksum(graph)
+
+
+def test_executor_checksum_independent_of_numpy_reference_on_large_graph():
+    graph = generate("random", 20_000, seed=9)
+    for name in EXECUTORS:
+        assert prepare_executor(graph, name).run().checksum == expected_checksum(graph)
+
+
+def test_kernel_error_pickles():
+    import pickle
+
+    error = KernelError(3, 4, "Fail", -1, 5)
+    again = pickle.loads(pickle.dumps(error))
+    assert (again.status, again.node, again.kernel) == (3, 4, "Fail")
+
+
+def test_nodes_array_matches_reference_order_for_topological():
+    graph = generate("layered", 300, seed=5, width=10)
+    _, order = run_recorded(prepare_executor(graph, "topological"))
+    assert order.tolist() == reference_run(graph).order
