@@ -118,10 +118,10 @@ class WhileNodes(NamedTuple):
     body_graph: int
 
 
-def _leaves(builder, subgraph, pivot, body):
+def _leaves(builder, subgraph, pivot, body, *extra):
     if body is None:
         return [pivot]
-    leaves = body(builder, subgraph, pivot)
+    leaves = body(builder, subgraph, pivot, *extra)
     return list(leaves) if leaves else [pivot]
 
 
@@ -139,8 +139,9 @@ def add_if(builder, condition, branches, graph=GraphKind.MAIN, after=()):
 
     `branches`: one callable per branch, `branch(builder, subgraph, pivot) -> leaf nodes`, which
     adds its nodes in `subgraph`, each reachable from `pivot`, and returns the nodes the
-    branch ends in (none: the pivot alone); None for an empty branch. Edges from `after` and
-    from the condition's producer go to the switch. Returns IfNodes; consumers follow `join`.
+    branch ends in (none: the pivot alone); None for an empty branch. Edges from `after` go to
+    the switch: include the condition's producer (e.g. the node of `add_const_int`) unless it
+    is already ordered before. Returns IfNodes; consumers follow `join`.
     """
     switch = builder.add_node("SwitchNotify", graph=graph, inputs=[condition])
     for before in after:
@@ -166,9 +167,9 @@ def add_if(builder, condition, branches, graph=GraphKind.MAIN, after=()):
 def add_while(builder, iterations, body=None, graph=GraphKind.MAIN, after=()):
     """A While loop running `body` `iterations` times (0 is allowed).
 
-    `body(builder, subgraph, pivot) -> leaf nodes` as for `add_if`. The counter value
-    (`WhileNodes.counter`) holds the iteration number inside the body. Returns WhileNodes;
-    consumers follow `exit`.
+    `body(builder, subgraph, pivot, counter) -> leaf nodes` as for `add_if`; `counter` is the
+    INT value holding the iteration number (0-based) inside the body, which nodes of the body
+    may read (e.g. as an If condition). Returns WhileNodes; consumers follow `exit`.
     """
     enter = builder.add_node("Enter", graph=graph)
     counter = builder.add_value(kind=ValueKind.INT, producer=enter)
@@ -189,7 +190,7 @@ def add_while(builder, iterations, body=None, graph=GraphKind.MAIN, after=()):
     builder.add_edge(cond, switch)
     builder.add_edge(switch, pivot)  # successor 0: run the body
     builder.add_edge(switch, exit_node)  # successor 1: leave the loop
-    leaves = _leaves(builder, body_graph, pivot, body)
+    leaves = _leaves(builder, body_graph, pivot, body, counter)
     increment = builder.add_node("LoopIncrement", graph=body_graph, inputs=[counter])
     for leaf in leaves:
         builder.add_edge(leaf, increment)
