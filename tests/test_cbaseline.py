@@ -179,3 +179,19 @@ def test_cycle_stops_kahn_early():
         assert executed == 2  # nodes 0 and 3
     with pytest.raises(ValueError, match="cycle"):
         cbaseline.prepare_baseline("sequential", offsets, targets, in_degree, kernel_ids)
+
+
+@pytest.mark.parametrize("kind", ["chain", "random", "layered"])
+def test_c_checksum_equals_rtsoa_checksum_kernels(kind):
+    # The C kernels copy rtsoa's Checksum<k> fold; this catches either side drifting.
+    generators = pytest.importorskip("rtsoa.generators")
+    checksum = pytest.importorskip("rtsoa.kernels.checksum")
+    graph = generators.generate(kind, 2000, seed=5, kernels=8)
+    table = np.array([int(name[len("Checksum") :]) for name in graph.kernel_names], np.int32)
+    kernel_ids = table[graph.node_kernel]
+    expected = checksum.expected_checksum(graph)
+    assert cbaseline.reference_checksum(kernel_ids) == expected
+    csr = (graph.succ_offsets, graph.succ_targets, graph.in_degree)
+    for executor in cbaseline.EXECUTORS:
+        baseline = cbaseline.prepare_baseline(executor, *csr, kernel_ids, graph.node_priority)
+        assert baseline.run() == (graph.num_nodes, expected)
