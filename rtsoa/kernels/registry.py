@@ -168,7 +168,7 @@ def kernel(
     def decorate(function):
         if not isinstance(function, CPUDispatcher):
             function = jit(function)
-        (registry or REGISTRY).register(
+        (registry if registry is not None else REGISTRY).register(
             name,
             function,
             worker=worker,

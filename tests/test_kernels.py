@@ -1,0 +1,169 @@
+"""Kernel registry, generated dispatch and its disk cache, user kernels."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from rtsoa import GraphBuilder
+from rtsoa.errors import UnknownKernelError
+from rtsoa.executors import prepare_executor
+from rtsoa.kernels import REGISTRY, KernelRegistry, builtin, kernel
+from rtsoa.kernels.checksum import FOLD_SALTS, expected_checksum, fold, mix, mix_numpy
+from rtsoa.kernels.dispatch import generate_source, load_dispatch, registry_hash
+from rtsoa.schema import WorkerClass
+
+# A user registry with a user kernel defined here, in an importable module, as users would.
+USER_REGISTRY = KernelRegistry()
+USER_REGISTRY.register("Checksum0", builtin.checksum0)
+_TRIPLE_SALT = np.uint64(12345)
+
+
+@kernel("Triple", worker="launch", registry=USER_REGISTRY)
+def triple(rt, node):
+    """Folds the node three times."""
+    fold(rt, node, _TRIPLE_SALT)
+    fold(rt, node, _TRIPLE_SALT)
+    return fold(rt, node, _TRIPLE_SALT)
+
+
+def test_builtins_registered_in_a_stable_order():
+    names = REGISTRY.names()
+    assert names[:4] == ("Noop", "Busy", "Fail", "FailWhen")
+    for k in range(16):
+        assert f"Checksum{k}" in REGISTRY
+    for name in ("InferShape", "AllocMemory", "LaunchKernel", "FreeMemory", "SwitchNotify"):
+        assert name in REGISTRY
+    assert REGISTRY["LaunchKernel"].worker == WorkerClass.LAUNCH
+    assert REGISTRY["AllocMemory"].critical_section == "memory"
+    assert REGISTRY["SwitchNotify"].control_flow
+
+
+def test_bind_maps_names_and_rejects_unknown():
+    ids = REGISTRY.bind(("Checksum1", "Noop"))
+    assert ids.tolist() == [REGISTRY.names().index("Checksum1"), 0]
+    with pytest.raises(UnknownKernelError, match="'Nope'"):
+        REGISTRY.bind(("Noop", "Nope"))
+
+
+def test_register_rejects_bad_metadata_and_duplicates():
+    registry = KernelRegistry()
+    with pytest.raises(ValueError, match="worker"):
+        registry.register("X", builtin.noop, worker="gpu")
+    with pytest.raises(ValueError, match="critical_section"):
+        registry.register("X", builtin.noop, critical_section="io")
+    with pytest.raises(ValueError, match="requirement"):
+        registry.register("X", builtin.noop, requires={"colour": 1})
+    with pytest.raises(TypeError):
+        registry.register("X", lambda rt, node: 0)
+    registry.register("X", builtin.noop)
+    registry.register("X", builtin.noop)  # same place: allowed (module reloads)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("X", builtin.busy)
+
+    def make():
+        @kernel("Local", registry=registry)
+        def local(rt, node):
+            return np.int32(0)
+
+    with pytest.raises(ValueError, match="module-level"):
+        make()
+
+
+def test_trace_printer_default():
+    builder = GraphBuilder()
+    builder.add_node("Busy", attributes=[5])
+    graph = builder.finalize()
+    assert REGISTRY["Busy"].trace(graph, 0) == "Busy(node=0, attrs=[5])"
+
+
+def test_mix_matches_numpy_and_salts_distinct():
+    nodes = np.array([0, 1, 2, 2**31 - 1], dtype=np.int64)
+    salt = FOLD_SALTS["Checksum5"]
+    assert [int(mix(int(n), np.uint64(salt))) for n in nodes] == mix_numpy(nodes, salt).tolist()
+    assert len(set(FOLD_SALTS.values())) == len(FOLD_SALTS)
+
+
+def test_user_kernel_runs_through_generated_dispatch():
+    builder = GraphBuilder()
+    builder.add_node("Checksum0")
+    builder.add_node("Triple")
+    builder.add_edge(0, 1)
+    graph = builder.finalize()
+    executor = prepare_executor(graph, "sequential", registry=USER_REGISTRY)
+    expected = expected_checksum(graph, nodes=[0]) + 3 * int(mix_numpy([1], 12345)[0])
+    assert executor.run().checksum == expected % 2**64
+    assert executor.launch_count == 1
+    source = open(sys.modules[executor._loop.__module__].__file__).read()
+    assert f"from {__name__} import triple as _kernel1" in source
+    with pytest.raises(UnknownKernelError):
+        prepare_executor(graph, "sequential")  # not in the default registry
+
+
+def test_hash_changes_when_a_kernel_module_changes(tmp_path, monkeypatch):
+    module_path = tmp_path / "rtsoa_test_user_module.py"
+    module_path.write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            from rtsoa.kernels import KernelRegistry, kernel
+
+            LOCAL = KernelRegistry()
+
+            @kernel("Seven", registry=LOCAL)
+            def seven(rt, node):
+                return np.int32(7)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("RTSOA_CACHE_DIR", str(tmp_path / "cache"))
+    import rtsoa_test_user_module as user
+
+    before = registry_hash(user.LOCAL)
+    assert registry_hash(user.LOCAL) == before
+    module = load_dispatch(user.LOCAL)
+    assert module.__file__ == str(tmp_path / "cache" / f"rtsoa_dispatch_{before}.py")
+    assert "def dispatch(rt, kernel, node)" in generate_source(user.LOCAL, before)
+    assert not list((tmp_path / "cache").glob("*.tmp"))
+    module_path.write_text(module_path.read_text() + "\n# edited\n")
+    assert registry_hash(user.LOCAL) != before
+    user.LOCAL.register("Noop", builtin.noop)
+    assert registry_hash(user.LOCAL) != before
+
+
+def test_kernels_in_main_are_rejected():
+    registry = KernelRegistry()
+    info = registry.register("Noop", builtin.noop)
+    registry._entries["Noop"] = info._replace(module="__main__")
+    with pytest.raises(ValueError, match="cannot import"):
+        load_dispatch(registry)
+
+
+_FRESH = """
+import time
+start = time.perf_counter()
+from rtsoa.generators import generate
+from rtsoa.executors import prepare_executor
+graph = generate("random", 2000, seed=1)
+executor = prepare_executor(graph, "{executor}")
+result = executor.run()
+stats = executor._loop.stats
+print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()),
+      result.nodes_executed, time.perf_counter() - start)
+"""
+
+
+@pytest.mark.parametrize("executor", ["sequential"])
+def test_fresh_process_with_warm_cache_does_not_compile(executor):
+    code = _FRESH.format(executor=executor)
+    env = dict(os.environ)
+    for _ in range(2):  # the first process may compile (cold cache); the second must not
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
+    hits, misses, executed, seconds = out.stdout.split()
+    assert (int(hits), int(misses), int(executed)) == (1, 0, 2000), out.stdout
