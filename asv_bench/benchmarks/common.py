@@ -221,7 +221,10 @@ def fresh_process_code(path, executor, cold_cache=False):
             "os.environ['RTSOA_CACHE_DIR'] = os.path.join(cache_dir, 'rtsoa')",
         ]
     lines += [
-        f"sys.path.insert(0, {str(REPO_ROOT)!r})",
+        "try:",
+        "    import rtsoa",
+        "except ImportError:  # not installed: use this checkout, as ensure_rtsoa_importable",
+        f"    sys.path.insert(0, {str(REPO_ROOT)!r})",
         "from rtsoa.io import load_graph",
         "from rtsoa.executors import prepare_executor",
         f"graph = load_graph({str(path)!r})",
