@@ -131,6 +131,9 @@ def test_hash_changes_when_a_kernel_module_changes(tmp_path, monkeypatch):
     assert not list((tmp_path / "cache").glob("*.tmp"))
     module_path.write_text(module_path.read_text() + "\n# edited\n")
     assert registry_hash(user.LOCAL) != before
+    edited = registry_hash(user.LOCAL)
+    user.LOCAL.depends_on("rtsoa.kernels.status")
+    assert registry_hash(user.LOCAL) != edited
     user.LOCAL.register("Noop", builtin.noop)
     assert registry_hash(user.LOCAL) != before
 

@@ -8,7 +8,8 @@ is `@njit(cache=True)`, so a fresh process with a warm cache loads machine code 
 compiling.
 
 The hash covers the registry's entries (names, modules, metadata), the full source of every
-module defining a kernel, the loop / runtime sources and the numba version: editing any kernel
+module defining a kernel (plus modules named by `registry.depends_on`), the loop / runtime /
+checksum sources and the numba version: editing any kernel
 gives a new file name, which is how a change invalidates the cache (numba's own check only
 watches the file it compiles). Files are written to a temp file and renamed, so concurrent
 processes never import a half-written module. Cache dir: $RTSOA_CACHE_DIR, else ~/.cache/rtsoa.
@@ -71,6 +72,9 @@ def registry_hash(registry):
         digest.update(line.encode())
         if info.module not in modules:
             modules.append(info.module)
+    for module_name in registry.dependencies():
+        if module_name not in modules:
+            modules.append(module_name)
     for module_name in modules:
         digest.update(f"module {module_name}\n".encode())
         digest.update(_module_source_bytes(module_name))

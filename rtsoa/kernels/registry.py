@@ -57,6 +57,18 @@ class KernelRegistry:
 
     def __init__(self):
         self._entries = {}
+        self._dependencies = []
+
+    def depends_on(self, *modules):
+        """Hash these modules' sources too (helpers in modules that define no kernel)."""
+        for module in modules:
+            name = module if isinstance(module, str) else module.__name__
+            if name not in self._dependencies:
+                self._dependencies.append(name)
+
+    def dependencies(self):
+        """Module names, besides the kernels' own, whose source the dispatch cache key covers."""
+        return tuple(self._dependencies)
 
     def register(
         self,
@@ -167,7 +179,10 @@ def kernel(
 
     def decorate(function):
         if not isinstance(function, CPUDispatcher):
-            function = jit(function)
+            # Not disk-cached on its own: a kernel's cache file would only notice edits to its
+            # own module, not to helpers it inlines. The generated dispatch caches the compiled
+            # kernel inside each loop, under a key that hashes every kernel module.
+            function = jit(function, cache=False)
         (registry if registry is not None else REGISTRY).register(
             name,
             function,
