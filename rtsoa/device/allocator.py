@@ -91,7 +91,7 @@ from rtsoa.device.trace import trace_append
 # ---- small helpers ---------------------------------------------------------------------------
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def size_class(size):
     """Free-list class of a size: exact below 16, then 16 classes per power of two."""
     if size < 16:
@@ -101,7 +101,7 @@ def size_class(size):
     return (exponent << SUB_BINS_LOG2) + sub
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def round_request(dev, placement, nbytes):
     """Bytes a request occupies: size + tail padding, rounded up to the allocation unit."""
     if dev.config[CFG_PAGE_MODE] != 0:
@@ -112,7 +112,7 @@ def round_request(dev, placement, nbytes):
     return max(unit, (padded + unit - 1) // unit * unit)
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def _stat_add(dev, placement, group, amount):
     current = dev.stats[placement, group + STAT_CURRENT] + amount
     dev.stats[placement, group + STAT_CURRENT] = current
@@ -120,13 +120,13 @@ def _stat_add(dev, placement, group, amount):
     dev.stats[placement, group + STAT_TOTAL] += amount
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def _stat_sub(dev, placement, group, amount):
     dev.stats[placement, group + STAT_CURRENT] -= amount
     dev.stats[placement, group + STAT_FREED] += amount
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def _pop_block_slot(dev):
     top = dev.counters[CNT_BLOCK_TOP]
     if top == 0:
@@ -135,7 +135,7 @@ def _pop_block_slot(dev):
     return dev.block_slots[top - 1]
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def _push_block_slot(dev, slot):
     dev.block_state[slot] = BLOCK_UNUSED
     dev.block_segment[slot] = -1
@@ -147,7 +147,7 @@ def _push_block_slot(dev, slot):
 # ---- free lists ------------------------------------------------------------------------------
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def _bin_push(dev, slot, group):
     """Put a free block at the head of its class list (LIFO)."""
     index = group * NUM_BINS + size_class(dev.block_size[slot])
@@ -161,7 +161,7 @@ def _bin_push(dev, slot, group):
     dev.bin_bitmap[index // BITMAP_BITS] |= 1 << (index % BITMAP_BITS)
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def _bin_remove(dev, slot):
     index = dev.block_bin[slot]
     before = dev.block_free_prev[slot]
@@ -177,7 +177,7 @@ def _bin_remove(dev, slot):
     dev.block_bin[slot] = -1
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def _eligible(dev, slot, size, stream, max_split):
     block_size = dev.block_size[slot]
     if block_size >= max_split:
@@ -188,7 +188,7 @@ def _eligible(dev, slot, size, stream, max_split):
     return reusable_on(dev, slot, stream)
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def _find_block(dev, group, size, stream):
     """Best-fit eligible free block of the group, or -1 (classes are ordered size ranges)."""
     first_fit = dev.config[CFG_PAGE_MODE] != 0
@@ -228,17 +228,17 @@ def _find_block(dev, group, size, stream):
 # ---- segments --------------------------------------------------------------------------------
 
 
-@jit
+@jit(_nrt=False)
 def _segment_size(dev, pool, size):
     if pool == POOL_SMALL:
         return max(dev.config[CFG_SMALL_SEGMENT], size)
-    if size < dev.config[CFG_LARGE_SEGMENT_LIMIT]:
+    if size < dev.config[CFG_LARGE_SEGMENT_LIMIT] and size < dev.config[CFG_MAX_SPLIT]:
         return max(dev.config[CFG_LARGE_SEGMENT], size)
     unit = dev.config[CFG_LARGE_ROUND]
     return (size + unit - 1) // unit * unit
 
 
-@jit
+@jit(_nrt=False)
 def _new_segment(dev, placement, pool, size, stream):
     """Carve a segment for a `size`-byte request; returns its single free block or -status."""
     reserved = dev.stats[placement, STAT_RESERVED_BYTES + STAT_CURRENT]
@@ -286,7 +286,7 @@ def _new_segment(dev, placement, pool, size, stream):
     return slot
 
 
-@jit
+@jit(_nrt=False)
 def _host_ordered(dev, slot):
     """Every use of the block is known complete by the host (safe to unmap)."""
     mask = dev.block_stream_mask[slot]
@@ -298,7 +298,7 @@ def _host_ordered(dev, slot):
     return True
 
 
-@jit
+@jit(_nrt=False)
 def release_cached(dev, placement):
     """Return wholly free segments to the arena (all placements when `placement` < 0).
 
@@ -336,7 +336,7 @@ def release_cached(dev, placement):
 # ---- malloc / free ---------------------------------------------------------------------------
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def _try_malloc(dev, placement, size, requested, stream):
     """One allocation attempt without the out-of-memory path; handle or -status."""
     pool = POOL_SMALL if size <= dev.config[CFG_SMALL_SIZE] else POOL_LARGE
@@ -401,7 +401,7 @@ def _try_malloc(dev, placement, size, requested, stream):
     return handle
 
 
-@jit
+@jit(_nrt=False)
 def device_malloc(dev, placement, nbytes, stream):
     """Allocate `nbytes` of `placement` for use on `stream`.
 
@@ -437,7 +437,7 @@ def device_malloc(dev, placement, nbytes, stream):
     return handle
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def block_slot(dev, handle):
     """Slot of a live handle, or -1 when the handle is stale / invalid."""
     slot = handle & HANDLE_SLOT_MASK
@@ -450,7 +450,7 @@ def block_slot(dev, handle):
     return slot
 
 
-@jit
+@jit(_nrt=False)
 def device_free(dev, handle, stream):
     """Free a block on `stream` (stream-ordered: reusable on `stream` at once). Status code."""
     if stream < 0 or stream >= dev.config[CFG_NUM_STREAMS]:
@@ -499,7 +499,7 @@ def device_free(dev, handle, stream):
     return np.int32(STATUS_OK)
 
 
-@jit
+@jit(_nrt=False)
 def block_location(dev, handle):
     """(placement, offset, requested bytes) of a live block; placement -1 if stale."""
     slot = block_slot(dev, handle)
@@ -509,7 +509,7 @@ def block_location(dev, handle):
     return placement, dev.block_offset[slot], dev.block_requested[slot]
 
 
-@jit
+@jit  # returns an array view: needs the reference-counting runtime
 def block_bytes(dev, handle):
     """The arena bytes of a live block (length = requested size); empty if the handle is stale.
 

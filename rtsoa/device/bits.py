@@ -3,7 +3,7 @@
 from rtsoa._jit import jit
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def floor_log2(value):
     """Index of the highest set bit of a positive integer."""
     x = value
@@ -28,7 +28,7 @@ def floor_log2(value):
     return result
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def lowest_bit(value):
     """Index of the lowest set bit of a non-zero int64."""
     return floor_log2(value & -value)

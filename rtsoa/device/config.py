@@ -19,6 +19,7 @@ from rtsoa.device.status import (
     CFG_SMALL_MIN_REMAINDER,
     CFG_SMALL_SEGMENT,
     CFG_SMALL_SIZE,
+    CFG_TRACE,
     NUM_CONFIG,
     NUM_PLACEMENT_CONFIG,
     NUM_PLACEMENTS,
@@ -77,8 +78,11 @@ class AllocatorConfig:
                 raise ValueError(f"{name} must be positive")
         if self.tail_padding < 0:
             raise ValueError("tail_padding must be non-negative")
+        if self.max_split is not None and self.max_split <= self.large_segment:
+            # as in PyTorch: the large pool's shared segments must stay splittable
+            raise ValueError("max_split must exceed large_segment")
 
-    def config_array(self, num_streams, num_events, hazards):
+    def config_array(self, num_streams, num_events, hazards, trace=True):
         """The int64 `DeviceState.config` array."""
         config = np.zeros(NUM_CONFIG, dtype=np.int64)
         unit = min(self.alignment_device, self.alignment_host)
@@ -104,6 +108,7 @@ class AllocatorConfig:
         config[CFG_PAGE_MODE] = int(self.page_mode)
         config[CFG_PAGE_SIZE] = self.page_size
         config[CFG_HAZARDS] = int(hazards)
+        config[CFG_TRACE] = int(trace)
         config[CFG_NUM_STREAMS] = num_streams
         config[CFG_NUM_EVENTS] = num_events
         return config

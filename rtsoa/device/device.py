@@ -100,6 +100,8 @@ class Device:
     Sizes are bytes per placement (arenas are zeroed lazily by the OS, so large arenas are
     cheap until touched). `caps` maps a placement name to an absolute cap (int bytes) or a
     fraction of the arena (float); the default is the whole arena (the reference uses 95 %).
+    `hazards` switches the hazard checker, `trace` the trace ring (both on by default; both off
+    for speed).
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class Device:
         cost=None,
         caps=None,
         hazards=True,
+        trace=True,
         num_streams=4,
         num_events=64,
         max_blocks=1 << 16,
@@ -135,7 +138,7 @@ class Device:
         ]
         self.state = create_state(
             arena_sizes,
-            self.allocator_config.config_array(num_streams, num_events, hazards),
+            self.allocator_config.config_array(num_streams, num_events, hazards, trace),
             self.allocator_config.placement_array(arena_sizes, cap_values),
             self.cost_model.to_array(),
             max_blocks,

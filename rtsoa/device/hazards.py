@@ -35,7 +35,7 @@ from rtsoa.device.status import (
 )
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def claim_stream(dev, slot, stream):
     """Add `stream` to the block's history, clearing entries left from a previous slot use."""
     bit = 1 << stream
@@ -47,7 +47,7 @@ def claim_stream(dev, slot, stream):
         dev.block_last_time[slot, stream] = 0.0
 
 
-@jit
+@jit(_nrt=False)
 def record_hazard(dev, kind, handle, task, stream, other_task, other_stream, is_write, t0, t1):
     """Append a hazard row (kept only while the table has room; always counted)."""
     index = dev.counters[CNT_HAZARDS]
@@ -64,7 +64,7 @@ def record_hazard(dev, kind, handle, task, stream, other_task, other_stream, is_
         dev.hazard_time[index, 1] = t1
 
 
-@jit
+@jit(_nrt=False)
 def device_access(dev, stream, handle, is_write):
     """Declare that the last task launched on `stream` reads (or writes) block `handle`.
 
@@ -120,7 +120,7 @@ def device_access(dev, stream, handle, is_write):
     return STATUS_OK
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def history_merge(dev, into, source):
     """`into` takes the union of both blocks' histories (neighbour merge)."""
     mask = dev.block_stream_mask[source]
@@ -143,7 +143,7 @@ def history_merge(dev, into, source):
         )
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def history_copy(dev, into, source):
     """`into` inherits `source`'s history (the remainder of a split)."""
     mask = dev.block_stream_mask[source]
@@ -157,7 +157,7 @@ def history_copy(dev, into, source):
         dev.block_last_time[into, stream] = dev.block_last_time[source, stream]
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def history_on_free(dev, slot, stream):
     """A free on `stream` is its latest use; every earlier access now counts as a write."""
     epoch = dev.stream_vc[stream, stream]
@@ -172,7 +172,7 @@ def history_on_free(dev, slot, stream):
         dev.block_last_write[slot, other] = dev.block_last_use[slot, other]
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def reusable_on(dev, slot, stream):
     """True when every recorded use of the block's memory is ordered before `stream`'s next op."""
     mask = dev.block_stream_mask[slot] & ~(1 << stream)

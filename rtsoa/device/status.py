@@ -66,7 +66,8 @@ CFG_NUM_STREAMS = 10  # streams in use (<= 63)
 CFG_NUM_EVENTS = 11
 CFG_SMALL_MIN_REMAINDER = 12  # split the small pool's block only if this much is left over
 CFG_LARGE_MIN_REMAINDER = 13
-NUM_CONFIG = 14
+CFG_TRACE = 14  # 1: write events into the trace ring (off saves ~half a malloc's time)
+NUM_CONFIG = 15
 
 # ---- per-placement config (int64 array `placement_config`, one row per arena) --------------
 PCFG_ALIGNMENT = 0

@@ -9,6 +9,7 @@ import numpy as np
 
 from rtsoa._jit import jit
 from rtsoa.device.status import (
+    CFG_TRACE,
     CNT_TRACE_SEQ,
     EV_ALLOC,
     EV_DEVICE_SYNC,
@@ -41,9 +42,11 @@ from rtsoa.device.status import (
 TRACE_FORMAT_VERSION = 1
 
 
-@jit
+@jit(_nrt=False, inline="always")
 def trace_append(dev, kind, placement, handle, offset, size, requested, stream, start, end):
-    """Write one event into the ring (overwrites the oldest once full)."""
+    """Write one event into the ring (overwrites the oldest once full); no-op if tracing is off."""
+    if dev.config[CFG_TRACE] == 0:
+        return
     seq = dev.counters[CNT_TRACE_SEQ]
     dev.counters[CNT_TRACE_SEQ] = seq + 1
     row = seq & (dev.trace.shape[0] - 1)

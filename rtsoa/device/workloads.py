@@ -1,0 +1,89 @@
+"""Seeded allocation workloads shared by tests and benchmarks.
+
+`random_sequence` is the issue's random alloc / free sequence: at each step, with probability
+`alloc_probability` allocate a size drawn log-uniformly from [min_size, max_size] (1 B..5 MiB by
+default), otherwise free a uniformly chosen live block (an allocation when none is live).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from rtsoa._jit import jit
+from rtsoa.device.allocator import device_free, device_malloc
+
+OP_FREE = 0
+OP_ALLOC = 1
+
+
+class Sequence(NamedTuple):
+    """ops[k] (OP_ALLOC / OP_FREE), sizes[k] (bytes, allocs), ids[k] (tensor id)."""
+
+    ops: np.ndarray
+    sizes: np.ndarray
+    ids: np.ndarray
+    num_tensors: int
+
+    def lifetimes(self):
+        """(first_use, last_use, size) per tensor id; never-freed tensors live to the end."""
+        steps = self.ops.shape[0]
+        first = np.zeros(self.num_tensors, dtype=np.int64)
+        last = np.full(self.num_tensors, steps, dtype=np.int64)
+        size = np.zeros(self.num_tensors, dtype=np.int64)
+        alloc = self.ops == OP_ALLOC
+        first[self.ids[alloc]] = np.flatnonzero(alloc)
+        size[self.ids[alloc]] = self.sizes[alloc]
+        free = ~alloc
+        last[self.ids[free]] = np.flatnonzero(free)
+        return first, last, size
+
+    def live_bytes_peak(self):
+        """Peak of the summed sizes of live tensors (the lower bound for any allocator)."""
+        delta = np.where(self.ops == OP_ALLOC, self.sizes, 0)
+        first, _, size = self.lifetimes()
+        free = self.ops == OP_FREE
+        delta[free] = -size[self.ids[free]]
+        return int(np.cumsum(delta).max(initial=0))
+
+
+def random_sequence(seed, steps, alloc_probability, min_size=1, max_size=5 << 20):
+    """The seeded random alloc / free sequence (see module docstring)."""
+    rng = np.random.default_rng(seed)
+    draws = rng.random(steps)
+    log_sizes = rng.uniform(np.log(min_size), np.log(max_size + 1), steps)
+    sizes_drawn = np.minimum(np.exp(log_sizes).astype(np.int64), max_size)
+    picks = rng.random(steps)
+    ops = np.zeros(steps, dtype=np.int64)
+    sizes = np.zeros(steps, dtype=np.int64)
+    ids = np.zeros(steps, dtype=np.int64)
+    live = []
+    next_id = 0
+    for step in range(steps):
+        if draws[step] < alloc_probability or not live:
+            ops[step] = OP_ALLOC
+            sizes[step] = sizes_drawn[step]
+            ids[step] = next_id
+            live.append(next_id)
+            next_id += 1
+        else:
+            position = int(picks[step] * len(live))
+            live[position], live[-1] = live[-1], live[position]
+            ids[step] = live.pop()
+    return Sequence(ops, sizes, ids, next_id)
+
+
+@jit(_nrt=False)
+def run_sequence(dev, placement, ops, sizes, ids, handles, stream):
+    """Run a sequence on `dev` from njit code; `handles` (int64, one per tensor) receives the
+    handles. Returns (status, failing step or -1, peak reserved bytes of the placement)."""
+    for step in range(ops.shape[0]):
+        if ops[step] == OP_ALLOC:
+            handle = device_malloc(dev, placement, sizes[step], stream)
+            if handle < 0:
+                return -handle, step
+            handles[ids[step]] = handle
+        else:
+            status = device_free(dev, handles[ids[step]], stream)
+            if status != 0:
+                return np.int64(status), step
+    return np.int64(0), np.int64(-1)

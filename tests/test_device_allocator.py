@@ -1,0 +1,218 @@
+"""Caching allocator: statistics vs snapshots, exact split / merge offsets, pools, modes."""
+
+import numpy as np
+import pytest
+
+from rtsoa.device import AllocatorConfig, Device, InvalidBlock
+from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
+from rtsoa.device.status import BLOCK_FREE, PLACEMENT_HBM
+from rtsoa.device.workloads import OP_ALLOC, random_sequence
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+
+def blocks_of(device, placement="hbm"):
+    """[(offset, size, state)] of every block of the placement, in address order."""
+    result = []
+    for segment in device.snapshot():
+        if segment["placement"] == placement:
+            result.extend((b["offset"], b["size"], b["state"]) for b in segment["blocks"])
+    return sorted(result)
+
+
+def check_invariants(device):
+    """Blocks tile their segments exactly; no two free neighbours; free lists hold free blocks."""
+    state = device.state
+    for segment in device.snapshot():
+        position = segment["offset"]
+        previous_free = False
+        for block in segment["blocks"]:
+            assert block["offset"] == position
+            assert block["size"] > 0
+            free = block["state"] == "free"
+            assert not (free and previous_free), "adjacent free blocks were not merged"
+            previous_free = free
+            position += block["size"]
+        assert position == segment["offset"] + segment["size"]
+    free = np.flatnonzero(state.block_state == BLOCK_FREE)
+    listed = []
+    for head in state.bin_head[state.bin_head >= 0]:
+        slot = int(head)
+        while slot >= 0:
+            listed.append(slot)
+            slot = int(state.block_free_next[slot])
+    assert sorted(listed) == sorted(free.tolist())
+
+
+@pytest.mark.parametrize("alloc_probability", [0.53, 0.73])
+@pytest.mark.parametrize("page_mode", [False, True])
+def test_stats_match_snapshot_after_every_step(alloc_probability, page_mode):
+    steps = 700 if page_mode else 1500
+    sequence = random_sequence(seed=7, steps=steps, alloc_probability=alloc_probability)
+    device = Device(
+        hbm_bytes=4 << 30,
+        allocator=AllocatorConfig(page_mode=page_mode),
+        trace_capacity=1 << 12,
+    )
+    handles = {}
+    live_requested = 0
+    peak_requested = 0
+    peak_allocated = 0
+    peak_reserved = 0
+    for step in range(steps):
+        tensor = int(sequence.ids[step])
+        if sequence.ops[step] == OP_ALLOC:
+            size = int(sequence.sizes[step])
+            handles[tensor] = (device.malloc(size), size)
+            live_requested += size
+        else:
+            handle, size = handles.pop(tensor)
+            device.free(handle)
+            live_requested -= size
+        tracked = device.stats()["hbm"]
+        recomputed = stats_from_snapshot(snapshot_arrays(device.state), PLACEMENT_HBM)
+        for key, value in recomputed.items():
+            assert tracked[key] == value, (step, key)
+        assert tracked["requested_bytes.current"] == live_requested
+        peak_requested = max(peak_requested, live_requested)
+        peak_allocated = max(peak_allocated, tracked["allocated_bytes.current"])
+        peak_reserved = max(peak_reserved, tracked["reserved_bytes.current"])
+        if step % 100 == 0:
+            check_invariants(device)
+    check_invariants(device)
+    tracked = device.stats()["hbm"]
+    assert tracked["requested_bytes.peak"] == peak_requested == sequence.live_bytes_peak()
+    assert tracked["allocated_bytes.peak"] == peak_allocated
+    assert tracked["reserved_bytes.peak"] == peak_reserved
+    assert tracked["allocation.allocated"] == int((sequence.ops == OP_ALLOC).sum())
+    assert tracked["allocation.allocated"] - tracked["allocation.freed"] == len(handles)
+
+
+def test_split_and_merge_exact_offsets():
+    device = Device(hbm_bytes=64 * MiB)
+    a = device.malloc(1000)  # rounds to 1024 at offset 0
+    b = device.malloc(3000)  # 3072 at 1024
+    c = device.malloc(100)  # 512 at 4096
+    assert [device.location(h)[1] for h in (a, b, c)] == [0, 1024, 4096]
+    rest = 2 * MiB - 4608
+    assert blocks_of(device) == [
+        (0, 1024, "allocated"),
+        (1024, 3072, "allocated"),
+        (4096, 512, "allocated"),
+        (4608, rest, "free"),
+    ]
+    device.free(b)
+    assert blocks_of(device)[1] == (1024, 3072, "free")
+    d = device.malloc(2000)  # best fit: the 3072 hole, split into 2048 + 1024
+    assert device.location(d)[1] == 1024
+    assert blocks_of(device)[1:3] == [(1024, 2048, "allocated"), (3072, 1024, "free")]
+    device.free(c)  # merges with both free neighbours: 3072..2 MiB
+    assert blocks_of(device)[2:] == [(3072, 2 * MiB - 3072, "free")]
+    device.free(a)
+    device.free(d)  # merges left and right: the whole segment is one free block again
+    assert blocks_of(device) == [(0, 2 * MiB, "free")]
+    check_invariants(device)
+
+
+def test_best_fit_prefers_the_smallest_hole():
+    device = Device(hbm_bytes=64 * MiB)
+    handles = [device.malloc(size) for size in (4096, 512, 2048, 512)]
+    device.free(handles[0])  # hole of 4096 at 0
+    device.free(handles[2])  # hole of 2048 at 4608
+    chosen = device.malloc(1500)
+    assert device.location(chosen)[1] == 4608
+
+
+def test_alignment_padding_and_host_placement():
+    device = Device(hbm_bytes=64 * MiB, allocator=AllocatorConfig(tail_padding=32))
+    a = device.malloc(512)  # 512 + 32 padding -> 1024
+    b = device.malloc(0)  # still one unit
+    assert blocks_of(device)[:2] == [(0, 1024, "allocated"), (1024, 512, "allocated")]
+    h = device.malloc(100, placement="following")  # host: 64-byte unit, no padding
+    g = device.malloc(1, placement="host")
+    assert device.location(h) == ("host", 0, 100)
+    assert device.location(g) == ("host", 128, 1)
+    assert device.stats()["host"]["allocated_bytes.current"] == 192
+    for handle in (a, b, h, g):
+        device.free(handle)
+
+
+def test_page_mode_rounds_to_pages_and_carves_two_mib_chunks():
+    device = Device(hbm_bytes=64 * MiB, allocator=AllocatorConfig(page_mode=True))
+    a = device.malloc(1)
+    b = device.malloc(70 * KiB)
+    assert blocks_of(device)[:2] == [(0, 64 * KiB, "allocated"), (64 * KiB, 128 * KiB, "allocated")]
+    large = device.malloc(3 * MiB + 1)  # own span, rounded to pages
+    segments = device.snapshot()
+    assert sorted(s["size"] for s in segments) == [2 * MiB, 3 * MiB + 64 * KiB]
+    for handle in (a, b, large):
+        device.free(handle)
+
+
+def test_small_and_large_pools_do_not_share_segments():
+    device = Device(hbm_bytes=256 * MiB)
+    small = device.malloc(1 * MiB)  # small pool (<= 1 MiB)
+    large = device.malloc(1 * MiB + 1)  # large pool: a 20 MiB segment
+    pools = {s["pool"]: s["size"] for s in device.snapshot()}
+    assert pools == {"small": 2 * MiB, "large": 20 * MiB}
+    inside = device.malloc(11 * MiB)  # fits the large segment's 19 MiB of free space
+    huge = device.malloc(25 * MiB - 5)  # >= 10 MiB: own segment rounded up to 2 MiB
+    assert sorted(s["size"] for s in device.snapshot()) == [2 * MiB, 20 * MiB, 26 * MiB]
+    device.free(inside)
+    for handle in (small, large, huge):
+        device.free(handle)
+
+
+def test_oversize_blocks_are_never_split():
+    config = AllocatorConfig(max_split=32 * MiB, oversize_slack=8 * MiB)
+    device = Device(hbm_bytes=512 * MiB, allocator=config)
+    big = device.malloc(40 * MiB)
+    big_offset = device.location(big)[1]
+    device.free(big)
+    medium = device.malloc(2 * MiB)  # below max_split: must not take the oversize block
+    assert device.location(medium)[1] != big_offset
+    reused = device.malloc(36 * MiB)  # oversize, wastes 4 MiB < slack: the whole block
+    assert device.location(reused)[1] == big_offset
+    sizes = [b[1] for b in blocks_of(device) if b[0] == big_offset]
+    assert sizes == [40 * MiB]
+    device.free(reused)
+    still_fits = device.malloc(33 * MiB)  # wastes 7 MiB < 8 MiB of slack: allowed
+    assert device.location(still_fits)[1] == big_offset
+
+
+def test_double_free_and_stale_handles_are_rejected():
+    device = Device(hbm_bytes=64 * MiB)
+    handle = device.malloc(4096)
+    device.free(handle)
+    with pytest.raises(InvalidBlock):
+        device.free(handle)
+    again = device.malloc(4096)  # same slot and memory, new generation
+    assert again != handle and device.location(again)[1] == 0
+    with pytest.raises(InvalidBlock):
+        device.view(handle)
+    device.free(again)
+
+
+def test_views_are_real_arena_memory():
+    device = Device(hbm_bytes=64 * MiB)
+    a = device.malloc(16 * 4)
+    b = device.malloc(16 * 4)
+    device.view(a, np.float32)[:] = np.arange(16, dtype=np.float32)
+    device.view(b, np.float32)[:] = 2.0
+    placement, offset, size = device.location(a)
+    raw = device.state.arena_hbm[offset : offset + size].view(np.float32)
+    np.testing.assert_array_equal(raw, np.arange(16, dtype=np.float32))
+    assert device.view(b, np.float32).sum() == 32.0
+
+
+def test_caps_absolute_and_fraction():
+    device = Device(hbm_bytes=64 * MiB, caps={"hbm": 0.25})
+    assert device.state.placement_config[0, 2] == 16 * MiB
+    device = Device(hbm_bytes=64 * MiB, caps={"hbm": 5 * MiB})
+    handles = [device.malloc(1 * MiB) for _ in range(4)]  # two 2 MiB small segments
+    assert device.stats()["hbm"]["reserved_bytes.current"] == 4 * MiB
+    with pytest.raises(ValueError):
+        Device(caps={"gpu": 0.5})
+    for handle in handles:
+        device.free(handle)
