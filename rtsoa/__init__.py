@@ -2,8 +2,10 @@
 
 from rtsoa.builder import GraphBuilder, float_bits
 from rtsoa.errors import GraphFormatError, RtsoaError, UnknownKernelError
+from rtsoa.executors import KernelError, Profiler, RunResult, Subscriber, Tracer, prepare_executor
 from rtsoa.graph import ExecuteGraph, GraphMeta
 from rtsoa.io import load_graph, save_graph
+from rtsoa.kernels import REGISTRY, kernel
 from rtsoa.schema import FORMAT_VERSION, DType, GraphKind, Placement, ValueKind, WorkerClass
 from rtsoa.validate import validate_graph
 
@@ -17,6 +19,14 @@ __all__ = [
     "GraphFormatError",
     "GraphKind",
     "GraphMeta",
+    "KernelError",
+    "Profiler",
+    "REGISTRY",
+    "RunResult",
+    "Subscriber",
+    "Tracer",
+    "kernel",
+    "prepare_executor",
     "Placement",
     "RtsoaError",
     "UnknownKernelError",

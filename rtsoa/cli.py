@@ -1,4 +1,4 @@
-"""The `rtsoa` command line: gen, inspect (and run, once executors are registered)."""
+"""The `rtsoa` command line: gen, inspect, run."""
 
 import argparse
 import json
@@ -21,7 +21,10 @@ def command(name):
 
 
 def _progress(total, description, enabled):
-    return tqdm(total=total, desc=description, unit="step", disable=not enabled, leave=False)
+    # disable=None: tqdm shows the bar only when stderr is a terminal.
+    return tqdm(
+        total=total, desc=description, unit="step", disable=None if enabled else True, leave=False
+    )
 
 
 @command("gen")
@@ -89,6 +92,81 @@ def _inspect(args):
         print(format_summary(summary))
 
 
+@command("run")
+def _run(args):
+    import numpy as np
+
+    from rtsoa.executors import Tracer, prepare_executor
+    from rtsoa.io import load_graph
+
+    if args.repeat < 1:
+        raise ValueError("--repeat must be >= 1")
+    start = time.perf_counter()
+    graph = load_graph(args.file)
+    loaded = time.perf_counter()
+    executor = prepare_executor(graph, executor=args.executor)
+    prepared = time.perf_counter()
+    first = executor.run()  # the first run pays any remaining JIT load; it is reported apart
+    first_seconds = time.perf_counter() - prepared
+    times = np.empty(args.repeat)
+    result = first
+    with _progress(args.repeat, f"run {executor.name}", args.progress and args.repeat > 1) as bar:
+        for i in range(args.repeat):
+            begin = time.perf_counter_ns()
+            result = executor.run()
+            times[i] = time.perf_counter_ns() - begin
+            bar.update()
+    executed = max(result.nodes_executed, 1)
+    summary = {
+        "file": str(args.file),
+        "executor": executor.name,
+        "status": result.status,
+        "end_of_sequence": result.end_of_sequence,
+        "nodes": graph.num_nodes,
+        "nodes_executed": result.nodes_executed,
+        "checksum": result.checksum,
+        "repeat": args.repeat,
+        "load_seconds": round(loaded - start, 6),
+        "prepare_seconds": round(prepared - loaded, 6),
+        "first_run_seconds": round(first_seconds, 6),
+        "run_seconds": {
+            "median": float(np.median(times)) / 1e9,
+            "min": float(times.min()) / 1e9,
+            "max": float(times.max()) / 1e9,
+        },
+        "ns_per_node": {
+            "median": float(np.median(times)) / executed,
+            "min": float(times.min()) / executed,
+            "max": float(times.max()) / executed,
+        },
+    }
+    if args.trace:
+        tracer = Tracer(details=graph.num_nodes <= 100_000)
+        executor.run(subscriber=tracer)
+        tracer.save(args.trace)
+        summary["trace"] = str(args.trace)
+    if args.json:
+        print(json.dumps(summary))
+        return
+    per_node = summary["ns_per_node"]
+    run_seconds = summary["run_seconds"]
+    print(
+        f"{summary['file']}: executor {summary['executor']}, status {summary['status']}"
+        f"{' (end of sequence)' if result.end_of_sequence else ''}\n"
+        f"  nodes executed  {summary['nodes_executed']:,} of {summary['nodes']:,}\n"
+        f"  checksum        {summary['checksum']:#018x}\n"
+        f"  time per run    median {run_seconds['median'] * 1e3:.3f} ms, "
+        f"min {run_seconds['min'] * 1e3:.3f} ms, max {run_seconds['max'] * 1e3:.3f} ms "
+        f"over {args.repeat} run(s)\n"
+        f"  ns per node     median {per_node['median']:.1f}, min {per_node['min']:.1f}, "
+        f"max {per_node['max']:.1f}\n"
+        f"  load {summary['load_seconds'] * 1e3:.1f} ms, prepare "
+        f"{summary['prepare_seconds'] * 1e3:.1f} ms, first run "
+        f"{summary['first_run_seconds'] * 1e3:.1f} ms"
+        + (f"\n  trace           {summary['trace']}" if args.trace else "")
+    )
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="rtsoa", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -112,6 +190,16 @@ def build_parser():
     inspect = sub.add_parser("inspect", help="describe a saved graph")
     inspect.add_argument("file", help="graph directory (.rtsoa)")
     inspect.add_argument("--json", action="store_true", help="print a JSON object")
+
+    run = sub.add_parser("run", help="execute a saved graph's Main graph")
+    run.add_argument("file", help="graph directory (.rtsoa)")
+    run.add_argument(
+        "--executor", default="auto", choices=["auto", "sequential", "topological", "priority"]
+    )
+    run.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
+    run.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")
+    run.add_argument("--json", action="store_true", help="print a JSON object")
+    run.add_argument("--no-progress", dest="progress", action="store_false")
     return parser
 
 

@@ -1,0 +1,67 @@
+"""`rtsoa run` end to end on the committed datasets."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rtsoa import GraphBuilder, load_graph, save_graph
+from rtsoa.cli import main
+from rtsoa.kernels.checksum import expected_checksum
+
+DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+
+
+@pytest.mark.parametrize("executor", ["auto", "sequential", "topological", "priority"])
+def test_run_json_reports_status_count_checksum_and_times(executor, capsys):
+    path = DATASETS / "random-10k.rtsoa"
+    argv = ["run", str(path), "--executor", executor, "--repeat", "3", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    graph = load_graph(path)
+    assert out["status"] == 0 and out["nodes_executed"] == graph.num_nodes == 10_000
+    assert out["checksum"] == expected_checksum(graph)
+    assert out["executor"] == ("sequential" if executor == "auto" else executor)
+    times = out["run_seconds"]
+    assert 0 < times["min"] <= times["median"] <= times["max"]
+    per_node = out["ns_per_node"]
+    assert per_node["median"] == pytest.approx(times["median"] * 1e9 / 10_000)
+
+
+def test_run_text_and_trace(tmp_path, capsys):
+    trace = tmp_path / "trace.json"
+    assert main(["run", str(DATASETS / "lowered-4k.rtsoa"), "--trace", str(trace)]) == 0
+    text = capsys.readouterr().out
+    assert "nodes executed  4,000 of 4,000" in text and "ns per node" in text
+    events = json.loads(trace.read_text())["traceEvents"]
+    kernels = [e for e in events if e["cat"] == "kernel"]
+    assert len(kernels) == 4000
+    assert {e["name"] for e in kernels} == {
+        "InferShape",
+        "AllocMemory",
+        "LaunchKernel",
+        "FreeMemory",
+    }
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in kernels)
+
+
+def test_run_errors_are_reported_not_raised(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "missing.rtsoa")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    builder = GraphBuilder()
+    builder.add_node("NoSuchKernel")
+    path = save_graph(builder.finalize(), tmp_path / "unknown.rtsoa")
+    assert main(["run", str(path)]) == 1
+    assert "NoSuchKernel" in capsys.readouterr().err
+    assert main(["run", str(DATASETS / "chain-1k.rtsoa"), "--repeat", "0"]) == 1
+
+
+def test_run_reports_a_failing_kernel(tmp_path, capsys):
+    builder = GraphBuilder()
+    ok = builder.add_node("Checksum0")
+    bad = builder.add_node("Fail", attributes=[7], compute_node=42)
+    builder.add_edge(ok, bad)
+    path = save_graph(builder.finalize(), tmp_path / "fail.rtsoa")
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "Fail" in err and "7" in err
