@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from reference import check_edges_ordered, counts_array, reference_run
 
 from rtsoa import GraphBuilder
-from rtsoa.executors import Profiler, prepare_executor
+from rtsoa.executors import KernelError, Profiler, prepare_executor
 from rtsoa.kernels.checksum import expected_checksum
 from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
 from rtsoa.schema import GraphKind
@@ -200,3 +200,21 @@ def test_property_random_control_flow(data):
     _block(builder, data.draw, GraphKind.MAIN, [], 0, None)
     graph = builder.finalize()
     run_and_compare(graph)
+
+
+@pytest.mark.parametrize("executor", ["topological", "priority"])
+def test_a_loop_that_never_ends_hits_the_step_limit_instead_of_hanging(executor):
+    from rtsoa.kernels.status import STATUS_STEP_LIMIT
+
+    builder = GraphBuilder()
+    add_while(builder, iterations=10**15)
+    graph = builder.finalize()
+    ex = prepare_executor(graph, executor=executor, max_steps=5_000)
+    for _ in range(2):  # the executor stays usable: the limit is re-armed per run
+        with pytest.raises(KernelError) as info:
+            ex.run()
+        assert info.value.status == STATUS_STEP_LIMIT
+        assert info.value.nodes_executed == 5_000
+    assert prepare_executor(graph, executor=executor).max_steps == 1_000_000_000
+    with pytest.raises(ValueError, match="max_steps"):
+        prepare_executor(graph, executor=executor, max_steps=0)

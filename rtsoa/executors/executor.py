@@ -16,13 +16,16 @@ from rtsoa.executors.heap import pack_keys
 from rtsoa.executors.order import priority_order
 from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch
-from rtsoa.kernels.runtime import make_runtime, read_only, reset_runtime
+from rtsoa.kernels.runtime import STATE_STEP_LIMIT, make_runtime, read_only, reset_runtime
 from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK
 from rtsoa.schema import GraphKind, WorkerClass
 
 EXECUTORS = ("sequential", "topological", "priority")
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
 AUTO_PRIORITY_MIN_LAUNCHES = 5
+# Default step limit of a run with control flow (an acyclic graph runs each node once and needs
+# none): a loop that never exits then fails with STATUS_STEP_LIMIT instead of hanging.
+DEFAULT_MAX_STEPS = 1_000_000_000
 _REQUIREMENT_CSRS = {
     "inputs": "input_offsets",
     "outputs": "output_offsets",
@@ -80,7 +83,13 @@ class Executor:
     """A graph's root (Main by default) prepared for one executor. Create with prepare_executor."""
 
     def __init__(
-        self, graph, executor="auto", root=GraphKind.MAIN, registry=None, record_capacity=None
+        self,
+        graph,
+        executor="auto",
+        root=GraphKind.MAIN,
+        registry=None,
+        record_capacity=None,
+        max_steps=None,
     ):
         registry = registry if registry is not None else REGISTRY
         entries = registry.entries()
@@ -139,6 +148,11 @@ class Executor:
         if record_capacity is None:
             record_capacity = nodes.shape[0] if not self.control_flow else 8 * n + 1024
         self.record_capacity = int(record_capacity)
+        if max_steps is None:
+            max_steps = DEFAULT_MAX_STEPS if self.control_flow else -1
+        if max_steps != -1 and max_steps < 1:
+            raise ValueError("max_steps must be >= 1 (or -1 for no limit)")
+        self.max_steps = int(max_steps)
         self._empty_record = np.zeros((0, 3), dtype=np.int64)
         self._record = None  # (capacity, 3) int64: node, start ns, end ns; made on first use
         self.dropped_steps = 0
@@ -172,6 +186,7 @@ class Executor:
         subscribers.py). The executor stays usable after a failure.
         """
         reset_runtime(self.runtime)
+        self.runtime.state[STATE_STEP_LIMIT] = self.max_steps
         if subscriber is None:
             status, node, executed = self._loop(self.runtime, *self._arguments, self._empty_record)
             return self._finish(status, node, executed)
@@ -207,13 +222,20 @@ class Executor:
 
 
 def prepare_executor(
-    graph, executor="auto", root=GraphKind.MAIN, registry=None, record_capacity=None
+    graph,
+    executor="auto",
+    root=GraphKind.MAIN,
+    registry=None,
+    record_capacity=None,
+    max_steps=None,
 ):
     """Prepare `graph`'s root `root` for `executor` (auto / sequential / topological / priority).
 
     Binds kernel names to `registry` (default: the global one; UnknownKernelError if a name is
     missing), checks every node has what its kernel reads, allocates all run state, and loads the
     compiled loop. `record_capacity`: steps the profiled loop can record (default: the node count,
-    or 8 n + 1024 with control flow).
+    or 8 n + 1024 with control flow). `max_steps`: the topological / priority loops stop with a
+    KernelError (STATUS_STEP_LIMIT) after this many steps; default DEFAULT_MAX_STEPS with
+    control flow, none (-1) without, where every node runs at most once.
     """
-    return Executor(graph, executor, root, registry, record_capacity)
+    return Executor(graph, executor, root, registry, record_capacity, max_steps)

@@ -24,9 +24,11 @@ from rtsoa.kernels.status import (  # noqa: E402
     STATUS_NOTIFY_ONE,
     STATUS_OK,
     STATUS_QUEUE_OVERFLOW,
+    STATUS_STEP_LIMIT,
 )
 
 _SELECT = 0  # rtsoa.kernels.runtime.STATE_SELECT
+_STEP_LIMIT = 2  # rtsoa.kernels.runtime.STATE_STEP_LIMIT
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -69,8 +71,11 @@ def run_topological(rt, starts, template, in_degree, queue, record):
         queue[tail] = starts[i]
         tail += 1
     executed = 0
+    step_limit = rt.state[_STEP_LIMIT]
     while head != tail:
         node = queue[head]
+        if executed == step_limit:
+            return np.int64(STATUS_STEP_LIMIT), np.int64(node), np.int64(executed)
         head += 1
         if head == capacity:
             head = 0
@@ -112,9 +117,12 @@ def run_priority(rt, starts, template, in_degree, keys, heap, record):
     for i in range(starts.shape[0]):
         size = heap_push(heap, size, keys[starts[i]])
     executed = 0
+    step_limit = rt.state[_STEP_LIMIT]
     while size > 0:
         key, size = heap_pop(heap, size)
         node = key & TIE_MASK
+        if executed == step_limit:
+            return np.int64(STATUS_STEP_LIMIT), np.int64(node), np.int64(executed)
         start = monotonic_ns()  # profiled
         status = dispatch(rt, node_kernel[node], node)
         record_step(record, executed, node, start, monotonic_ns())  # profiled

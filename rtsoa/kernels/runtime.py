@@ -16,6 +16,7 @@ import numpy as np
 # Slots of `Runtime.state` (int64): small per-run scalars shared by kernels and executors.
 STATE_SELECT = 0  # successor index chosen by a switch kernel (with STATUS_NOTIFY_ONE)
 STATE_SCRATCH = 1  # sink for busy-work results, so the work is not optimized away
+STATE_STEP_LIMIT = 2  # queue executors stop with STATUS_STEP_LIMIT after this many steps (-1: none)
 STATE_SIZE = 8
 
 

@@ -15,6 +15,8 @@ STATUS_NOTIFY_ONE = 1_000_000_002
 STATUS_UNKNOWN_KERNEL = 1_000_000_003
 # A ready queue would overflow: a malformed control-flow graph made a node ready twice.
 STATUS_QUEUE_OVERFLOW = 1_000_000_004
+# A queue executor ran its step limit (a loop that never exits would otherwise hang).
+STATUS_STEP_LIMIT = 1_000_000_005
 
 STATUS_NAMES = {
     STATUS_OK: "ok",
@@ -22,6 +24,7 @@ STATUS_NAMES = {
     STATUS_NOTIFY_ONE: "notify one",
     STATUS_UNKNOWN_KERNEL: "unknown kernel id in dispatch",
     STATUS_QUEUE_OVERFLOW: "ready queue overflow (malformed control flow)",
+    STATUS_STEP_LIMIT: "step limit reached (a loop did not terminate; see max_steps)",
 }
 
 
