@@ -1,0 +1,164 @@
+"""Trace ring (dump / load / replay), memory plot, allocators factory, static planner."""
+
+import numpy as np
+import pytest
+
+from rtsoa.device import (
+    Device,
+    allocator_for,
+    create_external_allocator,
+    live_bytes_peak,
+    load_trace,
+    plan_greedy_by_size,
+    replay_trace,
+)
+from rtsoa.device.status import EV_ALLOC, TRACE_KIND, TRACE_OFFSET, TRACE_SIZE
+from rtsoa.device.trace import trace_rows
+from rtsoa.device.workloads import OP_ALLOC, random_sequence
+
+MiB = 1 << 20
+
+
+def run_two_stream_workload(device, seed=3, steps=400):
+    """Random allocations on two streams, with launches, events and a sync in between."""
+    sequence = random_sequence(seed, steps, 0.6)
+    rng = np.random.default_rng(seed)
+    handles = {}
+    for step in range(steps):
+        stream = int(rng.integers(0, 2))
+        tensor = int(sequence.ids[step])
+        if sequence.ops[step] == OP_ALLOC:
+            handle = device.malloc(int(sequence.sizes[step]), stream=stream)
+            handles[tensor] = (handle, stream)
+            device.launch(stream, bytes_moved=int(sequence.sizes[step]), writes=[handle])
+        else:
+            handle, owner = handles.pop(tensor)
+            device.free(handle, stream=owner)
+        if step % 50 == 25:
+            device.record_event(step % 7, stream=stream)
+            device.wait_event(1 - stream, step % 7)
+        if step % 150 == 149:
+            device.synchronize(stream)
+    return handles
+
+
+def test_trace_dump_and_replay_reproduce_offsets_and_stats(tmp_path):
+    device = Device(hbm_bytes=2 << 30, trace_capacity=1 << 12)
+    run_two_stream_workload(device)
+    path = tmp_path / "device-trace.npz"
+    device.dump_trace(path)
+    loaded = load_trace(path)
+    assert loaded["first_sequence"] == 0
+    replayed = replay_trace(Device(hbm_bytes=2 << 30, trace_capacity=1 << 12), loaded["rows"])
+    original_rows, _, _ = trace_rows(device.state)
+    replay_rows, _, _ = trace_rows(replayed.state)
+    alloc = original_rows[:, TRACE_KIND] == EV_ALLOC
+    alloc_replayed = replay_rows[:, TRACE_KIND] == EV_ALLOC
+    np.testing.assert_array_equal(
+        original_rows[alloc][:, [TRACE_OFFSET, TRACE_SIZE]],
+        replay_rows[alloc_replayed][:, [TRACE_OFFSET, TRACE_SIZE]],
+    )
+    for key in ("allocated_bytes.peak", "reserved_bytes.peak", "allocation.allocated"):
+        assert device.stats()["hbm"][key] == replayed.stats()["hbm"][key]
+    assert replayed.stats()["device_time_ns"] == device.stats()["device_time_ns"]
+
+
+def test_trace_ring_wraps_and_keeps_the_newest_events():
+    device = Device(hbm_bytes=64 * MiB, trace_capacity=8)
+    handles = [device.malloc(512 * (k + 1)) for k in range(10)]
+    records = device.trace()
+    assert len(records) == 8
+    assert records[-1]["kind"] == "alloc" and records[-1]["size"] == 5120
+    assert device.stats()["num_trace_events"] == 11  # 10 allocs + 1 segment
+    for handle in handles:
+        device.free(handle)
+
+
+def test_trace_can_be_switched_off():
+    device = Device(hbm_bytes=64 * MiB, trace=False)
+    device.free(device.malloc(100))
+    assert device.trace() == []
+
+
+def test_plot_memory_writes_a_png(tmp_path):
+    device = Device(hbm_bytes=1 << 30, trace_capacity=1 << 12)
+    run_two_stream_workload(device, steps=200)
+    path = device.plot_memory(tmp_path / "mem.png")
+    with open(path, "rb") as handle:
+        assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_allocator_factory_and_external_allocators():
+    device = Device(hbm_bytes=64 * MiB)
+    host = allocator_for(device, "following")
+    assert host.placement == "host"
+    handle = host.alloc(100)
+    host.view(handle)[:] = 7
+    assert device.location(handle) == ("host", 0, 100)
+    host.free(handle)
+    hbm = allocator_for(device, "hbm", stream=1)
+    h = hbm.alloc(4096)
+    assert device.location(h)[0] == "hbm"
+    hbm.free(h)
+
+    buffers = {}
+
+    def alloc(nbytes):
+        buffers[len(buffers)] = np.zeros(nbytes, dtype=np.uint8)
+        return len(buffers) - 1
+
+    external = create_external_allocator(alloc, buffers.pop, buffers.__getitem__, "p2p")
+    handle = external.alloc(16)
+    external.view(handle, np.float32)[:] = 1.5
+    assert buffers[handle].view(np.float32).tolist() == [1.5] * 4
+    external.free(handle)
+    assert not buffers
+    with pytest.raises(ValueError):
+        external.alloc(-1)
+
+
+def brute_force_peak(first, last, sizes):
+    horizon = int(last.max()) + 1
+    live = np.zeros(horizon + 1, dtype=np.int64)
+    for f, l, s in zip(first, last, sizes, strict=True):
+        live[f : l + 1] += s
+    return int(live.max())
+
+
+def test_planner_exact_small_case():
+    # t: 0..3; A [0,1] 100, B [1,2] 50, C [2,3] 100, D [3,3] 30
+    plan = plan_greedy_by_size([0, 1, 2, 3], [1, 2, 3, 3], [100, 50, 100, 30])
+    # largest first: A at 0, C at 0 (no overlap with A), B above both (100), D above C (100)
+    assert plan.offsets.tolist() == [0, 100, 0, 100]
+    assert plan.arena_size == 150 and plan.lower_bound == 150 and plan.ratio == 1.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_planner_is_valid_and_near_the_lower_bound(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    first = rng.integers(0, 400, n)
+    last = first + rng.integers(0, 60, n)
+    sizes = rng.integers(1, 1 << 16, n)
+    plan = plan_greedy_by_size(first, last, sizes, alignment=64)
+    aligned = (sizes + 63) // 64 * 64
+    assert plan.lower_bound == brute_force_peak(first, last, aligned)
+    assert plan.lower_bound == live_bytes_peak(first, last, aligned)
+    assert (plan.offsets % 64 == 0).all()
+    ends = plan.offsets + aligned
+    assert ends.max() == plan.arena_size
+    for i in range(n):  # no two tensors alive together overlap in memory
+        alive = (first <= last[i]) & (first[i] <= last)
+        alive[i] = False
+        overlap = (plan.offsets < ends[i]) & (plan.offsets[i] < ends)
+        assert not (alive & overlap).any()
+    assert plan.arena_size >= plan.lower_bound
+    assert plan.ratio < 1.25
+
+
+def test_planner_on_the_random_sequences():
+    for probability in (0.53, 0.73):
+        sequence = random_sequence(11, 2000, probability)
+        plan = plan_greedy_by_size(*sequence.lifetimes())
+        assert plan.lower_bound == sequence.live_bytes_peak()
+        assert plan.ratio <= 1.10, plan.ratio
