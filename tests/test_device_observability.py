@@ -120,8 +120,8 @@ def test_allocator_factory_and_external_allocators():
 def brute_force_peak(first, last, sizes):
     horizon = int(last.max()) + 1
     live = np.zeros(horizon + 1, dtype=np.int64)
-    for f, l, s in zip(first, last, sizes, strict=True):
-        live[f : l + 1] += s
+    for start, end, size in zip(first, last, sizes, strict=True):
+        live[start : end + 1] += size
     return int(live.max())
 
 

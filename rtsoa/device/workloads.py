@@ -87,3 +87,53 @@ def run_sequence(dev, placement, ops, sizes, ids, handles, stream):
             if status != 0:
                 return np.int64(status), step
     return np.int64(0), np.int64(-1)
+
+
+def churn_workload(seed, pairs, live_blocks=256, min_size=1, max_size=1 << 20):
+    """Steady-state mixed workload: `live_blocks` blocks stay live; each step frees a random
+    one and allocates a log-uniform size in its place. Returns (initial sizes, victims, sizes)."""
+    rng = np.random.default_rng(seed)
+
+    def draw(count):
+        logs = rng.uniform(np.log(min_size), np.log(max_size + 1), count)
+        return np.minimum(np.exp(logs).astype(np.int64), max_size)
+
+    initial = draw(live_blocks)
+    victims = rng.integers(0, live_blocks, pairs).astype(np.int64)
+    return initial, victims, draw(pairs)
+
+
+@jit(_nrt=False)
+def churn_fill(dev, placement, initial, handles, stream):
+    """Allocate the workload's initial live blocks; returns a status."""
+    for k in range(initial.shape[0]):
+        handle = device_malloc(dev, placement, initial[k], stream)
+        if handle < 0:
+            return -handle
+        handles[k] = handle
+    return np.int64(0)
+
+
+@jit(_nrt=False)
+def churn_run(dev, placement, victims, sizes, handles, stream):
+    """One free + malloc pair per step from njit code; returns a status."""
+    for step in range(victims.shape[0]):
+        victim = victims[step]
+        status = device_free(dev, handles[victim], stream)
+        if status != 0:
+            return np.int64(status)
+        handle = device_malloc(dev, placement, sizes[step], stream)
+        if handle < 0:
+            return -handle
+        handles[victim] = handle
+    return np.int64(0)
+
+
+@jit(_nrt=False)
+def churn_drain(dev, handles, stream):
+    """Free every live block of the workload; returns a status."""
+    for k in range(handles.shape[0]):
+        status = device_free(dev, handles[k], stream)
+        if status != 0:
+            return np.int64(status)
+    return np.int64(0)

@@ -1,0 +1,127 @@
+"""Simulated device: malloc + free cost from njit code, fragmentation, static planner quality.
+
+Targets (issue 4): malloc + free pair <= 50 ns median on a steady-state mixed workload;
+reserved bytes at peak <= 1.15 x the live-bytes lower bound on the random sequences; static
+planner <= 1.05 x. Every setup warms the JIT and checks the results.
+"""
+
+import time
+
+import numpy as np
+
+from rtsoa.device import AllocatorConfig, Device, plan_greedy_by_size
+from rtsoa.device.status import STAT_PEAK, STAT_REQUESTED_BYTES, STAT_RESERVED_BYTES
+from rtsoa.device.workloads import (
+    churn_drain,
+    churn_fill,
+    churn_run,
+    churn_workload,
+    random_sequence,
+    run_sequence,
+)
+
+PAIRS = 200_000
+SEQUENCE_STEPS = 4000
+SEEDS = (0, 1, 2)
+
+
+class MallocFreePair:
+    """One free + one malloc per step, 256 live blocks of 1 B..1 MiB, from njit code."""
+
+    params = ([True, False], [True, False])
+    param_names = ["trace", "hazards"]
+    timeout = 120
+
+    def setup(self, trace, hazards):
+        self.initial, self.victims, self.sizes = churn_workload(0, PAIRS)
+        self.device = Device(hbm_bytes=4 << 30, trace=trace, hazards=hazards)
+        self.handles = np.zeros(self.initial.size, dtype=np.int64)
+        state = self.device.state
+        assert churn_fill(state, 0, self.initial, self.handles, 0) == 0
+        assert churn_run(state, 0, self.victims, self.sizes, self.handles, 0) == 0  # warm
+        hbm = self.device.stats()["hbm"]
+        assert hbm["allocation.current"] == self.initial.size
+        assert hbm["allocation.allocated"] == self.initial.size + PAIRS
+
+    def teardown(self, trace, hazards):
+        assert churn_drain(self.device.state, self.handles, 0) == 0
+        assert self.device.stats()["hbm"]["allocation.current"] == 0
+
+    def time_pairs(self, trace, hazards):
+        churn_run(self.device.state, 0, self.victims, self.sizes, self.handles, 0)
+
+    def track_ns_per_pair(self, trace, hazards):
+        """Median over 7 rounds of (round time / pairs), in ns per malloc + free pair."""
+        rounds = []
+        for _ in range(7):
+            start = time.perf_counter()
+            churn_run(self.device.state, 0, self.victims, self.sizes, self.handles, 0)
+            rounds.append((time.perf_counter() - start) / PAIRS * 1e9)
+        return float(np.median(rounds))
+
+    track_ns_per_pair.unit = "ns per pair"
+
+
+class Fragmentation:
+    """Reserved bytes at peak / live-bytes peak on the seeded random sequences (worst seed)."""
+
+    params = ([0.53, 0.73], ["default", "page"])
+    param_names = ["alloc_probability", "mode"]
+    timeout = 120
+
+    def setup_cache(self):
+        return {
+            (p, seed): random_sequence(seed, SEQUENCE_STEPS, p)
+            for p in self.params[0]
+            for seed in SEEDS
+        }
+
+    def setup(self, sequences, alloc_probability, mode):
+        self.config = AllocatorConfig(page_mode=(mode == "page"))
+        self.ratios = [self._ratio(sequences[(alloc_probability, s)]) for s in SEEDS]
+
+    def _ratio(self, sequence):
+        device = Device(hbm_bytes=8 << 30, allocator=self.config, trace=False)
+        handles = np.full(sequence.num_tensors, -1, dtype=np.int64)
+        status, _ = run_sequence(
+            device.state, 0, sequence.ops, sequence.sizes, sequence.ids, handles, 0
+        )
+        assert status == 0
+        lower_bound = sequence.live_bytes_peak()
+        assert device.state.stats[0, STAT_REQUESTED_BYTES + STAT_PEAK] == lower_bound
+        return device.state.stats[0, STAT_RESERVED_BYTES + STAT_PEAK] / lower_bound
+
+    def track_reserved_over_lower_bound(self, sequences, alloc_probability, mode):
+        return float(max(self.ratios))
+
+    track_reserved_over_lower_bound.unit = "ratio"
+
+    def track_reserved_over_lower_bound_mean(self, sequences, alloc_probability, mode):
+        return float(np.mean(self.ratios))
+
+    track_reserved_over_lower_bound_mean.unit = "ratio"
+
+
+class StaticPlanner:
+    """Greedy-by-size arena / live-bytes peak on the same sequences (worst seed)."""
+
+    params = [0.53, 0.73]
+    param_names = ["alloc_probability"]
+
+    def setup(self, alloc_probability):
+        self.plans = []
+        for seed in SEEDS:
+            sequence = random_sequence(seed, SEQUENCE_STEPS, alloc_probability)
+            plan = plan_greedy_by_size(*sequence.lifetimes())
+            assert plan.lower_bound == sequence.live_bytes_peak()
+            assert plan.arena_size >= plan.lower_bound
+            self.plans.append(plan)
+        self.sequence = sequence
+
+    def track_planner_ratio(self, alloc_probability):
+        return float(max(plan.ratio for plan in self.plans))
+
+    track_planner_ratio.unit = "ratio"
+
+    def time_plan(self, alloc_probability):
+        plan_greedy_by_size(*self.sequence.lifetimes())
