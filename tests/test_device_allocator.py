@@ -5,7 +5,7 @@ import pytest
 
 from rtsoa.device import AllocatorConfig, Device, InvalidBlock
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
-from rtsoa.device.status import BLOCK_FREE, PLACEMENT_HBM
+from rtsoa.device.status import BLK_FREE_NEXT, BLK_STATE, BLOCK_FREE, PLACEMENT_HBM
 from rtsoa.device.workloads import OP_ALLOC, random_sequence
 
 KiB = 1 << 10
@@ -35,13 +35,13 @@ def check_invariants(device):
             previous_free = free
             position += block["size"]
         assert position == segment["offset"] + segment["size"]
-    free = np.flatnonzero(state.block_state == BLOCK_FREE)
+    free = np.flatnonzero(state.blocks[:, BLK_STATE] == BLOCK_FREE)
     listed = []
     for head in state.bin_head[state.bin_head >= 0]:
         slot = int(head)
         while slot >= 0:
             listed.append(slot)
-            slot = int(state.block_free_next[slot])
+            slot = int(state.blocks[slot, BLK_FREE_NEXT])
     assert sorted(listed) == sorted(free.tolist())
 
 
@@ -165,7 +165,8 @@ def test_small_and_large_pools_do_not_share_segments():
 
 
 def test_oversize_blocks_are_never_split():
-    config = AllocatorConfig(max_split=32 * MiB, oversize_slack=8 * MiB)
+    # without releases before growth, so the freed oversize block stays cached
+    config = AllocatorConfig(max_split=32 * MiB, oversize_slack=8 * MiB, release_before_grow=False)
     device = Device(hbm_bytes=512 * MiB, allocator=config)
     big = device.malloc(40 * MiB)
     big_offset = device.location(big)[1]

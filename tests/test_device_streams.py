@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from rtsoa.device import CostModel, Device, DeviceError, DeviceOutOfMemory
+from rtsoa.device import AllocatorConfig, CostModel, Device, DeviceError, DeviceOutOfMemory
+from rtsoa.device.status import BLK_OFFSET
 
 MiB = 1 << 20
 
@@ -177,8 +178,10 @@ def test_hazard_checker_can_be_switched_off():
     assert offset != 0
 
 
-def test_out_of_memory_retries_then_raises_and_recovers():
-    device = Device(hbm_bytes=8 * MiB, p2p_bytes=0, host_bytes=1 * MiB)
+@pytest.mark.parametrize("release_before_grow", [True, False])
+def test_out_of_memory_retries_then_raises_and_recovers(release_before_grow):
+    config = AllocatorConfig(release_before_grow=release_before_grow)
+    device = Device(hbm_bytes=8 * MiB, p2p_bytes=0, host_bytes=1 * MiB, allocator=config)
     handles = [device.malloc(1 * MiB) for _ in range(8)]  # four 2 MiB small segments
     with pytest.raises(DeviceOutOfMemory) as caught:
         device.malloc(3 * MiB)
@@ -192,13 +195,15 @@ def test_out_of_memory_retries_then_raises_and_recovers():
     assert stats["num_ooms"] == 1 and stats["num_alloc_retries"] == 1
     assert stats["num_stream_syncs"] == 1 and stats["num_device_syncs"] == 1
     assert any(r["kind"] == "oom" for r in device.trace())
-    # still usable: free the small blocks (cached), and the large request succeeds after the
-    # retry releases the wholly free small segments
+    # still usable: free the small blocks (cached), and the large request succeeds once the
+    # wholly free small segments are released: before growing (default), or by the OOM retry
     for handle in handles[:4]:
         device.free(handle)
     big = device.malloc(3 * MiB)
     stats = device.stats()
-    assert stats["num_ooms"] == 1 and stats["num_alloc_retries"] == 2
+    assert stats["num_ooms"] == 1
+    assert stats["num_alloc_retries"] == (1 if release_before_grow else 2)
+    assert stats["num_growth_releases"] == (1 if release_before_grow else 0)
     assert stats["hbm"]["segment.freed"] == 2
     assert device.location(big)[0] == "hbm"
 
@@ -241,7 +246,7 @@ def test_kernels_call_the_device_from_njit_code():
     assert kernel(device.state, out) == 0
     assert out[1] == int(sum(i * 0.5 for i in range(16)))
     assert device.stats()["num_launches"] == 1
-    offset = device.state.block_offset[out[0] & 0xFFFFFFFF]
+    offset = device.state.blocks[out[0] & 0xFFFFFFFF, BLK_OFFSET]  # freed: read the table
     np.testing.assert_array_equal(
         device.state.arena_hbm[offset : offset + 64].view(np.float32), np.arange(16) * 0.5
     )

@@ -1,34 +1,21 @@
-"""Bit tricks for jitted code: floor(log2) and lowest set bit, without float conversions."""
+"""Bit tricks for jitted code: floor(log2) and lowest set bit as single instructions.
+
+`leading_zeros` / `trailing_zeros` are Numba's intrinsics for LLVM's ctlz / cttz, so a size class
+costs one `lzcnt` instead of a chain of compares and branches.
+"""
+
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
 from rtsoa._jit import jit
 
 
 @jit(_nrt=False, inline="always")
 def floor_log2(value):
-    """Index of the highest set bit of a positive integer."""
-    x = value
-    result = 0
-    if x >= 1 << 32:
-        x >>= 32
-        result += 32
-    if x >= 1 << 16:
-        x >>= 16
-        result += 16
-    if x >= 1 << 8:
-        x >>= 8
-        result += 8
-    if x >= 1 << 4:
-        x >>= 4
-        result += 4
-    if x >= 1 << 2:
-        x >>= 2
-        result += 2
-    if x >= 1 << 1:
-        result += 1
-    return result
+    """Index of the highest set bit of a positive int64."""
+    return 63 - leading_zeros(value)
 
 
 @jit(_nrt=False, inline="always")
 def lowest_bit(value):
     """Index of the lowest set bit of a non-zero int64."""
-    return floor_log2(value & -value)
+    return trailing_zeros(value)

@@ -16,6 +16,7 @@ from rtsoa.device.status import (
     CFG_OVERSIZE_SLACK,
     CFG_PAGE_MODE,
     CFG_PAGE_SIZE,
+    CFG_RELEASE_BEFORE_GROW,
     CFG_SMALL_MIN_REMAINDER,
     CFG_SMALL_SEGMENT,
     CFG_SMALL_SIZE,
@@ -67,6 +68,7 @@ class AllocatorConfig:
     large_min_remainder: int | None = None
     page_mode: bool = False
     page_size: int = 64 * KiB
+    release_before_grow: bool = True
 
     def __post_init__(self):
         for name in ("alignment_device", "alignment_host", "page_size"):
@@ -109,6 +111,7 @@ class AllocatorConfig:
         config[CFG_PAGE_SIZE] = self.page_size
         config[CFG_HAZARDS] = int(hazards)
         config[CFG_TRACE] = int(trace)
+        config[CFG_RELEASE_BEFORE_GROW] = int(self.release_before_grow)
         config[CFG_NUM_STREAMS] = num_streams
         config[CFG_NUM_EVENTS] = num_events
         return config

@@ -2,9 +2,9 @@
 
 Every stream `s` has an epoch `stream_vc[s, s]` (its launch count) and knows, through events
 and synchronisations, the epoch of every other stream it is ordered after (`stream_vc[s, u]`).
-Every block keeps, per stream, the epoch of its last access and last write, inherited through
-free / split / merge, so a block's history covers its memory, not its handle. An access by a
-task on stream `t` is a hazard when:
+Every block keeps, per stream (`dev.history`), the epoch of its last access and last write,
+inherited through free / split / merge, so a block's history covers its memory, not its handle.
+An access by a task on stream `t` is a hazard when:
   * the handle is stale (its block was freed, maybe reused): use after free;
   * a write, and some other stream `u` accessed the memory at an epoch `t` is not ordered after
     (`last_use[u] > stream_vc[t, u]`); or a read, and some `u` wrote it unordered. A free turns
@@ -15,6 +15,9 @@ Hazards are recorded (first `capacity` rows kept, all counted), never raised, li
 from rtsoa._jit import jit
 from rtsoa.device.bits import lowest_bit
 from rtsoa.device.status import (
+    BLK_GENERATION,
+    BLK_STATE,
+    BLK_STREAM_MASK,
     BLOCK_ALLOCATED,
     CFG_HAZARDS,
     CNT_HAZARDS,
@@ -29,6 +32,9 @@ from rtsoa.device.status import (
     HAZ_TASK,
     HAZARD_UNORDERED_ACCESS,
     HAZARD_USE_AFTER_FREE,
+    HIST_TASK,
+    HIST_USE,
+    HIST_WRITE,
     STATUS_INVALID_BLOCK,
     STATUS_INVALID_STREAM,
     STATUS_OK,
@@ -38,13 +44,15 @@ from rtsoa.device.status import (
 @jit(_nrt=False, inline="always")
 def claim_stream(dev, slot, stream):
     """Add `stream` to the block's history, clearing entries left from a previous slot use."""
+    blocks = dev.blocks
+    history = dev.history
     bit = 1 << stream
-    if (dev.block_stream_mask[slot] & bit) == 0:
-        dev.block_stream_mask[slot] |= bit
-        dev.block_last_use[slot, stream] = 0
-        dev.block_last_write[slot, stream] = 0
-        dev.block_last_task[slot, stream] = -1
-        dev.block_last_time[slot, stream] = 0.0
+    if (blocks[slot, BLK_STREAM_MASK] & bit) == 0:
+        blocks[slot, BLK_STREAM_MASK] |= bit
+        history[slot, stream, HIST_USE] = 0
+        history[slot, stream, HIST_WRITE] = 0
+        history[slot, stream, HIST_TASK] = -1
+        dev.history_time[slot, stream] = 0.0
 
 
 @jit(_nrt=False)
@@ -71,16 +79,18 @@ def device_access(dev, stream, handle, is_write):
     Updates the block's access history (needed for stream-ordered reuse even with the checker
     off) and, with the checker on, records any hazard. Returns a status code.
     """
+    blocks = dev.blocks
+    history = dev.history
     if stream < 0 or stream >= dev.stream_clock.shape[0]:
         return STATUS_INVALID_STREAM
     slot = handle & HANDLE_SLOT_MASK
-    if handle < 0 or slot >= dev.block_state.shape[0]:
+    if handle < 0 or slot >= dev.blocks.shape[0]:
         return STATUS_INVALID_BLOCK
     task = dev.stream_last_task[stream]
     checking = dev.config[CFG_HAZARDS] != 0
     if (
-        dev.block_generation[slot] != (handle >> HANDLE_GEN_SHIFT)
-        or dev.block_state[slot] != BLOCK_ALLOCATED
+        blocks[slot, BLK_GENERATION] != (handle >> HANDLE_GEN_SHIFT)
+        or blocks[slot, BLK_STATE] != BLOCK_ALLOCATED
     ):
         if checking:
             start = dev.stream_clock[stream]
@@ -90,14 +100,14 @@ def device_access(dev, stream, handle, is_write):
         return STATUS_OK
     epoch = dev.stream_vc[stream, stream]
     if checking:
-        others = dev.block_stream_mask[slot] & ~(1 << stream)
+        others = blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)
         while others != 0:
             other = lowest_bit(others)
             others &= others - 1
             if is_write:
-                previous = dev.block_last_use[slot, other]
+                previous = history[slot, other, HIST_USE]
             else:
-                previous = dev.block_last_write[slot, other]
+                previous = history[slot, other, HIST_WRITE]
             if previous > dev.stream_vc[stream, other]:
                 record_hazard(
                     dev,
@@ -105,80 +115,88 @@ def device_access(dev, stream, handle, is_write):
                     handle,
                     task,
                     stream,
-                    dev.block_last_task[slot, other],
+                    history[slot, other, HIST_TASK],
                     other,
                     is_write,
                     dev.stream_clock[stream],
-                    dev.block_last_time[slot, other],
+                    dev.history_time[slot, other],
                 )
     claim_stream(dev, slot, stream)
-    dev.block_last_use[slot, stream] = epoch
+    history[slot, stream, HIST_USE] = epoch
     if is_write:
-        dev.block_last_write[slot, stream] = epoch
-    dev.block_last_task[slot, stream] = task
-    dev.block_last_time[slot, stream] = dev.stream_clock[stream]
+        history[slot, stream, HIST_WRITE] = epoch
+    history[slot, stream, HIST_TASK] = task
+    dev.history_time[slot, stream] = dev.stream_clock[stream]
     return STATUS_OK
 
 
 @jit(_nrt=False, inline="always")
 def history_merge(dev, into, source):
     """`into` takes the union of both blocks' histories (neighbour merge)."""
-    mask = dev.block_stream_mask[source]
+    blocks = dev.blocks
+    history = dev.history
+    mask = blocks[source, BLK_STREAM_MASK]
     while mask != 0:
         stream = lowest_bit(mask)
         mask &= mask - 1
-        if (dev.block_stream_mask[into] & (1 << stream)) == 0:
-            dev.block_stream_mask[into] |= 1 << stream
-            dev.block_last_use[into, stream] = dev.block_last_use[source, stream]
-            dev.block_last_write[into, stream] = dev.block_last_write[source, stream]
-            dev.block_last_task[into, stream] = dev.block_last_task[source, stream]
-            dev.block_last_time[into, stream] = dev.block_last_time[source, stream]
+        if (blocks[into, BLK_STREAM_MASK] & (1 << stream)) == 0:
+            blocks[into, BLK_STREAM_MASK] |= 1 << stream
+            history[into, stream, HIST_USE] = history[source, stream, HIST_USE]
+            history[into, stream, HIST_WRITE] = history[source, stream, HIST_WRITE]
+            history[into, stream, HIST_TASK] = history[source, stream, HIST_TASK]
+            dev.history_time[into, stream] = dev.history_time[source, stream]
             continue
-        if dev.block_last_use[source, stream] > dev.block_last_use[into, stream]:
-            dev.block_last_use[into, stream] = dev.block_last_use[source, stream]
-            dev.block_last_task[into, stream] = dev.block_last_task[source, stream]
-            dev.block_last_time[into, stream] = dev.block_last_time[source, stream]
-        dev.block_last_write[into, stream] = max(
-            dev.block_last_write[into, stream], dev.block_last_write[source, stream]
+        if history[source, stream, HIST_USE] > history[into, stream, HIST_USE]:
+            history[into, stream, HIST_USE] = history[source, stream, HIST_USE]
+            history[into, stream, HIST_TASK] = history[source, stream, HIST_TASK]
+            dev.history_time[into, stream] = dev.history_time[source, stream]
+        history[into, stream, HIST_WRITE] = max(
+            history[into, stream, HIST_WRITE], history[source, stream, HIST_WRITE]
         )
 
 
 @jit(_nrt=False, inline="always")
 def history_copy(dev, into, source):
     """`into` inherits `source`'s history (the remainder of a split)."""
-    mask = dev.block_stream_mask[source]
-    dev.block_stream_mask[into] = mask
+    blocks = dev.blocks
+    history = dev.history
+    mask = blocks[source, BLK_STREAM_MASK]
+    blocks[into, BLK_STREAM_MASK] = mask
     while mask != 0:
         stream = lowest_bit(mask)
         mask &= mask - 1
-        dev.block_last_use[into, stream] = dev.block_last_use[source, stream]
-        dev.block_last_write[into, stream] = dev.block_last_write[source, stream]
-        dev.block_last_task[into, stream] = dev.block_last_task[source, stream]
-        dev.block_last_time[into, stream] = dev.block_last_time[source, stream]
+        history[into, stream, HIST_USE] = history[source, stream, HIST_USE]
+        history[into, stream, HIST_WRITE] = history[source, stream, HIST_WRITE]
+        history[into, stream, HIST_TASK] = history[source, stream, HIST_TASK]
+        dev.history_time[into, stream] = dev.history_time[source, stream]
 
 
 @jit(_nrt=False, inline="always")
 def history_on_free(dev, slot, stream):
     """A free on `stream` is its latest use; every earlier access now counts as a write."""
+    blocks = dev.blocks
+    history = dev.history
     epoch = dev.stream_vc[stream, stream]
-    if (dev.block_stream_mask[slot] & (1 << stream)) == 0:
+    if (blocks[slot, BLK_STREAM_MASK] & (1 << stream)) == 0:
         claim_stream(dev, slot, stream)
-        dev.block_last_time[slot, stream] = dev.stream_clock[stream]
-    dev.block_last_use[slot, stream] = max(dev.block_last_use[slot, stream], epoch)
-    mask = dev.block_stream_mask[slot]
+        dev.history_time[slot, stream] = dev.stream_clock[stream]
+    history[slot, stream, HIST_USE] = max(history[slot, stream, HIST_USE], epoch)
+    mask = blocks[slot, BLK_STREAM_MASK]
     while mask != 0:
         other = lowest_bit(mask)
         mask &= mask - 1
-        dev.block_last_write[slot, other] = dev.block_last_use[slot, other]
+        history[slot, other, HIST_WRITE] = history[slot, other, HIST_USE]
 
 
 @jit(_nrt=False, inline="always")
 def reusable_on(dev, slot, stream):
     """True when every recorded use of the block's memory is ordered before `stream`'s next op."""
-    mask = dev.block_stream_mask[slot] & ~(1 << stream)
+    blocks = dev.blocks
+    history = dev.history
+    mask = blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)
     while mask != 0:
         other = lowest_bit(mask)
         mask &= mask - 1
-        if dev.block_last_use[slot, other] > dev.stream_vc[stream, other]:
+        if history[slot, other, HIST_USE] > dev.stream_vc[stream, other]:
             return False
     return True

@@ -11,18 +11,31 @@ import numpy as np
 
 from rtsoa.device.status import (
     BITMAP_WORDS,
+    BLK_BIN,
+    BLK_FREE_NEXT,
+    BLK_FREE_PREV,
+    BLK_NEXT,
+    BLK_PREV,
+    BLK_SEGMENT,
+    BLK_STATE,
     BLOCK_UNUSED,
     CNT_BLOCK_TOP,
     CNT_SEGMENT_TOP,
+    HIST_TASK,
     NUM_BINS,
+    NUM_BLOCK_COLUMNS,
     NUM_CONFIG,
     NUM_COST,
     NUM_COUNTERS,
     NUM_HAZARD_COLUMNS,
+    NUM_HISTORY_COLUMNS,
     NUM_PLACEMENT_CONFIG,
     NUM_PLACEMENTS,
+    NUM_SEGMENT_COLUMNS,
     NUM_STATS,
     NUM_TRACE_COLUMNS,
+    SEG_FIRST_BLOCK,
+    SEG_PLACEMENT,
 )
 
 
@@ -38,31 +51,13 @@ class DeviceState(NamedTuple):
     cost: np.ndarray  # float64[NUM_COST]
     counters: np.ndarray  # int64[NUM_COUNTERS]
     stats: np.ndarray  # int64[NUM_PLACEMENTS, NUM_STATS]
-    # blocks (structure of arrays, one row per slot)
-    block_offset: np.ndarray  # int64
-    block_size: np.ndarray  # int64, rounded size owned by the block
-    block_requested: np.ndarray  # int64, caller's size (0 when free)
-    block_segment: np.ndarray  # int32
-    block_prev: np.ndarray  # int32, address neighbour in the segment (-1: none)
-    block_next: np.ndarray  # int32
-    block_state: np.ndarray  # int8: BLOCK_UNUSED / BLOCK_FREE / BLOCK_ALLOCATED
-    block_bin: np.ndarray  # int32, free-list index when free
-    block_free_prev: np.ndarray  # int32, free-list links
-    block_free_next: np.ndarray  # int32
-    block_generation: np.ndarray  # int64, bumped at every allocation of the slot
-    block_stream: np.ndarray  # int32, allocating stream (or freeing stream when free)
-    block_stream_mask: np.ndarray  # int64, streams that touched this memory (record-stream)
-    block_last_use: np.ndarray  # int64[max_blocks, max_streams]: last access epoch per stream
-    block_last_write: np.ndarray  # int64[max_blocks, max_streams]: last write epoch per stream
-    block_last_task: np.ndarray  # int64[max_blocks, max_streams]: task of that last access
-    block_last_time: np.ndarray  # float64[max_blocks, max_streams]: its end time
+    # blocks: one row per slot (columns `status.BLK_*`), kept together for cache locality
+    blocks: np.ndarray  # int64[max_blocks, NUM_BLOCK_COLUMNS]
+    history: np.ndarray  # int64[max_blocks, max_streams, NUM_HISTORY_COLUMNS] (`HIST_*`)
+    history_time: np.ndarray  # float64[max_blocks, max_streams]: end time of the last access
     block_slots: np.ndarray  # int32 stack of unused block slots
-    # segments
-    segment_offset: np.ndarray  # int64
-    segment_size: np.ndarray  # int64
-    segment_placement: np.ndarray  # int32 (-1: slot unused)
-    segment_pool: np.ndarray  # int32
-    segment_first_block: np.ndarray  # int32, lowest-address block of the segment
+    # segments: one row per slot (columns `status.SEG_*`)
+    segments: np.ndarray  # int64[max_segments, NUM_SEGMENT_COLUMNS]
     segment_slots: np.ndarray  # int32 stack of unused segment slots
     # arena free ranges per placement, sorted by offset (segments are carved from these)
     range_offset: np.ndarray  # int64[NUM_PLACEMENTS, max_segments + 2]
@@ -112,6 +107,13 @@ def create_state(
         if size > 0:
             range_size[placement, 0] = size
             range_count[placement] = 1
+    blocks = np.zeros((max_blocks, NUM_BLOCK_COLUMNS), dtype=np.int64)
+    blocks[:, [BLK_SEGMENT, BLK_PREV, BLK_NEXT, BLK_BIN, BLK_FREE_PREV, BLK_FREE_NEXT]] = -1
+    blocks[:, BLK_STATE] = BLOCK_UNUSED
+    history = np.zeros((max_blocks, max_streams, NUM_HISTORY_COLUMNS), dtype=np.int64)
+    history[:, :, HIST_TASK] = -1
+    segments = np.zeros((max_segments, NUM_SEGMENT_COLUMNS), dtype=np.int64)
+    segments[:, [SEG_PLACEMENT, SEG_FIRST_BLOCK]] = -1
     counters = np.zeros(NUM_COUNTERS, dtype=np.int64)
     counters[CNT_BLOCK_TOP] = max_blocks
     counters[CNT_SEGMENT_TOP] = max_segments
@@ -126,30 +128,12 @@ def create_state(
         cost=cost.astype(np.float64),
         counters=counters,
         stats=np.zeros((NUM_PLACEMENTS, NUM_STATS), dtype=np.int64),
-        block_offset=np.zeros(max_blocks, dtype=np.int64),
-        block_size=np.zeros(max_blocks, dtype=np.int64),
-        block_requested=np.zeros(max_blocks, dtype=np.int64),
-        block_segment=np.full(max_blocks, -1, dtype=np.int32),
-        block_prev=np.full(max_blocks, -1, dtype=np.int32),
-        block_next=np.full(max_blocks, -1, dtype=np.int32),
-        block_state=np.full(max_blocks, BLOCK_UNUSED, dtype=np.int8),
-        block_bin=np.full(max_blocks, -1, dtype=np.int32),
-        block_free_prev=np.full(max_blocks, -1, dtype=np.int32),
-        block_free_next=np.full(max_blocks, -1, dtype=np.int32),
-        block_generation=np.zeros(max_blocks, dtype=np.int64),
-        block_stream=np.zeros(max_blocks, dtype=np.int32),
-        block_stream_mask=np.zeros(max_blocks, dtype=np.int64),
-        block_last_use=np.zeros((max_blocks, max_streams), dtype=np.int64),
-        block_last_write=np.zeros((max_blocks, max_streams), dtype=np.int64),
-        block_last_task=np.full((max_blocks, max_streams), -1, dtype=np.int64),
-        block_last_time=np.zeros((max_blocks, max_streams), dtype=np.float64),
+        blocks=blocks,
+        history=history,
+        history_time=np.zeros((max_blocks, max_streams), dtype=np.float64),
         # popped from the top: slot 0 is handed out first
         block_slots=np.arange(max_blocks - 1, -1, -1, dtype=np.int32),
-        segment_offset=np.zeros(max_segments, dtype=np.int64),
-        segment_size=np.zeros(max_segments, dtype=np.int64),
-        segment_placement=np.full(max_segments, -1, dtype=np.int32),
-        segment_pool=np.zeros(max_segments, dtype=np.int32),
-        segment_first_block=np.full(max_segments, -1, dtype=np.int32),
+        segments=segments,
         segment_slots=np.arange(max_segments - 1, -1, -1, dtype=np.int32),
         range_offset=range_offset,
         range_size=range_size,

@@ -8,13 +8,24 @@ which is how the tests cross-check the tracked counters.
 import numpy as np
 
 from rtsoa.device.status import (
+    BLK_GENERATION,
+    BLK_NEXT,
+    BLK_OFFSET,
+    BLK_PLACEMENT,
+    BLK_REQUESTED,
+    BLK_SEGMENT,
+    BLK_SIZE,
+    BLK_STATE,
+    BLK_STREAM,
     BLOCK_ALLOCATED,
     BLOCK_FREE,
+    BLOCK_UNUSED,
     CNT_ALLOC_RETRIES,
     CNT_CACHE_FLUSHES,
     CNT_DEVICE_SYNCS,
     CNT_EVENT_RECORDS,
     CNT_EVENT_SYNCS,
+    CNT_GROWTH_RELEASES,
     CNT_HAZARDS,
     CNT_LAUNCHES,
     CNT_OOMS,
@@ -24,6 +35,11 @@ from rtsoa.device.status import (
     CNT_TRACE_SEQ,
     NUM_PLACEMENTS,
     PLACEMENT_NAMES,
+    SEG_FIRST_BLOCK,
+    SEG_OFFSET,
+    SEG_PLACEMENT,
+    SEG_POOL,
+    SEG_SIZE,
     STAT_CURRENT,
     STAT_FREED,
     STAT_GROUPS,
@@ -39,6 +55,7 @@ _COUNTER_NAMES = {
     "num_device_syncs": CNT_DEVICE_SYNCS,
     "num_event_syncs": CNT_EVENT_SYNCS,
     "num_cache_flushes": CNT_CACHE_FLUSHES,
+    "num_growth_releases": CNT_GROWTH_RELEASES,
     "num_launches": CNT_LAUNCHES,
     "num_event_records": CNT_EVENT_RECORDS,
     "num_stream_waits": CNT_STREAM_WAITS,
@@ -78,22 +95,24 @@ def device_stats(dev):
 
 def snapshot_arrays(dev):
     """Live blocks and segments as numpy columns (vectorised; cheap enough to call per step)."""
-    live = np.flatnonzero(dev.block_state != 0)
-    segments = np.flatnonzero(dev.segment_placement >= 0)
-    block_segment = dev.block_segment[live]
+    blocks = dev.blocks
+    segments = dev.segments
+    live = np.flatnonzero(blocks[:, BLK_STATE] != BLOCK_UNUSED)
+    used = np.flatnonzero(segments[:, SEG_PLACEMENT] >= 0)
+    block_segment = blocks[live, BLK_SEGMENT]
     return {
         "block": live,
-        "block_offset": dev.block_offset[live],
-        "block_size": dev.block_size[live],
-        "block_requested": dev.block_requested[live],
-        "block_state": dev.block_state[live],
+        "block_offset": blocks[live, BLK_OFFSET],
+        "block_size": blocks[live, BLK_SIZE],
+        "block_requested": blocks[live, BLK_REQUESTED],
+        "block_state": blocks[live, BLK_STATE],
         "block_segment": block_segment,
-        "block_placement": dev.segment_placement[block_segment],
-        "segment": segments,
-        "segment_offset": dev.segment_offset[segments],
-        "segment_size": dev.segment_size[segments],
-        "segment_placement": dev.segment_placement[segments],
-        "segment_pool": dev.segment_pool[segments],
+        "block_placement": segments[block_segment, SEG_PLACEMENT],
+        "segment": used,
+        "segment_offset": segments[used, SEG_OFFSET],
+        "segment_size": segments[used, SEG_SIZE],
+        "segment_placement": segments[used, SEG_PLACEMENT],
+        "segment_pool": segments[used, SEG_POOL],
     }
 
 
@@ -116,39 +135,39 @@ def snapshot(dev):
 
     Walks the neighbour links, so it also proves the links tile each segment.
     """
+    blocks = dev.blocks
+    segments = dev.segments
     result = []
-    order = np.argsort(dev.segment_offset, kind="stable")
-    for segment in order:
-        placement = int(dev.segment_placement[segment])
+    for segment in np.argsort(segments[:, SEG_OFFSET], kind="stable"):
+        placement = int(segments[segment, SEG_PLACEMENT])
         if placement < 0:
             continue
-        blocks = []
-        slot = int(dev.segment_first_block[segment])
+        found = []
+        slot = int(segments[segment, SEG_FIRST_BLOCK])
         while slot >= 0:
-            state = int(dev.block_state[slot])
-            blocks.append(
+            row = blocks[slot]
+            allocated = int(row[BLK_STATE]) == BLOCK_ALLOCATED
+            found.append(
                 {
                     "slot": slot,
-                    "offset": int(dev.block_offset[slot]),
-                    "size": int(dev.block_size[slot]),
-                    "requested": int(dev.block_requested[slot]),
-                    "state": "allocated" if state == BLOCK_ALLOCATED else "free",
-                    "stream": int(dev.block_stream[slot]),
-                    "handle": (int(dev.block_generation[slot]) << 32) | slot
-                    if state == BLOCK_ALLOCATED
-                    else None,
+                    "offset": int(row[BLK_OFFSET]),
+                    "size": int(row[BLK_SIZE]),
+                    "requested": int(row[BLK_REQUESTED]),
+                    "state": "allocated" if allocated else "free",
+                    "stream": int(row[BLK_STREAM]),
+                    "handle": (int(row[BLK_GENERATION]) << 32) | slot if allocated else None,
                 }
             )
-            slot = int(dev.block_next[slot])
+            slot = int(row[BLK_NEXT])
         result.append(
             {
                 "segment": int(segment),
                 "placement": PLACEMENT_NAMES[placement],
-                "pool": "small" if dev.segment_pool[segment] == 0 else "large",
-                "offset": int(dev.segment_offset[segment]),
-                "size": int(dev.segment_size[segment]),
-                "allocated_size": sum(b["size"] for b in blocks if b["state"] == "allocated"),
-                "blocks": blocks,
+                "pool": "small" if segments[segment, SEG_POOL] == 0 else "large",
+                "offset": int(segments[segment, SEG_OFFSET]),
+                "size": int(segments[segment, SEG_SIZE]),
+                "allocated_size": sum(b["size"] for b in found if b["state"] == "allocated"),
+                "blocks": found,
             }
         )
     return result
@@ -160,10 +179,9 @@ def free_memory_summary(dev, placement):
     Free bytes are cached free blocks plus arena bytes not yet reserved; fragmentation is
     1 - largest / total (0 when all free memory is one piece).
     """
-    free_blocks = (dev.block_state == BLOCK_FREE) & (
-        dev.segment_placement[np.maximum(dev.block_segment, 0)] == placement
-    )
-    sizes = dev.block_size[free_blocks]
+    blocks = dev.blocks
+    free_blocks = (blocks[:, BLK_STATE] == BLOCK_FREE) & (blocks[:, BLK_PLACEMENT] == placement)
+    sizes = blocks[free_blocks, BLK_SIZE]
     ranges = dev.range_size[placement, : dev.range_count[placement]]
     largest = int(max(sizes.max(initial=0), ranges.max(initial=0)))
     total = int(sizes.sum() + ranges.sum())

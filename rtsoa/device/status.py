@@ -47,6 +47,38 @@ BLOCK_UNUSED = 0  # table slot not in use
 BLOCK_FREE = 1  # cached in a free list
 BLOCK_ALLOCATED = 2
 
+# ---- block table (int64 `blocks`, one 128-byte row per slot: a block's fields share cache lines)
+BLK_OFFSET = 0
+BLK_SIZE = 1  # rounded size owned by the block
+BLK_REQUESTED = 2  # caller's size (0 when free)
+BLK_SEGMENT = 3
+BLK_PREV = 4  # address neighbour in the segment (-1: none)
+BLK_NEXT = 5
+BLK_STATE = 6  # BLOCK_UNUSED / BLOCK_FREE / BLOCK_ALLOCATED
+BLK_BIN = 7  # free-list index while free (-1 otherwise)
+BLK_FREE_PREV = 8  # free-list links
+BLK_FREE_NEXT = 9
+BLK_GENERATION = 10  # bumped at every allocation of the slot
+BLK_STREAM = 11  # allocating stream (freeing stream when free)
+BLK_STREAM_MASK = 12  # streams that touched this memory (record-stream semantics)
+BLK_GROUP = 13  # free-list group: placement * 2 + pool
+BLK_PLACEMENT = 14
+NUM_BLOCK_COLUMNS = 16  # one spare column keeps rows at 128 bytes
+
+# ---- access history (int64 `history`, shape (max_blocks, max_streams, NUM_HISTORY_COLUMNS))
+HIST_USE = 0  # epoch of the stream's last access
+HIST_WRITE = 1  # epoch of its last write
+HIST_TASK = 2  # task of the last access
+NUM_HISTORY_COLUMNS = 4  # padded: 32 bytes per (block, stream); times in `history_time`
+
+# ---- segment table (int64 `segments`, one row per segment slot)
+SEG_OFFSET = 0
+SEG_SIZE = 1
+SEG_PLACEMENT = 2  # -1: slot unused
+SEG_POOL = 3
+SEG_FIRST_BLOCK = 4  # lowest-address block of the segment
+NUM_SEGMENT_COLUMNS = 8
+
 # ---- block handles: generation << 32 | slot, so a stale handle is detected -----------------
 HANDLE_SLOT_MASK = (1 << 32) - 1
 HANDLE_GEN_SHIFT = 32
@@ -66,8 +98,9 @@ CFG_NUM_STREAMS = 10  # streams in use (<= 63)
 CFG_NUM_EVENTS = 11
 CFG_SMALL_MIN_REMAINDER = 12  # split the small pool's block only if this much is left over
 CFG_LARGE_MIN_REMAINDER = 13
-CFG_TRACE = 14  # 1: write events into the trace ring (off saves ~half a malloc's time)
-NUM_CONFIG = 15
+CFG_TRACE = 14  # 1: write events into the trace ring
+CFG_RELEASE_BEFORE_GROW = 15  # 1: return wholly free cached segments before carving a new one
+NUM_CONFIG = 16
 
 # ---- per-placement config (int64 array `placement_config`, one row per arena) --------------
 PCFG_ALIGNMENT = 0
@@ -99,7 +132,9 @@ CNT_SUBMISSION_WAITS = 11  # "wait for pending launch submissions" step of the O
 CNT_LAUNCHES = 12
 CNT_EVENT_RECORDS = 13
 CNT_STREAM_WAITS = 14
-NUM_COUNTERS = 15
+CNT_FREE_SEGMENTS = 15  # cached segments that are one free block (release candidates)
+CNT_GROWTH_RELEASES = 16  # releases of free segments made before carving a new segment
+NUM_COUNTERS = 17
 
 # ---- per-placement statistics (int64 array `stats`, one row per arena) ---------------------
 # Each tracked quantity has current / peak / allocated-total / freed-total.
