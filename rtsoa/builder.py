@@ -28,7 +28,7 @@ class _Column:
     def extend(self, values):
         values = np.asarray(values)
         self._flush()
-        self.chunks.append(values.astype(self.dtype, copy=False))
+        self.chunks.append(np.ascontiguousarray(values, dtype=self.dtype))
         self.length += values.shape[0]
 
     def _flush(self):
@@ -237,7 +237,8 @@ class GraphBuilder:
             priority = np.arange(first, first + count, dtype=np.int64)
 
         def column(value, dtype):
-            return np.broadcast_to(np.asarray(value, dtype=dtype), (count,))
+            # A real array per column (a broadcast view would have stride 0).
+            return np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=dtype), (count,)))
 
         self._nodes["kernel"].extend(kernels.astype(np.int32))
         self._nodes["graph"].extend(column(graph, np.int32))

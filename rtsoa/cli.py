@@ -104,10 +104,23 @@ def _run(args):
     start = time.perf_counter()
     graph = load_graph(args.file)
     loaded = time.perf_counter()
-    executor = prepare_executor(graph, executor=args.executor)
+    device = None
+    if args.device_hbm is not None or not args.hazard_check:
+        from rtsoa.device import Device
+
+        device = Device(
+            hbm_bytes=args.device_hbm if args.device_hbm is not None else 1 << 30,
+            num_streams=max(graph.meta.stream_count, 1),
+            num_events=max(graph.meta.event_count, 1),
+            hazards=args.hazard_check,
+        )
+    executor = prepare_executor(graph, executor=args.executor, device=device)
     prepared = time.perf_counter()
     first = executor.run()  # the first run pays any remaining JIT load; it is reported apart
     first_seconds = time.perf_counter() - prepared
+    device = executor.device
+    device.synchronize()
+    device_start = device.host_time
     times = np.empty(args.repeat)
     result = first
     with _progress(args.repeat, f"run {executor.name}", args.progress and args.repeat > 1) as bar:
@@ -116,6 +129,8 @@ def _run(args):
             result = executor.run()
             times[i] = time.perf_counter_ns() - begin
             bar.update()
+    device.synchronize()
+    device_ns = (device.host_time - device_start) / args.repeat
     executed = max(result.nodes_executed, 1)
     summary = {
         "file": str(args.file),
@@ -140,14 +155,22 @@ def _run(args):
             "max": float(times.max()) / executed,
         },
     }
+    summary["device"] = _device_summary(device, device_ns)
+    if args.memory_plot:
+        device.plot_memory(args.memory_plot, title=f"{graph.meta.name or args.file}: memory")
+        summary["memory_plot"] = str(args.memory_plot)
     if args.trace:
         tracer = Tracer(details=graph.num_nodes <= 100_000)
         executor.run(subscriber=tracer)
-        tracer.save(args.trace)
+        trace = tracer.trace()
+        trace["traceEvents"].extend(device.chrome_trace(pid="device"))
+        with open(args.trace, "w") as file:
+            json.dump(trace, file)
         summary["trace"] = str(args.trace)
     if args.json:
         print(json.dumps(summary))
         return
+    dev = summary["device"]
     per_node = summary["ns_per_node"]
     run_seconds = summary["run_seconds"]
     print(
@@ -162,9 +185,47 @@ def _run(args):
         f"max {per_node['max']:.1f}\n"
         f"  load {summary['load_seconds'] * 1e3:.1f} ms, prepare "
         f"{summary['prepare_seconds'] * 1e3:.1f} ms, first run "
-        f"{summary['first_run_seconds'] * 1e3:.1f} ms"
+        f"{summary['first_run_seconds'] * 1e3:.1f} ms\n"
+        f"  device time     {dev['time_ns_per_run'] / 1e3:,.1f} us per run (simulated), "
+        f"hazards {dev['hazards']}\n"
+        f"  device memory   peak allocated {dev['peak_allocated_bytes']:,} B, "
+        f"peak reserved {dev['peak_reserved_bytes']:,} B"
+        + (f"\n  memory plot     {summary['memory_plot']}" if args.memory_plot else "")
         + (f"\n  trace           {summary['trace']}" if args.trace else "")
     )
+
+
+def _device_summary(device, time_ns_per_run):
+    """Peak memory per placement and in total, simulated time per run, hazard count."""
+    stats = device.stats()
+    placements = {
+        name: {
+            "peak_allocated_bytes": stats[name]["allocated_bytes.peak"],
+            "peak_reserved_bytes": stats[name]["reserved_bytes.peak"],
+        }
+        for name in ("hbm", "p2p", "host")
+    }
+    return {
+        "time_ns_per_run": time_ns_per_run,
+        "hazards": device.hazard_count,
+        "peak_allocated_bytes": sum(p["peak_allocated_bytes"] for p in placements.values()),
+        "peak_reserved_bytes": sum(p["peak_reserved_bytes"] for p in placements.values()),
+        "placements": placements,
+    }
+
+
+def _byte_size(text):
+    """'4096', '64KiB', '512MiB', '2GiB' (also KB / MB / GB as powers of 1024) -> bytes."""
+    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    value = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = value[-1:] if value[-1:] in "kmg" else ""
+    try:
+        number = float(value[: len(value) - len(unit)])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a byte size: {text!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"byte size must be positive: {text!r}")
+    return int(number * units[unit])
 
 
 def build_parser():
@@ -198,6 +259,16 @@ def build_parser():
     )
     run.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
     run.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")
+    run.add_argument("--memory-plot", help="draw device memory over time into this PNG")
+    run.add_argument(
+        "--device-hbm", type=_byte_size, help="simulated HBM arena size, e.g. 512MiB (1GiB)"
+    )
+    run.add_argument(
+        "--no-hazard-check",
+        dest="hazard_check",
+        action="store_false",
+        help="switch the device's happens-before checker off (faster)",
+    )
     run.add_argument("--json", action="store_true", help="print a JSON object")
     run.add_argument("--no-progress", dest="progress", action="store_false")
     return parser

@@ -14,6 +14,7 @@ from rtsoa.schema import DType, Placement, ValueKind, WorkerClass
 
 KINDS = ("chain", "random", "layered", "lowered")
 LOWERED_KERNELS = ("InferShape", "AllocMemory", "LaunchKernel", "FreeMemory")
+EVENTS_PER_STREAM = 64  # event ids a stream's RecordEvent nodes cycle through
 
 
 def checksum_kernel_names(count):
@@ -112,7 +113,8 @@ def lowered(
     del kernels
     ops = max(nodes // 4, 1)
     rng = np.random.default_rng(seed)
-    builder = GraphBuilder(name=f"lowered-{ops * 4}", stream_count=streams)
+    events = streams * EVENTS_PER_STREAM if streams > 1 else 0
+    builder = GraphBuilder(name=f"lowered-{ops * 4}", stream_count=streams, event_count=events)
     op = np.arange(ops, dtype=np.int64)
     producer_op, consumer_op = _sample_predecessors(np.maximum(op - window, 0), op, fan_in, seed)
     producer_op = producer_op.astype(np.int64)
@@ -164,8 +166,50 @@ def lowered(
         np.concatenate([launch, launch]),
         np.concatenate([nbytes * (1 + fan), 2 * nbytes * (1 + fan)]),
     )
-    graph = builder.finalize()
-    return graph
+    if streams > 1:
+        _add_cross_stream_events(
+            builder, producer_op, consumer_op, launch, launch_priority, streams
+        )
+    return builder.finalize()
+
+
+def _add_cross_stream_events(builder, producer_op, consumer_op, launch, launch_priority, streams):
+    """Order every cross-stream data edge with an event: producer launch -> RecordEvent (on the
+    producer's stream) -> StreamWaitEvent (on the consumer's stream) -> consumer launch.
+
+    A stream reuses its event ids cyclically; a wait that sees a later record of the same id
+    on the same stream is ordered after more work than it needs, never less.
+    """
+    op_stream = np.arange(launch.shape[0], dtype=np.int64) % streams
+    event_of_op = (
+        op_stream * EVENTS_PER_STREAM + (np.arange(launch.shape[0]) // streams) % EVENTS_PER_STREAM
+    )
+    cross = op_stream[producer_op] != op_stream[consumer_op]
+    producers, consumers = producer_op[cross], consumer_op[cross]
+    recorders = np.unique(producers)
+    first = builder.add_nodes(
+        np.full(recorders.shape[0], "RecordEvent"),
+        priority=launch_priority[recorders],
+        stream=op_stream[recorders],
+        worker=WorkerClass.LAUNCH,
+        compute_node=recorders,
+    )
+    record_node = np.full(launch.shape[0], -1, dtype=np.int64)
+    record_node[recorders] = first + np.arange(recorders.shape[0])
+    builder.add_attributes(record_node[recorders], event_of_op[recorders])
+    first = builder.add_nodes(
+        np.full(producers.shape[0], "StreamWaitEvent"),
+        priority=launch_priority[consumers],
+        stream=op_stream[consumers],
+        worker=WorkerClass.LAUNCH,
+        compute_node=consumers,
+    )
+    waits = first + np.arange(producers.shape[0])
+    builder.add_attributes(waits, event_of_op[producers])
+    builder.add_edges(
+        np.concatenate([launch[recorders], record_node[producers], waits]),
+        np.concatenate([record_node[recorders], waits, launch[consumers]]),
+    )
 
 
 _GENERATORS = {"chain": chain, "random": random_dag, "layered": layered, "lowered": lowered}

@@ -121,7 +121,8 @@ def read_table(path, name):
     try:
         source = pa.memory_map(str(file), "r")
         table = pa.ipc.open_file(source).read_all()
-        table.validate(full=False)
+        # Full validation (UTF-8, offsets) where it is cheap: the small tables holding strings.
+        table.validate(full=any(pa.types.is_string(field.type) for field in table.schema))
     except (pa.ArrowException, OSError, ValueError) as error:
         raise GraphFormatError(f"not a readable Arrow IPC file ({error})", table=name) from None
     check_table_schema(name, table)
@@ -160,7 +161,10 @@ def load_graph(path, validate=True):
     metadata = tables["metadata"]
     if metadata.num_rows != 1:
         raise GraphFormatError(f"{metadata.num_rows} rows, expected 1", table="metadata")
-    row = {column: metadata.column(column)[0].as_py() for column in metadata.column_names}
+    try:
+        row = {column: metadata.column(column)[0].as_py() for column in metadata.column_names}
+    except ValueError as error:  # e.g. invalid UTF-8 in the name
+        raise GraphFormatError(f"unreadable metadata ({error})", table="metadata") from None
     meta = GraphMeta(**row)
     if meta.format_version != GraphMeta().format_version:
         # Report the version before anything else: newer files may have other tables.

@@ -145,3 +145,12 @@ def test_nbytes_counts_every_array():
     g = b.finalize()
     expected = sum(v.nbytes for v in g if isinstance(v, np.ndarray))
     assert g.nbytes() == expected > 0
+
+
+def test_bulk_columns_are_contiguous_arrays_not_broadcast_views():
+    b = GraphBuilder()
+    b.add_nodes(["A"] * 5, stream=0, worker=0)
+    g = b.finalize()
+    for name in ("node_stream", "node_worker", "node_graph", "node_compute", "node_kernel"):
+        array = getattr(g, name)
+        assert array.flags.c_contiguous and array.strides == (array.itemsize,), name

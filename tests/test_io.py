@@ -169,3 +169,16 @@ def test_multi_chunk_column_is_rejected(copy):
     write(copy, "edges", chunked)
     with pytest.raises(GraphFormatError, match="chunks"):
         load_graph(copy)
+
+
+def test_invalid_utf8_in_a_string_column_is_a_format_error(copy):
+    # Found by the file fuzzer: a bit flip in the metadata name made pyarrow raise
+    # UnicodeDecodeError out of load_graph.
+    metadata = read(copy, "metadata")
+    offsets = pa.py_buffer(np.array([0, 2], dtype=np.int32).tobytes())
+    bad_name = pa.Array.from_buffers(pa.string(), 1, [None, offsets, pa.py_buffer(b"\xff\xfe")])
+    index = metadata.column_names.index("name")
+    write(copy, "metadata", metadata.set_column(index, "name", bad_name))
+    with pytest.raises(GraphFormatError) as info:
+        load_graph(copy)
+    assert info.value.table == "metadata"

@@ -1,5 +1,6 @@
 """KernelError: a kernel's non-zero status, carried to Python with where it happened."""
 
+from rtsoa.device.status import STATUS_NAMES as DEVICE_STATUS_NAMES
 from rtsoa.errors import RtsoaError
 from rtsoa.kernels.status import STATUS_NAMES
 
@@ -18,6 +19,8 @@ class KernelError(RtsoaError):
         self.compute_node = int(compute_node)
         self.nodes_executed = int(nodes_executed)
         meaning = STATUS_NAMES.get(self.status)
+        if meaning is None and self.status in DEVICE_STATUS_NAMES:
+            meaning = f"device: {DEVICE_STATUS_NAMES[self.status]}"
         detail = f" ({meaning})" if meaning else ""
         super().__init__(
             f"kernel {kernel!r} failed with status {self.status}{detail} at node {self.node} "

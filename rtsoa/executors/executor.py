@@ -16,9 +16,10 @@ from rtsoa.executors.heap import pack_keys
 from rtsoa.executors.order import priority_order
 from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch
+from rtsoa.kernels.lowered import NO_BLOCK
 from rtsoa.kernels.runtime import STATE_STEP_LIMIT, make_runtime, read_only, reset_runtime
 from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK
-from rtsoa.schema import GraphKind, WorkerClass
+from rtsoa.schema import GraphKind, ValueKind, WorkerClass
 
 EXECUTORS = ("sequential", "topological", "priority")
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
@@ -41,6 +42,31 @@ class RunResult(NamedTuple):
     nodes_executed: int
     checksum: int  # the order-independent fold of the executed nodes (uint64 as int)
     end_of_sequence: bool
+
+
+def default_device(graph):
+    """A simulated device sized for `graph`: full arenas when it has memory values, tiny
+    otherwise (the type is the same, so both share one compiled loop)."""
+    from rtsoa.device import Device
+    from rtsoa.schema import ValueKind
+
+    streams = max(int(graph.meta.stream_count), 1)
+    events = max(int(graph.meta.event_count), 1)
+    if (graph.value_kind == ValueKind.MEMORY_BLOCK).any():
+        return Device(num_streams=streams, num_events=events)
+    return Device(
+        hbm_bytes=1 << 16,
+        p2p_bytes=1 << 12,
+        host_bytes=1 << 12,
+        num_streams=streams,
+        num_events=events,
+        max_blocks=16,
+        max_segments=4,
+        trace_capacity=16,
+        hazard_capacity=16,
+        hazards=False,
+        trace=False,
+    )
 
 
 def resolve_executor(executor, control_flow, launch_count):
@@ -90,6 +116,7 @@ class Executor:
         registry=None,
         record_capacity=None,
         max_steps=None,
+        device=None,
     ):
         registry = registry if registry is not None else REGISTRY
         entries = registry.entries()
@@ -125,7 +152,10 @@ class Executor:
                 column="in_degree",
                 row=node,
             )
-        self.runtime = make_runtime(graph, dispatch_ids)
+        self.device = device if device is not None else default_device(graph)
+        self.runtime = make_runtime(graph, dispatch_ids, self.device.state)
+        self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
+        self.runtime.value_slots[self._memory_values] = NO_BLOCK
         module = load_dispatch(registry)
         self._loop = getattr(module, f"run_{self.name}")
         self._loop_profiled = getattr(module, f"run_{self.name}_profiled")
@@ -174,9 +204,29 @@ class Executor:
                 checksum=int(self.runtime.checksum[0]),
                 end_of_sequence=status == STATUS_END_OF_SEQUENCE,
             )
+        self.release_blocks()
         raise KernelError(
             status, node, self.kernel_name(node), self.graph.node_compute[node], executed
         )
+
+    def release_blocks(self):
+        """Free the device blocks a failed run left allocated (so the next run starts clean).
+
+        Returns how many were freed. Blocks are freed on the stream of the node that allocated
+        them; stale handles are skipped.
+        """
+        from rtsoa.device.allocator import device_free
+
+        slots = self.runtime.value_slots
+        live = self._memory_values[slots[self._memory_values] != NO_BLOCK]
+        freed = 0
+        for value in live.tolist():
+            producer = int(self.graph.value_producer[value])
+            stream = int(self.graph.node_stream[producer]) if producer >= 0 else 0
+            if device_free(self.device.state, int(slots[value]), stream) == 0:
+                freed += 1
+            slots[value] = NO_BLOCK
+        return freed
 
     def run(self, subscriber=None):
         """Run once. Returns RunResult; raises KernelError on a kernel failure.
@@ -228,6 +278,7 @@ def prepare_executor(
     registry=None,
     record_capacity=None,
     max_steps=None,
+    device=None,
 ):
     """Prepare `graph`'s root `root` for `executor` (auto / sequential / topological / priority).
 
@@ -236,6 +287,7 @@ def prepare_executor(
     compiled loop. `record_capacity`: steps the profiled loop can record (default: the node count,
     or 8 n + 1024 with control flow). `max_steps`: the topological / priority loops stop with a
     KernelError (STATUS_STEP_LIMIT) after this many steps; default DEFAULT_MAX_STEPS with
-    control flow, none (-1) without, where every node runs at most once.
+    control flow, none (-1) without, where every node runs at most once. `device`: the
+    `rtsoa.device.Device` the kernels run against (default: `default_device(graph)`).
     """
-    return Executor(graph, executor, root, registry, record_capacity, max_steps)
+    return Executor(graph, executor, root, registry, record_capacity, max_steps, device)

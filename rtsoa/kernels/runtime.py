@@ -24,6 +24,7 @@ class Runtime(NamedTuple):
     """Arrays a kernel may use. Graph columns are read-only; the rest is per-executor state."""
 
     node_kernel: np.ndarray  # int32: registry dispatch id of each node (bound at prepare)
+    node_stream: np.ndarray  # int32: the stream each node issues its device work on (read-only)
     succ_offsets: np.ndarray  # int64 CSR of successors (read-only)
     succ_targets: np.ndarray  # int32
     input_offsets: np.ndarray  # int64 CSR of input value ids (read-only)
@@ -34,9 +35,11 @@ class Runtime(NamedTuple):
     attr_pool: np.ndarray  # int64 attribute slots
     attr_float: np.ndarray  # float64 view of attr_pool (float attributes)
     constants: np.ndarray  # uint8 constant blob (read-only)
+    value_placement: np.ndarray  # int8 per value: Placement (where its memory is allocated)
     value_slots: np.ndarray  # int64 per value: the 8-byte inline slot of each value (writable)
     state: np.ndarray  # int64[STATE_SIZE], see STATE_* (writable)
     checksum: np.ndarray  # uint64[1]: order-independent fold of the executed nodes (writable)
+    device: object  # rtsoa.device.DeviceState: arenas, allocator, streams, hazard checker
 
 
 def read_only(array):
@@ -46,11 +49,13 @@ def read_only(array):
     return view
 
 
-def make_runtime(graph, node_kernel):
-    """The Runtime for `graph`, with `node_kernel` the dispatch id of every node."""
+def make_runtime(graph, node_kernel, device_state):
+    """The Runtime for `graph`, with `node_kernel` the dispatch id of every node and
+    `device_state` the simulated device's `DeviceState` (`Device.state`)."""
     attr_pool = read_only(np.ascontiguousarray(graph.attr_pool))
     return Runtime(
         node_kernel=read_only(np.ascontiguousarray(node_kernel, dtype=np.int32)),
+        node_stream=read_only(graph.node_stream),
         succ_offsets=read_only(graph.succ_offsets),
         succ_targets=read_only(graph.succ_targets),
         input_offsets=read_only(graph.input_offsets),
@@ -61,9 +66,11 @@ def make_runtime(graph, node_kernel):
         attr_pool=attr_pool,
         attr_float=attr_pool.view(np.float64),
         constants=read_only(graph.constants),
+        value_placement=read_only(graph.value_placement),
         value_slots=np.zeros(max(graph.num_values, 1), dtype=np.int64),
         state=np.zeros(STATE_SIZE, dtype=np.int64),
         checksum=np.zeros(1, dtype=np.uint64),
+        device=device_state,
     )
 
 
