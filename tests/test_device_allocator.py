@@ -151,7 +151,7 @@ def test_page_mode_rounds_to_pages_and_carves_two_mib_chunks():
 
 
 def test_small_and_large_pools_do_not_share_segments():
-    device = Device(hbm_bytes=256 * MiB)
+    device = Device(hbm_bytes=256 * MiB, allocator=AllocatorConfig.pytorch_like())
     small = device.malloc(1 * MiB)  # small pool (<= 1 MiB)
     large = device.malloc(1 * MiB + 1)  # large pool: a 20 MiB segment
     pools = {s["pool"]: s["size"] for s in device.snapshot()}
@@ -165,8 +165,13 @@ def test_small_and_large_pools_do_not_share_segments():
 
 
 def test_oversize_blocks_are_never_split():
-    # without releases before growth, so the freed oversize block stays cached
-    config = AllocatorConfig(max_split=32 * MiB, oversize_slack=8 * MiB, release_before_grow=False)
+    # without releases before growth or the whole-segment slack rule: the oversize rule alone
+    config = AllocatorConfig(
+        max_split=32 * MiB,
+        oversize_slack=8 * MiB,
+        release_before_grow=False,
+        segment_slack_shift=None,
+    )
     device = Device(hbm_bytes=512 * MiB, allocator=config)
     big = device.malloc(40 * MiB)
     big_offset = device.location(big)[1]

@@ -156,9 +156,59 @@ def test_planner_is_valid_and_near_the_lower_bound(seed):
     assert plan.ratio < 1.25
 
 
+def assert_valid_plan(plan, first, last, sizes):
+    ends = plan.offsets + sizes
+    order = np.argsort(first, kind="stable")
+    for i in range(sizes.size):  # no two tensors alive together overlap in memory
+        alive = (first <= last[i]) & (first[i] <= last)
+        alive[i] = False
+        overlap = (plan.offsets < ends[i]) & (plan.offsets[i] < ends)
+        assert not (alive & overlap).any(), i
+    assert order.size == sizes.size and ends.max(initial=0) == plan.arena_size
+
+
 def test_planner_on_the_random_sequences():
     for probability in (0.53, 0.73):
         sequence = random_sequence(11, 2000, probability)
         plan = plan_greedy_by_size(*sequence.lifetimes())
         assert plan.lower_bound == sequence.live_bytes_peak()
         assert plan.ratio <= 1.10, plan.ratio
+
+
+@pytest.mark.parametrize("order", ["size", "area", "size_sqrt_duration"])
+def test_every_planner_order_gives_a_valid_plan(order):
+    first, last, sizes = random_sequence(5, 1200, 0.55).lifetimes()
+    plan = plan_greedy_by_size(first, last, sizes, orders=(order,))
+    assert plan.strategy == order
+    assert_valid_plan(plan, first, last, sizes)
+    best = plan_greedy_by_size(first, last, sizes)
+    assert best.arena_size <= plan.arena_size
+    assert_valid_plan(best, first, last, sizes)
+    with pytest.raises(ValueError):
+        plan_greedy_by_size(first, last, sizes, orders=("fifo",))
+
+
+@pytest.mark.parametrize("alloc_probability", [0.53, 0.73])
+def test_planner_target_on_the_issue_sequences(alloc_probability):
+    """Issue 4: static plan <= 1.05 x the live-bytes lower bound (seeds 0..2, 4000 steps)."""
+    for seed in (0, 1, 2):
+        first, last, sizes = random_sequence(seed, 4000, alloc_probability).lifetimes()
+        plan = plan_greedy_by_size(first, last, sizes)
+        assert plan.ratio <= 1.05, (seed, plan.ratio, plan.strategy)
+        assert_valid_plan(plan, first, last, sizes)
+
+
+def test_trace_keeps_fractional_launch_times():
+    from rtsoa.device import CostModel
+
+    device = Device(hbm_bytes=16 * MiB, cost=CostModel(launch_latency_ns=0.5, bytes_per_ns=3.0))
+    handle = device.malloc(100, stream=1)
+    device.launch(1, bytes_moved=10, writes=[handle])
+    device.free(handle, stream=1)
+    records = device.trace()
+    assert [r["kind"] for r in records] == ["segment_alloc", "alloc", "launch", "free"]
+    launch = records[2]
+    assert (launch["start_ns"], launch["end_ns"]) == (0.0, 0.5 + 10 / 3.0)
+    assert (launch["placement"], launch["stream"], launch["size"]) == (None, 1, 10)
+    assert records[3]["start_ns"] == records[3]["end_ns"] == 0.5 + 10 / 3.0
+    assert records[1]["allocated_after"] == 512 and records[3]["allocated_after"] == 0

@@ -57,6 +57,7 @@ from rtsoa.device.status import (
     CFG_PAGE_MODE,
     CFG_PAGE_SIZE,
     CFG_RELEASE_BEFORE_GROW,
+    CFG_SEGMENT_SLACK_SHIFT,
     CFG_SMALL_MIN_REMAINDER,
     CFG_SMALL_SEGMENT,
     CFG_SMALL_SIZE,
@@ -66,6 +67,7 @@ from rtsoa.device.status import (
     CNT_FREE_SEGMENTS,
     CNT_GROWTH_RELEASES,
     CNT_OOMS,
+    CNT_SEGMENT_HIGH,
     CNT_SEGMENT_TOP,
     CNT_SUBMISSION_WAITS,
     EV_ALLOC,
@@ -182,7 +184,7 @@ def _release_free_segments(dev, placement):
     segments = dev.segments
     released = 0
     time = dev.host_clock[0]
-    for segment in range(segments.shape[0]):
+    for segment in range(dev.counters[CNT_SEGMENT_HIGH]):
         if dev.counters[CNT_FREE_SEGMENTS] == 0:
             break
         owner = segments[segment, SEG_PLACEMENT]
@@ -261,6 +263,7 @@ def _new_segment(dev, placement, pool, size, stream):
         return -STATUS_TOO_MANY_BLOCKS
     dev.counters[CNT_SEGMENT_TOP] = top - 1
     segment = dev.segment_slots[top - 1]
+    dev.counters[CNT_SEGMENT_HIGH] = max(dev.counters[CNT_SEGMENT_HIGH], segment + 1)
     segments = dev.segments
     segments[segment, SEG_OFFSET] = offset
     segments[segment, SEG_SIZE] = segment_size
@@ -324,9 +327,11 @@ def _try_malloc(dev, placement, size, requested, stream):
     pool = POOL_SMALL if size <= dev.config[CFG_SMALL_SIZE] else 1
     group = placement * 2 + pool
     slot = find_block(dev, group, size, stream)
+    whole = False
     if slot >= 0:
         bin_remove(dev, slot)
-        if _whole_segment(dev, slot):
+        whole = _whole_segment(dev, slot)
+        if whole:
             dev.counters[CNT_FREE_SEGMENTS] -= 1
     else:
         slot = _new_segment(dev, placement, pool, size, stream)
@@ -339,7 +344,8 @@ def _try_malloc(dev, placement, size, requested, stream):
         remainder > 0
         and remainder >= dev.config[CFG_SMALL_MIN_REMAINDER + pool]
         and block_size < dev.config[CFG_MAX_SPLIT]
-    ):
+        and not (whole and pool != POOL_SMALL and dev.config[CFG_SEGMENT_SLACK_SHIFT] < 63)
+    ):  # a reused whole large segment (within its slack) is handed out unsplit
         _split(dev, slot, size, group)
         block_size = size
     generation = blocks[slot, BLK_GENERATION] + 1
@@ -380,7 +386,7 @@ def _malloc_after_oom(dev, placement, size, nbytes, stream):
     return handle
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, inline="always")  # a call would copy the ~250 scalars of `dev` every time
 def device_malloc(dev, placement, nbytes, stream):
     """Allocate `nbytes` of `placement` for use on `stream`.
 
@@ -427,7 +433,7 @@ def _merge_next(dev, slot, after):
     _push_block_slot(dev, after)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, inline="always")  # see device_malloc
 def device_free(dev, handle, stream):
     """Free a block on `stream` (stream-ordered: reusable on `stream` at once). Status code."""
     if stream < 0 or stream >= dev.config[CFG_NUM_STREAMS]:

@@ -4,6 +4,9 @@
 costs one `lzcnt` instead of a chain of compares and branches.
 """
 
+from llvmlite import ir
+from numba.core import types
+from numba.core.extending import intrinsic
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
 from rtsoa._jit import jit
@@ -19,3 +22,17 @@ def floor_log2(value):
 def lowest_bit(value):
     """Index of the lowest set bit of a non-zero int64."""
     return trailing_zeros(value)
+
+
+@intrinsic
+def float_bits(typingctx, value):
+    """The IEEE-754 bits of a float64 as an int64 (a register move, no memory round trip)."""
+    if not isinstance(value, types.Float):
+        return None
+    signature = types.int64(types.float64)
+
+    def codegen(context, builder, sig, args):
+        as_double = context.cast(builder, args[0], sig.args[0], types.float64)
+        return builder.bitcast(as_double, ir.IntType(64))
+
+    return signature, codegen

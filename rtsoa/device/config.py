@@ -17,6 +17,7 @@ from rtsoa.device.status import (
     CFG_PAGE_MODE,
     CFG_PAGE_SIZE,
     CFG_RELEASE_BEFORE_GROW,
+    CFG_SEGMENT_SLACK_SHIFT,
     CFG_SMALL_MIN_REMAINDER,
     CFG_SMALL_SEGMENT,
     CFG_SMALL_SIZE,
@@ -38,20 +39,29 @@ NO_LIMIT = (1 << 62) - 1
 
 @dataclass(frozen=True)
 class AllocatorConfig:
-    """Caching allocator knobs; defaults follow PyTorch's CUDA caching allocator.
+    """Caching allocator knobs. Defaults are tuned for low fragmentation (see the README);
+    `AllocatorConfig.pytorch_like()` gives PyTorch's CUDA caching allocator profile.
 
     alignment_device / alignment_host: allocation unit per placement (512 B / 64 B).
     tail_padding: bytes added to every device request before rounding (the reference adds 32).
-    small_size: rounded requests up to this use the small pool (1 MiB).
-    small_segment: small-pool segment size (2 MiB).
-    large_segment / large_segment_limit: large requests below the limit (10 MiB) get a segment of
-      large_segment (20 MiB); larger ones one of their size rounded up to large_round (2 MiB).
+    small_size: rounded requests up to this use the small pool (1 MiB, as PyTorch).
+    small_segment: small-pool segment size, shared by many blocks (2 MiB).
+    large_segment / large_segment_limit: large requests below the limit get a shared segment of
+      large_segment; others a dedicated segment of their size rounded up to large_round. Default:
+      limit 0 and 64 KiB rounding, i.e. every large request gets a nearly exact segment
+      (PyTorch: 20 MiB shared segments below 10 MiB, 2 MiB rounding above).
     max_split: blocks at least this big are never split (None: no limit).
     oversize_slack: an oversize block serves a request only if it wastes less than this.
     small_min_remainder / large_min_remainder: a block is split only if at least this much is
       left over (None: the allocation unit, i.e. always split).
     page_mode: page-granular mode like the reference (64 KiB pages; requests below 2 MiB carved
       from 2 MiB chunks, larger ones get their own page-rounded span; LIFO span choice).
+    release_before_grow: before carving a new segment, return wholly free cached segments to
+      the arena (where address neighbours merge), so the cache never holds idle segments while
+      it grows (PyTorch only does this on the out-of-memory path).
+    segment_slack_shift: a wholly free large-pool segment serves a request only if it wastes at
+      most 1 / 2**shift of itself, and is then handed out unsplit (None: best fit and split, so
+      a big freed segment is carved up by small large requests and pinned by them).
     """
 
     alignment_device: int = 512
@@ -60,8 +70,8 @@ class AllocatorConfig:
     small_size: int = 1 * MiB
     small_segment: int = 2 * MiB
     large_segment: int = 20 * MiB
-    large_segment_limit: int = 10 * MiB
-    large_round: int = 2 * MiB
+    large_segment_limit: int = 0
+    large_round: int = 64 * KiB
     max_split: int | None = None
     oversize_slack: int = 20 * MiB
     small_min_remainder: int | None = None
@@ -69,6 +79,19 @@ class AllocatorConfig:
     page_mode: bool = False
     page_size: int = 64 * KiB
     release_before_grow: bool = True
+    segment_slack_shift: int | None = 3
+
+    @classmethod
+    def pytorch_like(cls, **overrides):
+        """PyTorch's CUDA caching allocator profile (1 MiB small requests in 2 MiB segments,
+        20 MiB shared segments below 10 MiB, 2 MiB rounding, release only when out of memory)."""
+        profile = dict(
+            large_segment_limit=10 * MiB,
+            large_round=2 * MiB,
+            release_before_grow=False,
+            segment_slack_shift=None,
+        )
+        return cls(**{**profile, **overrides})
 
     def __post_init__(self):
         for name in ("alignment_device", "alignment_host", "page_size"):
@@ -78,6 +101,8 @@ class AllocatorConfig:
         for name in ("small_size", "small_segment", "large_segment", "large_round"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.segment_slack_shift is not None and not 0 <= self.segment_slack_shift < 63:
+            raise ValueError("segment_slack_shift must be in 0..62 or None")
         if self.tail_padding < 0:
             raise ValueError("tail_padding must be non-negative")
         if self.max_split is not None and self.max_split <= self.large_segment:
@@ -112,6 +137,8 @@ class AllocatorConfig:
         config[CFG_HAZARDS] = int(hazards)
         config[CFG_TRACE] = int(trace)
         config[CFG_RELEASE_BEFORE_GROW] = int(self.release_before_grow)
+        shift = self.segment_slack_shift
+        config[CFG_SEGMENT_SLACK_SHIFT] = 63 if shift is None else shift
         config[CFG_NUM_STREAMS] = num_streams
         config[CFG_NUM_EVENTS] = num_events
         return config

@@ -21,12 +21,17 @@ from rtsoa.device.status import (
     BLK_BIN,
     BLK_FREE_NEXT,
     BLK_FREE_PREV,
+    BLK_GROUP,
+    BLK_NEXT,
+    BLK_PREV,
     BLK_SIZE,
     BLK_STREAM_MASK,
     CFG_MAX_SPLIT,
     CFG_OVERSIZE_SLACK,
     CFG_PAGE_MODE,
+    CFG_SEGMENT_SLACK_SHIFT,
     NUM_BINS,
+    POOL_LARGE,
     SUB_BINS_LOG2,
 )
 
@@ -85,6 +90,13 @@ def eligible(dev, slot, size, stream, max_split):
     if block_size >= max_split:
         if size < max_split or block_size - size >= dev.config[CFG_OVERSIZE_SLACK]:
             return False
+    if (
+        (blocks[slot, BLK_GROUP] & 1) == POOL_LARGE
+        and blocks[slot, BLK_PREV] < 0
+        and blocks[slot, BLK_NEXT] < 0
+        and block_size - size > block_size >> dev.config[CFG_SEGMENT_SLACK_SHIFT]
+    ):
+        return False  # a whole large segment much bigger than the request: grow instead
     if (blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) == 0:
         return True
     return reusable_on(dev, slot, stream)

@@ -1,9 +1,13 @@
-"""Static memory planner: greedy-by-size offset assignment over tensor lifetimes.
+"""Static memory planner: greedy offset assignment over tensor lifetimes, best of a few orders.
 
 A pure function of (first use, last use, size) per tensor, inclusive lifetimes in any integer
-time unit. Tensors are placed largest first (ties: earlier first use, then index); each goes
-into the smallest gap between already-placed tensors whose lifetimes overlap its own, or above
-them all (Pisarchyk & Lee, "Efficient memory management for deep neural net inference", 2020).
+time unit. Tensors are placed in a priority order (ties: earlier first use, then index); each
+goes into the smallest gap between already-placed tensors whose lifetimes overlap its own, or
+above them all (greedy by size with best-fit gaps: Pisarchyk & Lee, "Efficient memory management
+for deep neural net inference", 2020). The orders tried, keeping the smallest arena:
+  * "size": largest first (the paper's greedy by size);
+  * "area": largest size x lifetime first (greedy by breadth / area);
+  * "size_sqrt_duration": size x sqrt(lifetime), between the two.
 The plan's arena size is compared with the peak of live bytes, a lower bound for any plan.
 """
 
@@ -20,6 +24,7 @@ class MemoryPlan(NamedTuple):
     offsets: np.ndarray  # int64, one per tensor
     arena_size: int
     lower_bound: int
+    strategy: str = "size"  # the order that produced this plan
 
     @property
     def ratio(self):
@@ -77,10 +82,27 @@ def _greedy_by_size(first_use, last_use, sizes, order, offsets):
     return arena
 
 
-def plan_greedy_by_size(first_use, last_use, sizes, alignment=1):
+ORDERS = ("size", "area", "size_sqrt_duration")
+
+
+def _priority(order, first_use, last_use, sizes):
+    duration = (last_use - first_use + 1).astype(np.float64)
+    if order == "size":
+        return sizes.astype(np.float64)
+    if order == "area":
+        return sizes * duration
+    if order == "size_sqrt_duration":
+        return sizes * np.sqrt(duration)
+    raise ValueError(f"unknown order {order!r}; use {ORDERS}")
+
+
+def plan_greedy_by_size(first_use, last_use, sizes, alignment=1, orders=ORDERS):
     """Assign offsets (multiples of `alignment`) so tensors alive at the same time never overlap.
 
-    Returns a `MemoryPlan`; `lower_bound` is the live-bytes peak of the aligned sizes.
+    Runs the greedy best-fit placement once per priority order in `orders` (see the module
+    docstring; `orders=("size",)` is plain greedy by size) and keeps the smallest arena (the
+    first order wins ties). Returns a `MemoryPlan`; `lower_bound` is the live-bytes peak of the
+    aligned sizes and `strategy` names the winning order.
     """
     first_use = np.ascontiguousarray(first_use, dtype=np.int64)
     last_use = np.ascontiguousarray(last_use, dtype=np.int64)
@@ -91,8 +113,18 @@ def plan_greedy_by_size(first_use, last_use, sizes, alignment=1):
         raise ValueError("lifetimes must have first_use <= last_use and sizes must be >= 0")
     if alignment < 1:
         raise ValueError("alignment must be >= 1")
+    if not orders:
+        raise ValueError("orders must name at least one priority order")
     aligned = (sizes + alignment - 1) // alignment * alignment
-    order = np.lexsort((np.arange(sizes.size), first_use, -aligned)).astype(np.int64)
-    offsets = np.zeros(sizes.size, dtype=np.int64)
-    arena = int(_greedy_by_size(first_use, last_use, aligned, order, offsets)) if sizes.size else 0
-    return MemoryPlan(offsets, arena, live_bytes_peak(first_use, last_use, aligned))
+    lower_bound = live_bytes_peak(first_use, last_use, aligned)
+    best = None
+    for name in orders:
+        priority = _priority(name, first_use, last_use, aligned)
+        order = np.lexsort((np.arange(sizes.size), first_use, -priority)).astype(np.int64)
+        offsets = np.zeros(sizes.size, dtype=np.int64)
+        arena = 0
+        if sizes.size:
+            arena = int(_greedy_by_size(first_use, last_use, aligned, order, offsets))
+        if best is None or arena < best.arena_size:
+            best = MemoryPlan(offsets, arena, lower_bound, name)
+    return best

@@ -31,9 +31,9 @@ from rtsoa.device.status import (
     NUM_HISTORY_COLUMNS,
     NUM_PLACEMENT_CONFIG,
     NUM_PLACEMENTS,
+    NUM_RING_COLUMNS,
     NUM_SEGMENT_COLUMNS,
     NUM_STATS,
-    NUM_TRACE_COLUMNS,
     SEG_FIRST_BLOCK,
     SEG_PLACEMENT,
 )
@@ -77,10 +77,19 @@ class DeviceState(NamedTuple):
     event_stream: np.ndarray  # int32[max_events]
     event_vc: np.ndarray  # int64[max_events, max_streams]
     # trace ring buffer and hazard table
-    trace: np.ndarray  # int64[trace_capacity, NUM_TRACE_COLUMNS]
-    trace_time: np.ndarray  # float64[trace_capacity, 2]
+    trace: np.ndarray  # int64[trace_capacity, NUM_RING_COLUMNS]: one 64-byte row per event
     hazards: np.ndarray  # int64[hazard_capacity, NUM_HAZARD_COLUMNS]
     hazard_time: np.ndarray  # float64[hazard_capacity, 2]
+
+
+def aligned_zeros(shape, dtype, alignment=64):
+    """Zeroed array whose data starts on a cache-line boundary (numpy only promises 16 bytes),
+    so a 128-byte table row spans two cache lines, not three."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    raw = np.zeros(count * dtype.itemsize + alignment, dtype=np.uint8)
+    start = -raw.ctypes.data % alignment
+    return raw[start : start + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
 def create_state(
@@ -107,12 +116,12 @@ def create_state(
         if size > 0:
             range_size[placement, 0] = size
             range_count[placement] = 1
-    blocks = np.zeros((max_blocks, NUM_BLOCK_COLUMNS), dtype=np.int64)
+    blocks = aligned_zeros((max_blocks, NUM_BLOCK_COLUMNS), np.int64)
     blocks[:, [BLK_SEGMENT, BLK_PREV, BLK_NEXT, BLK_BIN, BLK_FREE_PREV, BLK_FREE_NEXT]] = -1
     blocks[:, BLK_STATE] = BLOCK_UNUSED
-    history = np.zeros((max_blocks, max_streams, NUM_HISTORY_COLUMNS), dtype=np.int64)
+    history = aligned_zeros((max_blocks, max_streams, NUM_HISTORY_COLUMNS), np.int64)
     history[:, :, HIST_TASK] = -1
-    segments = np.zeros((max_segments, NUM_SEGMENT_COLUMNS), dtype=np.int64)
+    segments = aligned_zeros((max_segments, NUM_SEGMENT_COLUMNS), np.int64)
     segments[:, [SEG_PLACEMENT, SEG_FIRST_BLOCK]] = -1
     counters = np.zeros(NUM_COUNTERS, dtype=np.int64)
     counters[CNT_BLOCK_TOP] = max_blocks
@@ -149,8 +158,7 @@ def create_state(
         event_time=np.full(max_events, -1.0, dtype=np.float64),
         event_stream=np.full(max_events, -1, dtype=np.int32),
         event_vc=np.zeros((max_events, max_streams), dtype=np.int64),
-        trace=np.zeros((trace_capacity, NUM_TRACE_COLUMNS), dtype=np.int64),
-        trace_time=np.zeros((trace_capacity, 2), dtype=np.float64),
+        trace=aligned_zeros((trace_capacity, NUM_RING_COLUMNS), np.int64),
         hazards=np.zeros((hazard_capacity, NUM_HAZARD_COLUMNS), dtype=np.int64),
         hazard_time=np.zeros((hazard_capacity, 2), dtype=np.float64),
     )

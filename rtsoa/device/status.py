@@ -100,7 +100,8 @@ CFG_SMALL_MIN_REMAINDER = 12  # split the small pool's block only if this much i
 CFG_LARGE_MIN_REMAINDER = 13
 CFG_TRACE = 14  # 1: write events into the trace ring
 CFG_RELEASE_BEFORE_GROW = 15  # 1: return wholly free cached segments before carving a new one
-NUM_CONFIG = 16
+CFG_SEGMENT_SLACK_SHIFT = 16  # a whole free large-pool segment wastes <= its size >> this (63: off)
+NUM_CONFIG = 17
 
 # ---- per-placement config (int64 array `placement_config`, one row per arena) --------------
 PCFG_ALIGNMENT = 0
@@ -134,7 +135,8 @@ CNT_EVENT_RECORDS = 13
 CNT_STREAM_WAITS = 14
 CNT_FREE_SEGMENTS = 15  # cached segments that are one free block (release candidates)
 CNT_GROWTH_RELEASES = 16  # releases of free segments made before carving a new segment
-NUM_COUNTERS = 17
+CNT_SEGMENT_HIGH = 17  # 1 + the highest segment slot ever used (release scans stop there)
+NUM_COUNTERS = 18
 
 # ---- per-placement statistics (int64 array `stats`, one row per arena) ---------------------
 # Each tracked quantity has current / peak / allocated-total / freed-total.
@@ -167,7 +169,17 @@ TRACE_STREAM = 6
 TRACE_ALLOCATED_AFTER = 7  # allocated bytes of the placement after the event
 TRACE_RESERVED_AFTER = 8  # reserved bytes of the placement after the event
 NUM_TRACE_COLUMNS = 9
-# `trace_time` (float64, shape (capacity, 2)): device start / end time in ns.
+# `trace_rows` returns rows in this layout plus (start, end) times in ns. In the ring itself an
+# event is one 64-byte row of `dev.trace` (int64, shape (capacity, NUM_RING_COLUMNS)):
+RING_KIND = 0  # kind | (placement + 1) << 8 | (stream + 1) << 16
+RING_HANDLE = 1
+RING_OFFSET = 2
+RING_SIZE = 3
+RING_REQUESTED = 4
+RING_ALLOCATED_AFTER = 5  # for events without a placement: the bits of the end time
+RING_RESERVED_AFTER = 6
+RING_START = 7  # bits of the float64 start time (memory events end when they start)
+NUM_RING_COLUMNS = 8
 
 EV_ALLOC = 1
 EV_FREE = 2

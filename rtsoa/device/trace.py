@@ -1,13 +1,15 @@
 """Ring-buffer trace of allocator and stream events: append (njit), dump / load, Chrome trace.
 
-Every alloc / free / segment / OOM / launch / event / sync is one row of `dev.trace` (columns:
-`status.TRACE_*`) plus its device start / end time in `dev.trace_time`. The ring keeps the last
+Every alloc / free / segment / OOM / launch / event / sync is one 64-byte row of `dev.trace`
+(packed, `status.RING_*`); `trace_rows` decodes it into `status.TRACE_*` columns plus the device
+start / end times. The ring keeps the last
 `capacity` events; `counters[CNT_TRACE_SEQ]` counts all of them, so a reader knows if it wrapped.
 """
 
 import numpy as np
 
 from rtsoa._jit import jit
+from rtsoa.device.bits import float_bits
 from rtsoa.device.status import (
     CFG_TRACE,
     CNT_TRACE_SEQ,
@@ -25,6 +27,14 @@ from rtsoa.device.status import (
     EVENT_KIND_NAMES,
     NUM_TRACE_COLUMNS,
     PLACEMENT_NAMES,
+    RING_ALLOCATED_AFTER,
+    RING_HANDLE,
+    RING_KIND,
+    RING_OFFSET,
+    RING_REQUESTED,
+    RING_RESERVED_AFTER,
+    RING_SIZE,
+    RING_START,
     STAT_ALLOCATED_BYTES,
     STAT_CURRENT,
     STAT_RESERVED_BYTES,
@@ -44,29 +54,52 @@ TRACE_FORMAT_VERSION = 1
 
 @jit(_nrt=False, inline="always")
 def trace_append(dev, kind, placement, handle, offset, size, requested, stream, start, end):
-    """Write one event into the ring (overwrites the oldest once full); no-op if tracing is off."""
+    """Write one event into the ring (overwrites the oldest once full); no-op if tracing is off.
+
+    One 64-byte row per event (layout `status.RING_*`); `trace_rows` decodes it.
+    """
     if dev.config[CFG_TRACE] == 0:
         return
     seq = dev.counters[CNT_TRACE_SEQ]
     dev.counters[CNT_TRACE_SEQ] = seq + 1
     row = seq & (dev.trace.shape[0] - 1)
     trace = dev.trace
-    trace[row, TRACE_KIND] = kind
-    trace[row, TRACE_PLACEMENT] = placement
-    trace[row, TRACE_HANDLE] = handle
-    trace[row, TRACE_OFFSET] = offset
-    trace[row, TRACE_SIZE] = size
-    trace[row, TRACE_REQUESTED] = requested
-    trace[row, TRACE_STREAM] = stream
+    trace[row, RING_KIND] = kind | ((placement + 1) << 8) | ((stream + 1) << 16)
+    trace[row, RING_HANDLE] = handle
+    trace[row, RING_OFFSET] = offset
+    trace[row, RING_SIZE] = size
+    trace[row, RING_REQUESTED] = requested
     if placement >= 0:
         stats = dev.stats
-        trace[row, TRACE_ALLOCATED_AFTER] = stats[placement, STAT_ALLOCATED_BYTES + STAT_CURRENT]
-        trace[row, TRACE_RESERVED_AFTER] = stats[placement, STAT_RESERVED_BYTES + STAT_CURRENT]
+        trace[row, RING_ALLOCATED_AFTER] = stats[placement, STAT_ALLOCATED_BYTES + STAT_CURRENT]
+        trace[row, RING_RESERVED_AFTER] = stats[placement, STAT_RESERVED_BYTES + STAT_CURRENT]
     else:
-        trace[row, TRACE_ALLOCATED_AFTER] = 0
-        trace[row, TRACE_RESERVED_AFTER] = 0
-    dev.trace_time[row, 0] = start
-    dev.trace_time[row, 1] = end
+        trace[row, RING_ALLOCATED_AFTER] = float_bits(end)
+        trace[row, RING_RESERVED_AFTER] = 0
+    trace[row, RING_START] = float_bits(start)
+
+
+def decode_ring(raw):
+    """Ring rows (`status.RING_*`) -> (int64 rows in the `status.TRACE_*` layout, times)."""
+    count = raw.shape[0]
+    rows = np.zeros((count, NUM_TRACE_COLUMNS), dtype=np.int64)
+    word = raw[:, RING_KIND]
+    placement = ((word >> 8) & 0xFF) - 1
+    rows[:, TRACE_KIND] = word & 0xFF
+    rows[:, TRACE_PLACEMENT] = placement
+    rows[:, TRACE_STREAM] = ((word >> 16) & 0xFFFF) - 1
+    rows[:, TRACE_HANDLE] = raw[:, RING_HANDLE]
+    rows[:, TRACE_OFFSET] = raw[:, RING_OFFSET]
+    rows[:, TRACE_SIZE] = raw[:, RING_SIZE]
+    rows[:, TRACE_REQUESTED] = raw[:, RING_REQUESTED]
+    memory = placement >= 0
+    rows[:, TRACE_ALLOCATED_AFTER] = np.where(memory, raw[:, RING_ALLOCATED_AFTER], 0)
+    rows[:, TRACE_RESERVED_AFTER] = raw[:, RING_RESERVED_AFTER]
+    times = np.empty((count, 2), dtype=np.float64)
+    times[:, 0] = raw[:, RING_START].view(np.float64)
+    end_bits = np.where(memory, raw[:, RING_START], raw[:, RING_ALLOCATED_AFTER])
+    times[:, 1] = end_bits.view(np.float64)
+    return rows, times
 
 
 def trace_rows(dev):
@@ -74,10 +107,12 @@ def trace_rows(dev):
     total = int(dev.counters[CNT_TRACE_SEQ])
     capacity = dev.trace.shape[0]
     if total <= capacity:
-        return dev.trace[:total].copy(), dev.trace_time[:total].copy(), 0
+        rows, times = decode_ring(dev.trace[:total])
+        return rows, times, 0
     start = total % capacity
     order = np.concatenate([np.arange(start, capacity), np.arange(0, start)])
-    return dev.trace[order].copy(), dev.trace_time[order].copy(), total - capacity
+    rows, times = decode_ring(dev.trace[order])
+    return rows, times, total - capacity
 
 
 def dump_trace(dev, path):
