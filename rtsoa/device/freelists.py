@@ -90,11 +90,13 @@ def eligible(dev, slot, size, stream, max_split):
     if block_size >= max_split:
         if size < max_split or block_size - size >= dev.config[CFG_OVERSIZE_SLACK]:
             return False
+    shift = dev.config[CFG_SEGMENT_SLACK_SHIFT]
     if (
-        (blocks[slot, BLK_GROUP] & 1) == POOL_LARGE
+        shift < 63
+        and (blocks[slot, BLK_GROUP] & 1) == POOL_LARGE
         and blocks[slot, BLK_PREV] < 0
         and blocks[slot, BLK_NEXT] < 0
-        and block_size - size > block_size >> dev.config[CFG_SEGMENT_SLACK_SHIFT]
+        and block_size - size > block_size >> shift
     ):
         return False  # a whole large segment much bigger than the request: grow instead
     if (blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) == 0:
