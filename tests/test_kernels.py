@@ -30,6 +30,26 @@ def triple(rt, node):
     return fold(rt, node, _TRIPLE_SALT)
 
 
+@kernel("SumScratch", registry=USER_REGISTRY, allocates=True)
+def sum_scratch(rt, node):
+    """Allocates a scratch array (needs Numba's reference counting: allocates=True)."""
+    scratch = np.zeros(4, dtype=np.uint64)
+    scratch[:] = np.uint64(node)
+    rt.checksum[0] += scratch.sum()
+    return np.int32(0)
+
+
+def test_an_allocating_kernel_runs_when_declared():
+    builder = GraphBuilder()
+    first = builder.add_node("SumScratch")
+    second = builder.add_node("Triple")
+    builder.add_edge(first, second)
+    graph = builder.finalize()
+    result = prepare_executor(graph, "sequential", registry=USER_REGISTRY).run()
+    triple_part = 3 * int(mix_numpy(np.array([1]), np.array([12345], np.uint64))[0])
+    assert result.checksum == (4 * 0 + triple_part) % (1 << 64)
+
+
 def test_builtins_registered_in_a_stable_order():
     names = REGISTRY.names()
     assert names[:4] == ("Noop", "Busy", "Fail", "FailWhen")

@@ -5,7 +5,9 @@
 and the dispatch it calls compile as one unit:
   - plain `run_<name>`: every line ending in `# profiled` removed (the fast path pays nothing);
   - `run_<name>_profiled`: those lines kept; they record (node, start ns, end ns) per step.
-Every loop returns (status, failing or last node, nodes executed) and allocates nothing.
+Every loop returns (status, failing or last node, nodes executed) and allocates nothing, so
+the loops are compiled without Numba's reference counting (_nrt=False): with it, every kernel
+call increfs / decrefs each array of the runtime tuple.
 """
 
 import numpy as np  # noqa: F401  (used by the copied text)
@@ -31,7 +33,7 @@ _SELECT = 0  # rtsoa.kernels.runtime.STATE_SELECT
 _STEP_LIMIT = 2  # rtsoa.kernels.runtime.STATE_STEP_LIMIT
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, _nrt=False)
 def record_step(record, step, node, start, end):
     """Row `step` of the (capacity, 3) int64 record; steps past the capacity are dropped."""
     if step < record.shape[0]:
@@ -41,7 +43,7 @@ def record_step(record, step, node, start, end):
 
 
 # -- loops
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, _nrt=False)
 def run_sequential(rt, order, record):
     """Run `order` (a precomputed topological order) to the end or the first non-zero status."""
     node_kernel = rt.node_kernel
@@ -57,10 +59,11 @@ def run_sequential(rt, order, record):
     return np.int64(STATUS_OK), np.int64(-1), np.int64(executed)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, _nrt=False)
 def run_topological(rt, starts, template, in_degree, queue, record):
     """Kahn with a FIFO ring buffer (capacity n + 1); a pushed node's in-degree is re-armed."""
-    in_degree[:] = template
+    for i in range(template.shape[0]):  # a slice copy would need NRT
+        in_degree[i] = template[i]
     offsets = rt.succ_offsets
     targets = rt.succ_targets
     node_kernel = rt.node_kernel
@@ -105,10 +108,11 @@ def run_topological(rt, starts, template, in_degree, queue, record):
     return np.int64(STATUS_OK), np.int64(-1), np.int64(executed)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, _nrt=False)
 def run_priority(rt, starts, template, in_degree, keys, heap, record):
     """Kahn with a 1-indexed binary min-heap on keys[node] = priority << 32 | node."""
-    in_degree[:] = template
+    for i in range(template.shape[0]):  # a slice copy would need NRT
+        in_degree[i] = template[i]
     offsets = rt.succ_offsets
     targets = rt.succ_targets
     node_kernel = rt.node_kernel

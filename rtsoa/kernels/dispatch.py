@@ -121,7 +121,12 @@ def generate_source(registry, key):
     for index, info in enumerate(entries):
         lines.append(f"from {info.module} import {info.attribute} as _kernel{index}")
     # inline="always": LLVM will not inline a 30-way switch, and a call passes `rt` by value.
-    lines += ["", "", '@njit(cache=True, nogil=True, boundscheck=False, inline="always")']
+    # _nrt=False: no reference counting of the runtime tuple's arrays around kernel calls.
+    lines += [
+        "",
+        "",
+        '@njit(cache=True, nogil=True, boundscheck=False, inline="always", _nrt=False)',
+    ]
     lines.append("def dispatch(rt, kernel, node):")
     lines.append('    """Run kernel `kernel` (a dispatch id) on `node`; returns its status."""')
     for index, info in enumerate(entries):

@@ -174,15 +174,23 @@ def kernel(
     requires=None,
     control_flow=False,
     registry=None,
+    allocates=False,
 ):
-    """Decorator: jit `run(rt, node) -> int32` (unless already jitted) and register it."""
+    """Decorator: jit `run(rt, node) -> int32` (unless already jitted) and register it.
+
+    Kernels are compiled without Numba's reference-counting runtime (NRT) unless
+    `allocates=True`: with NRT every call increfs and decrefs each array of the runtime tuple,
+    which with the device's arrays in it costs ~50x the kernel itself. A kernel that creates
+    arrays (np.empty, ...) must say `allocates=True`; reading, writing and slicing do not count.
+    An already-jitted function keeps the options it was compiled with.
+    """
 
     def decorate(function):
         if not isinstance(function, CPUDispatcher):
             # Not disk-cached on its own: a kernel's cache file would only notice edits to its
             # own module, not to helpers it inlines. The generated dispatch caches the compiled
             # kernel inside each loop, under a key that hashes every kernel module.
-            function = jit(function, cache=False)
+            function = jit(function, cache=False, _nrt=bool(allocates))
         (registry if registry is not None else REGISTRY).register(
             name,
             function,
