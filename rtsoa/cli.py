@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -176,7 +177,7 @@ def _run(args):
     print(
         f"{summary['file']}: executor {summary['executor']}, status {summary['status']}"
         f"{' (end of sequence)' if result.end_of_sequence else ''}\n"
-        f"  nodes executed  {summary['nodes_executed']:,} of {summary['nodes']:,}\n"
+        f"  nodes executed  {summary['nodes_executed']:,} (graph has {summary['nodes']:,} nodes)\n"
         f"  checksum        {summary['checksum']:#018x}\n"
         f"  time per run    median {run_seconds['median'] * 1e3:.3f} ms, "
         f"min {run_seconds['min'] * 1e3:.3f} ms, max {run_seconds['max'] * 1e3:.3f} ms "
@@ -287,6 +288,10 @@ def main(argv=None):
         return 2
     try:
         COMMANDS[args.command](args)
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except RtsoaError as error:
         print(f"rtsoa {args.command}: error: {error}", file=sys.stderr)
         return 1

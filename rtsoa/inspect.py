@@ -75,8 +75,8 @@ def format_summary(summary):
         f"  edges            {summary['edges']:,}",
         f"  values           {summary['values']:,}",
         f"  relations        {summary['relations']:,}",
-        f"  critical path    {_maybe(summary['critical_path'])} nodes",
-        f"  max width        {_maybe(summary['max_width'])} nodes",
+        f"  critical path    {_maybe(summary['critical_path'])}",
+        f"  max width        {_maybe(summary['max_width'])}",
         f"  streams / events / notifies  {summary['streams']} / {summary['events']} / "
         f"{summary['notifies']}",
         f"  dynamic shapes   {summary['is_dynamic']}, loops {summary['has_loops']}",
@@ -96,4 +96,4 @@ def format_summary(summary):
 
 
 def _maybe(value):
-    return "n/a (graph has loops)" if value is None else f"{value:,}"
+    return "n/a (graph has loops)" if value is None else f"{value:,} nodes"
