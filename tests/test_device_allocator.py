@@ -222,3 +222,39 @@ def test_caps_absolute_and_fraction():
         Device(caps={"gpu": 0.5})
     for handle in handles:
         device.free(handle)
+
+
+def test_totals_and_freed_match_a_reference_and_free_blocks_report_no_request():
+    # `freed` is derived (allocated - current) and a free block's BLK_REQUESTED is left stale
+    # by the jitted code: both must still read exactly as a NumPy-free reference says
+    sequence = random_sequence(seed=3, steps=600, alloc_probability=0.6)
+    device = Device(hbm_bytes=1 << 30, trace_capacity=1 << 12)
+    handles = {}
+    totals = {"requested_bytes": [0, 0], "allocated_bytes": [0, 0], "allocation": [0, 0]}
+    for step in range(sequence.ops.size):
+        tensor = int(sequence.ids[step])
+        if sequence.ops[step] == OP_ALLOC:
+            size = int(sequence.sizes[step])
+            handle = device.malloc(size)
+            rounded = next(
+                b["size"] for s in device.snapshot() for b in s["blocks"] if b["handle"] == handle
+            )
+            handles[tensor] = (handle, size, rounded)
+            for name, amount in zip(totals, (size, rounded, 1), strict=True):
+                totals[name][0] += amount
+        else:
+            handle, size, rounded = handles.pop(tensor)
+            device.free(handle)
+            for name, amount in zip(totals, (size, rounded, 1), strict=True):
+                totals[name][1] += amount
+        if step % 50 == 0:
+            tracked = device.stats()["hbm"]
+            for name, (allocated, freed) in totals.items():
+                assert tracked[f"{name}.allocated"] == allocated, (step, name)
+                assert tracked[f"{name}.freed"] == freed, (step, name)
+            free_blocks = [
+                b for s in device.snapshot() for b in s["blocks"] if b["state"] == "free"
+            ]
+            assert all(b["requested"] == 0 for b in free_blocks)
+            arrays = snapshot_arrays(device.state)
+            assert (arrays["block_requested"][arrays["block_state"] == BLOCK_FREE] == 0).all()

@@ -30,7 +30,7 @@ import numpy as np
 
 from rtsoa._jit import jit
 from rtsoa.device.arena import arena_give_back, arena_of, arena_take, resolve_placement
-from rtsoa.device.bits import lowest_bit
+from rtsoa.device.bits import assume, lowest_bit
 from rtsoa.device.freelists import bin_push, bin_remove, find_block
 from rtsoa.device.hazards import history_copy, history_merge, history_on_free
 from rtsoa.device.status import (
@@ -78,7 +78,11 @@ from rtsoa.device.status import (
     HANDLE_GEN_SHIFT,
     HANDLE_SLOT_MASK,
     HIST_USE,
+    NUM_BLOCK_COLUMNS,
+    NUM_HISTORY_COLUMNS,
     NUM_PLACEMENTS,
+    NUM_RING_COLUMNS,
+    NUM_STATS,
     PCFG_ALIGNMENT,
     PCFG_CAP,
     PCFG_TAIL_PADDING,
@@ -91,7 +95,6 @@ from rtsoa.device.status import (
     STAT_ALLOCATED_BYTES,
     STAT_ALLOCATED_COUNT,
     STAT_CURRENT,
-    STAT_FREED,
     STAT_PEAK,
     STAT_REQUESTED_BYTES,
     STAT_RESERVED_BYTES,
@@ -124,18 +127,30 @@ def round_request(dev, placement, nbytes):
 
 
 @jit(_nrt=False, inline="always")
+def _assume_layout(dev):
+    """The tables have `create_state`'s row widths (it asserts them): told to the optimiser, a
+    row index costs a shift instead of a multiply by a run-time width, on every pointer-chasing
+    step through the free lists and neighbour links."""
+    assume(dev.blocks.shape[1] == NUM_BLOCK_COLUMNS)
+    assume(dev.history.shape[2] == NUM_HISTORY_COLUMNS)
+    assume(dev.trace.shape[1] == NUM_RING_COLUMNS)
+    assume(dev.stats.shape[1] == NUM_STATS)
+
+
+@jit(_nrt=False, inline="always")
 def _stat_add(dev, placement, group, amount):
     stats = dev.stats
     current = stats[placement, group + STAT_CURRENT] + amount
     stats[placement, group + STAT_CURRENT] = current
-    stats[placement, group + STAT_PEAK] = max(stats[placement, group + STAT_PEAK], current)
+    if current > stats[placement, group + STAT_PEAK]:  # rare in steady state: skip the store
+        stats[placement, group + STAT_PEAK] = current
     stats[placement, group + STAT_TOTAL] += amount
 
 
 @jit(_nrt=False, inline="always")
 def _stat_sub(dev, placement, group, amount):
+    # the freed total is derived (allocated - current): one store per free
     dev.stats[placement, group + STAT_CURRENT] -= amount
-    dev.stats[placement, group + STAT_FREED] += amount
 
 
 @jit(_nrt=False, inline="always")
@@ -149,8 +164,7 @@ def _pop_block_slot(dev):
 
 @jit(_nrt=False, inline="always")
 def _push_block_slot(dev, slot):
-    dev.blocks[slot, BLK_STATE] = BLOCK_UNUSED
-    dev.blocks[slot, BLK_SEGMENT] = -1
+    dev.blocks[slot, BLK_STATE] = BLOCK_UNUSED  # the other columns of an unused row are stale
     top = dev.counters[CNT_BLOCK_TOP]
     dev.block_slots[top] = slot
     dev.counters[CNT_BLOCK_TOP] = top + 1
@@ -304,7 +318,6 @@ def _split(dev, slot, size, group):
     after = blocks[slot, BLK_NEXT]
     blocks[rest, BLK_OFFSET] = blocks[slot, BLK_OFFSET] + size
     blocks[rest, BLK_SIZE] = blocks[slot, BLK_SIZE] - size
-    blocks[rest, BLK_REQUESTED] = 0
     blocks[rest, BLK_SEGMENT] = blocks[slot, BLK_SEGMENT]
     blocks[rest, BLK_PREV] = slot
     blocks[rest, BLK_NEXT] = after
@@ -399,6 +412,7 @@ def device_malloc(dev, placement, nbytes, stream):
         return -STATUS_INVALID_PLACEMENT
     if stream < 0 or stream >= dev.config[CFG_NUM_STREAMS]:
         return -STATUS_INVALID_STREAM
+    _assume_layout(dev)
     placement = resolve_placement(placement)
     size = round_request(dev, placement, nbytes)
     handle = _try_malloc(dev, placement, size, nbytes, stream)
@@ -438,6 +452,7 @@ def device_free(dev, handle, stream):
     """Free a block on `stream` (stream-ordered: reusable on `stream` at once). Status code."""
     if stream < 0 or stream >= dev.config[CFG_NUM_STREAMS]:
         return np.int32(STATUS_INVALID_STREAM)
+    _assume_layout(dev)
     slot = block_slot(dev, handle)
     if slot < 0:
         return np.int32(STATUS_INVALID_BLOCK)
@@ -449,12 +464,9 @@ def device_free(dev, handle, stream):
     _stat_sub(dev, placement, STAT_REQUESTED_BYTES, requested)
     _stat_sub(dev, placement, STAT_ALLOCATED_COUNT, 1)
     history_on_free(dev, slot, stream)
-    blocks[slot, BLK_STATE] = BLOCK_FREE
-    blocks[slot, BLK_REQUESTED] = 0
+    blocks[slot, BLK_STATE] = BLOCK_FREE  # BLK_REQUESTED is stale now; readers mask it
     blocks[slot, BLK_STREAM] = stream
-    time = dev.stream_clock[stream]
     offset = blocks[slot, BLK_OFFSET]
-    trace_append(dev, EV_FREE, placement, handle, offset, size, requested, stream, time, time)
     before = blocks[slot, BLK_PREV]
     if before >= 0 and blocks[before, BLK_STATE] == BLOCK_FREE:
         bin_remove(dev, before)
@@ -467,6 +479,10 @@ def device_free(dev, handle, stream):
     bin_push(dev, slot, blocks[slot, BLK_GROUP])
     if _whole_segment(dev, slot):
         dev.counters[CNT_FREE_SEGMENTS] += 1
+    # traced last (same content: the freed block's fields were read above), so the compiler
+    # need not reload block fields after the ring stores, which it cannot prove disjoint
+    time = dev.stream_clock[stream]
+    trace_append(dev, EV_FREE, placement, handle, offset, size, requested, stream, time, time)
     return np.int32(STATUS_OK)
 
 

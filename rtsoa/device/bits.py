@@ -5,7 +5,7 @@ costs one `lzcnt` instead of a chain of compares and branches.
 """
 
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
@@ -34,5 +34,23 @@ def float_bits(typingctx, value):
     def codegen(context, builder, sig, args):
         as_double = context.cast(builder, args[0], sig.args[0], types.float64)
         return builder.bitcast(as_double, ir.IntType(64))
+
+    return signature, codegen
+
+
+@intrinsic
+def assume(typingctx, condition):
+    """Tell the optimiser that `condition` holds (`llvm.assume`): it then folds facts such as
+    a table's row width into constants. Undefined behaviour if the condition is false, so only
+    assume what the state's constructor guarantees."""
+    if not isinstance(condition, types.Boolean):
+        return None
+    signature = types.none(types.boolean)
+
+    def codegen(context, builder, sig, args):
+        function_type = ir.FunctionType(ir.VoidType(), [ir.IntType(1)])
+        function = cgutils.get_or_insert_function(builder.module, function_type, "llvm.assume")
+        builder.call(function, [args[0]])
+        return context.get_dummy_value()
 
     return signature, codegen

@@ -79,7 +79,7 @@ def bin_remove(dev, slot):
             dev.bin_bitmap[index >> _WORD_SHIFT] &= ~(1 << (index & _WORD_MASK))
     if after >= 0:
         blocks[after, BLK_FREE_PREV] = before
-    blocks[slot, BLK_BIN] = -1
+    # BLK_BIN and the links are left stale: they are read only while the block is listed
 
 
 @jit(_nrt=False, inline="always")

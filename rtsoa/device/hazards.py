@@ -177,14 +177,19 @@ def history_on_free(dev, slot, stream):
     blocks = dev.blocks
     history = dev.history
     epoch = dev.stream_vc[stream, stream]
-    if (blocks[slot, BLK_STREAM_MASK] & (1 << stream)) == 0:
+    bit = 1 << stream
+    if (blocks[slot, BLK_STREAM_MASK] & bit) == 0:
         claim_stream(dev, slot, stream)
         dev.history_time[slot, stream] = dev.stream_clock[stream]
-    history[slot, stream, HIST_USE] = max(history[slot, stream, HIST_USE], epoch)
-    mask = blocks[slot, BLK_STREAM_MASK]
-    while mask != 0:
-        other = lowest_bit(mask)
-        mask &= mask - 1
+    # the freeing stream's entry from registers; the loop only visits the other streams
+    # (usually none), so the common free costs one load and two stores here
+    use = max(history[slot, stream, HIST_USE], epoch)
+    history[slot, stream, HIST_USE] = use
+    history[slot, stream, HIST_WRITE] = use
+    others = blocks[slot, BLK_STREAM_MASK] & ~bit
+    while others != 0:
+        other = lowest_bit(others)
+        others &= others - 1
         history[slot, other, HIST_WRITE] = history[slot, other, HIST_USE]
 
 

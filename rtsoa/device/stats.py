@@ -41,7 +41,6 @@ from rtsoa.device.status import (
     SEG_POOL,
     SEG_SIZE,
     STAT_CURRENT,
-    STAT_FREED,
     STAT_GROUPS,
     STAT_PEAK,
     STAT_TOTAL,
@@ -77,7 +76,8 @@ def placement_stats(dev, placement):
         result[f"{name}.current"] = int(row[base + STAT_CURRENT])
         result[f"{name}.peak"] = int(row[base + STAT_PEAK])
         result[f"{name}.allocated"] = int(row[base + STAT_TOTAL])
-        result[f"{name}.freed"] = int(row[base + STAT_FREED])
+        # derived, so a free updates one column: freed = allocated - current
+        result[f"{name}.freed"] = int(row[base + STAT_TOTAL] - row[base + STAT_CURRENT])
     for suffix in ("current", "peak", "allocated", "freed"):
         result[f"active_bytes.{suffix}"] = result[f"allocated_bytes.{suffix}"]
     return result
@@ -100,12 +100,14 @@ def snapshot_arrays(dev):
     live = np.flatnonzero(blocks[:, BLK_STATE] != BLOCK_UNUSED)
     used = np.flatnonzero(segments[:, SEG_PLACEMENT] >= 0)
     block_segment = blocks[live, BLK_SEGMENT]
+    state = blocks[live, BLK_STATE]
     return {
         "block": live,
         "block_offset": blocks[live, BLK_OFFSET],
         "block_size": blocks[live, BLK_SIZE],
-        "block_requested": blocks[live, BLK_REQUESTED],
-        "block_state": blocks[live, BLK_STATE],
+        # the jitted code leaves a free block's BLK_REQUESTED stale (one store less per free)
+        "block_requested": np.where(state == BLOCK_ALLOCATED, blocks[live, BLK_REQUESTED], 0),
+        "block_state": state,
         "block_segment": block_segment,
         "block_placement": segments[block_segment, SEG_PLACEMENT],
         "segment": used,
@@ -152,7 +154,7 @@ def snapshot(dev):
                     "slot": slot,
                     "offset": int(row[BLK_OFFSET]),
                     "size": int(row[BLK_SIZE]),
-                    "requested": int(row[BLK_REQUESTED]),
+                    "requested": int(row[BLK_REQUESTED]) if allocated else 0,
                     "state": "allocated" if allocated else "free",
                     "stream": int(row[BLK_STREAM]),
                     "handle": (int(row[BLK_GENERATION]) << 32) | slot if allocated else None,

@@ -50,7 +50,7 @@ BLOCK_ALLOCATED = 2
 # ---- block table (int64 `blocks`, one 128-byte row per slot: a block's fields share cache lines)
 BLK_OFFSET = 0
 BLK_SIZE = 1  # rounded size owned by the block
-BLK_REQUESTED = 2  # caller's size (0 when free)
+BLK_REQUESTED = 2  # caller's size (meaningful only while allocated; stale when free)
 BLK_SEGMENT = 3
 BLK_PREV = 4  # address neighbour in the segment (-1: none)
 BLK_NEXT = 5
@@ -139,11 +139,11 @@ CNT_SEGMENT_HIGH = 17  # 1 + the highest segment slot ever used (release scans s
 NUM_COUNTERS = 18
 
 # ---- per-placement statistics (int64 array `stats`, one row per arena) ---------------------
-# Each tracked quantity has current / peak / allocated-total / freed-total.
+# Each tracked quantity has current / peak / allocated-total columns; the freed total is
+# derived (allocated - current) by `stats.placement_stats`, so a free updates one column.
 STAT_CURRENT = 0
 STAT_PEAK = 1
-STAT_TOTAL = 2
-STAT_FREED = 3
+STAT_TOTAL = 2  # column 3 of each group is spare
 STAT_ALLOCATED_BYTES = 0  # sum of block sizes handed out (rounded, incl. unsplit remainder)
 STAT_REQUESTED_BYTES = 4  # sum of the sizes callers asked for
 STAT_ALLOCATED_COUNT = 8
