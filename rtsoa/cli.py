@@ -164,7 +164,7 @@ def _run(args):
         tracer = Tracer(details=graph.num_nodes <= 100_000)
         executor.run(subscriber=tracer)
         trace = tracer.trace()
-        trace["traceEvents"].extend(device.chrome_trace(pid="device"))
+        trace["traceEvents"].extend(_numeric_ids(device.chrome_trace(pid=_DEVICE_PID)))
         with open(args.trace, "w") as file:
             json.dump(trace, file)
         summary["trace"] = str(args.trace)
@@ -194,6 +194,24 @@ def _run(args):
         + (f"\n  memory plot     {summary['memory_plot']}" if args.memory_plot else "")
         + (f"\n  trace           {summary['trace']}" if args.trace else "")
     )
+
+
+_DEVICE_PID = 2  # the host-side node slices are pid 1
+
+
+def _numeric_ids(events):
+    """Integer thread ids plus process / thread name records, as every trace viewer expects."""
+    names = {}
+    for event in events:
+        tid = event.get("tid")
+        if isinstance(tid, str):
+            event["tid"] = names.setdefault(tid, len(names) + 1)
+    meta = [{"name": "process_name", "ph": "M", "pid": _DEVICE_PID, "args": {"name": "device"}}]
+    meta += [
+        {"name": "thread_name", "ph": "M", "pid": _DEVICE_PID, "tid": tid, "args": {"name": name}}
+        for name, tid in names.items()
+    ]
+    return meta + events
 
 
 def _device_summary(device, time_ns_per_run):

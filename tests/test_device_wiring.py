@@ -115,7 +115,9 @@ def test_cli_run_reports_device_figures_and_draws_memory(tmp_path, capsys):
     assert device["time_ns_per_run"] > 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     events = json.loads(trace.read_text())["traceEvents"]
-    assert any(e.get("pid") == "device" for e in events)
+    device_events = [e for e in events if e.get("pid") == 2]
+    assert any(e.get("ph") == "X" for e in device_events)
+    assert all(isinstance(e.get("tid", 0), int) for e in events)
     assert main(["run", str(path)]) == 0
     assert "device time" in capsys.readouterr().out
 
