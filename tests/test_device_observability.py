@@ -5,6 +5,7 @@ import pytest
 
 from rtsoa.device import (
     Device,
+    DeviceOutOfMemory,
     allocator_for,
     create_external_allocator,
     live_bytes_peak,
@@ -12,7 +13,14 @@ from rtsoa.device import (
     plan_greedy_by_size,
     replay_trace,
 )
-from rtsoa.device.status import EV_ALLOC, TRACE_KIND, TRACE_OFFSET, TRACE_SIZE
+from rtsoa.device.status import (
+    EV_ALLOC,
+    TRACE_ALLOCATED_AFTER,
+    TRACE_KIND,
+    TRACE_OFFSET,
+    TRACE_RESERVED_AFTER,
+    TRACE_SIZE,
+)
 from rtsoa.device.trace import trace_rows
 from rtsoa.device.workloads import OP_ALLOC, random_sequence
 
@@ -212,3 +220,43 @@ def test_trace_keeps_fractional_launch_times():
     assert (launch["placement"], launch["stream"], launch["size"]) == (None, 1, 10)
     assert records[3]["start_ns"] == records[3]["end_ns"] == 0.5 + 10 / 3.0
     assert records[1]["allocated_after"] == 512 and records[3]["allocated_after"] == 0
+
+
+def test_trace_rows_that_do_not_fit_the_packed_ring_row_stay_exact():
+    device = Device(hbm_bytes=6 << 30, p2p_bytes=0, host_bytes=0, trace_capacity=16)
+    big = (5 << 30) + 3  # size and requested beyond the packed row's 32-bit fields
+    handle = device.malloc(big)
+    with pytest.raises(DeviceOutOfMemory):
+        device.malloc(2 << 30)  # the OOM row carries offset -1
+    device.free(handle)
+    records = device.trace()
+    alloc = next(r for r in records if r["kind"] == "alloc")
+    assert (alloc["requested"], alloc["offset"], alloc["handle"]) == (big, 0, handle)
+    assert alloc["size"] == (big + 511) & -512  # rounded to the device alignment
+    assert alloc["allocated_after"] == alloc["size"]
+    oom = next(r for r in records if r["kind"] == "oom")
+    assert (oom["offset"], oom["requested"]) == (-1, 2 << 30)
+    assert records[-1]["kind"] == "free" and records[-1]["allocated_after"] == 0
+
+
+def test_trace_bytes_after_each_event_match_the_statistics_after_a_wrapped_ring():
+    device = Device(hbm_bytes=256 * MiB, trace_capacity=32)
+    rng = np.random.default_rng(5)
+    live, expected = [], []
+    for _ in range(200):
+        if live and rng.random() < 0.45:
+            device.free(live.pop(int(rng.integers(len(live)))))
+        else:
+            live.append(device.malloc(int(rng.integers(1, 3 * MiB))))
+        if len(live) > 12:
+            device.release_cached()
+        hbm = device.stats()["hbm"]
+        count = device.stats()["num_trace_events"]
+        expected.append((count, hbm["allocated_bytes.current"], hbm["reserved_bytes.current"]))
+    rows, _, first = trace_rows(device.state)
+    assert first == expected[-1][0] - 32
+    for count, allocated, reserved in expected:
+        index = count - 1 - first  # the last event of that step
+        if index >= 0:
+            assert rows[index, TRACE_ALLOCATED_AFTER] == allocated
+            assert rows[index, TRACE_RESERVED_AFTER] == reserved

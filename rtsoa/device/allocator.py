@@ -79,6 +79,7 @@ from rtsoa.device.status import (
     HANDLE_SLOT_MASK,
     HIST_USE,
     NUM_BLOCK_COLUMNS,
+    NUM_EXTRA_COLUMNS,
     NUM_HISTORY_COLUMNS,
     NUM_PLACEMENTS,
     NUM_RING_COLUMNS,
@@ -134,6 +135,7 @@ def _assume_layout(dev):
     assume(dev.blocks.shape[1] == NUM_BLOCK_COLUMNS)
     assume(dev.history.shape[2] == NUM_HISTORY_COLUMNS)
     assume(dev.trace.shape[1] == NUM_RING_COLUMNS)
+    assume(dev.trace_extra.shape[1] == NUM_EXTRA_COLUMNS)
     assume(dev.stats.shape[1] == NUM_STATS)
 
 

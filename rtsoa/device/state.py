@@ -27,6 +27,7 @@ from rtsoa.device.status import (
     NUM_CONFIG,
     NUM_COST,
     NUM_COUNTERS,
+    NUM_EXTRA_COLUMNS,
     NUM_HAZARD_COLUMNS,
     NUM_HISTORY_COLUMNS,
     NUM_PLACEMENT_CONFIG,
@@ -77,7 +78,8 @@ class DeviceState(NamedTuple):
     event_stream: np.ndarray  # int32[max_events]
     event_vc: np.ndarray  # int64[max_events, max_streams]
     # trace ring buffer and hazard table
-    trace: np.ndarray  # int64[trace_capacity, NUM_RING_COLUMNS]: one 64-byte row per event
+    trace: np.ndarray  # int64[trace_capacity, NUM_RING_COLUMNS]: one 32-byte row per event
+    trace_extra: np.ndarray  # int64[trace_capacity, NUM_EXTRA_COLUMNS]: rows that do not fit
     hazards: np.ndarray  # int64[hazard_capacity, NUM_HAZARD_COLUMNS]
     hazard_time: np.ndarray  # float64[hazard_capacity, 2]
 
@@ -159,6 +161,7 @@ def create_state(
         event_stream=np.full(max_events, -1, dtype=np.int32),
         event_vc=np.zeros((max_events, max_streams), dtype=np.int64),
         trace=aligned_zeros((trace_capacity, NUM_RING_COLUMNS), np.int64),
+        trace_extra=aligned_zeros((trace_capacity, NUM_EXTRA_COLUMNS), np.int64),
         hazards=np.zeros((hazard_capacity, NUM_HAZARD_COLUMNS), dtype=np.int64),
         hazard_time=np.zeros((hazard_capacity, 2), dtype=np.float64),
     )

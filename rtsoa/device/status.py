@@ -170,16 +170,29 @@ TRACE_ALLOCATED_AFTER = 7  # allocated bytes of the placement after the event
 TRACE_RESERVED_AFTER = 8  # reserved bytes of the placement after the event
 NUM_TRACE_COLUMNS = 9
 # `trace_rows` returns rows in this layout plus (start, end) times in ns. In the ring itself an
-# event is one 64-byte row of `dev.trace` (int64, shape (capacity, NUM_RING_COLUMNS)):
-RING_KIND = 0  # kind | (placement + 1) << 8 | (stream + 1) << 16
-RING_HANDLE = 1
-RING_OFFSET = 2
-RING_SIZE = 3
-RING_REQUESTED = 4
-RING_ALLOCATED_AFTER = 5  # for events without a placement: the bits of the end time
-RING_RESERVED_AFTER = 6
-RING_START = 7  # bits of the float64 start time (memory events end when they start)
-NUM_RING_COLUMNS = 8
+# event is one 32-byte row of `dev.trace` (int64, shape (capacity, NUM_RING_COLUMNS)), half a
+# cache line, so the hot malloc / free path writes half the ring memory of a 64-byte row:
+RING_TIME = 0  # bits of the float64 start time (events end when they start unless extended)
+RING_HANDLE = 1  # full 64 bits
+RING_HEADER = 2  # kind | (placement + 1) << 8 | (stream + 1) << 12 | flags | offset << 24
+RING_SIZES = 3  # size | requested << 32 (packed rows only)
+NUM_RING_COLUMNS = 4
+RING_STREAM_SHIFT = 12  # 8 bits: streams < MAX_STREAMS
+RING_EXTENDED = 1 << 20  # flag: offset / size / requested / end time are in `trace_extra`
+RING_OFFSET_SHIFT = 24
+# A row is packed when offset < 2**40 (1 TiB), size and requested < 2**32 (4 GiB) and the event
+# ends when it starts; anything else (launches, an OOM's offset -1, a 5 GiB block) is an
+# extended row: the header says so and the same row of `dev.trace_extra` (shape (capacity,
+# NUM_EXTRA_COLUMNS), written only for such rows) holds the exact values. Allocated / reserved
+# bytes after each event are not stored: `trace.trace_rows` derives them backwards from the
+# current statistics (every change of those statistics is a traced event).
+RING_OFFSET_LIMIT_BITS = 40
+RING_SIZE_LIMIT_BITS = 32
+EXTRA_OFFSET = 0
+EXTRA_SIZE = 1
+EXTRA_REQUESTED = 2
+EXTRA_END = 3  # bits of the float64 end time
+NUM_EXTRA_COLUMNS = 4
 
 EV_ALLOC = 1
 EV_FREE = 2

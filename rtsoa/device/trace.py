@@ -1,9 +1,15 @@
 """Ring-buffer trace of allocator and stream events: append (njit), dump / load, Chrome trace.
 
-Every alloc / free / segment / OOM / launch / event / sync is one 64-byte row of `dev.trace`
-(packed, `status.RING_*`); `trace_rows` decodes it into `status.TRACE_*` columns plus the device
-start / end times. The ring keeps the last
-`capacity` events; `counters[CNT_TRACE_SEQ]` counts all of them, so a reader knows if it wrapped.
+Every alloc / free / segment / OOM / launch / event / sync is one 32-byte row of `dev.trace`
+(packed, `status.RING_*`; values that do not fit go exactly into the same row of
+`dev.trace_extra`); `trace_rows` decodes the ring into `status.TRACE_*` columns plus the device
+start / end times. The ring keeps the last `capacity` events; `counters[CNT_TRACE_SEQ]` counts
+all of them, so a reader knows if it wrapped.
+
+Allocated / reserved bytes after each event are not written by the hot path: they change only
+at traced events (alloc / free, segment alloc / free), so `trace_rows` derives them exactly,
+walking back from the current statistics. That needs the trace switch (`CFG_TRACE`) fixed for
+the device's life, as `Device(trace=...)` sets it.
 """
 
 import numpy as np
@@ -25,16 +31,22 @@ from rtsoa.device.status import (
     EV_STREAM_SYNC,
     EV_STREAM_WAIT,
     EVENT_KIND_NAMES,
+    EXTRA_END,
+    EXTRA_OFFSET,
+    EXTRA_REQUESTED,
+    EXTRA_SIZE,
+    NUM_PLACEMENTS,
     NUM_TRACE_COLUMNS,
     PLACEMENT_NAMES,
-    RING_ALLOCATED_AFTER,
+    RING_EXTENDED,
     RING_HANDLE,
-    RING_KIND,
-    RING_OFFSET,
-    RING_REQUESTED,
-    RING_RESERVED_AFTER,
-    RING_SIZE,
-    RING_START,
+    RING_HEADER,
+    RING_OFFSET_LIMIT_BITS,
+    RING_OFFSET_SHIFT,
+    RING_SIZE_LIMIT_BITS,
+    RING_SIZES,
+    RING_STREAM_SHIFT,
+    RING_TIME,
     STAT_ALLOCATED_BYTES,
     STAT_CURRENT,
     STAT_RESERVED_BYTES,
@@ -49,56 +61,87 @@ from rtsoa.device.status import (
     TRACE_STREAM,
 )
 
-TRACE_FORMAT_VERSION = 1
+TRACE_FORMAT_VERSION = 1  # of the decoded rows `dump_trace` writes (unchanged by the ring)
 
 
 @jit(_nrt=False, inline="always")
 def trace_append(dev, kind, placement, handle, offset, size, requested, stream, start, end):
     """Write one event into the ring (overwrites the oldest once full); no-op if tracing is off.
 
-    One 64-byte row per event (layout `status.RING_*`); `trace_rows` decodes it.
+    One 32-byte row per event (layout `status.RING_*`); an event whose values do not fit the
+    packed row (see `status.RING_OFFSET_LIMIT_BITS`) also writes its row of `dev.trace_extra`.
     """
     if dev.config[CFG_TRACE] == 0:
         return
     seq = dev.counters[CNT_TRACE_SEQ]
     dev.counters[CNT_TRACE_SEQ] = seq + 1
-    row = seq & (dev.trace.shape[0] - 1)
+    # capacity is a power of two; an unsigned row needs no negative-index wraparound code
+    row = np.uint64(seq) & np.uint64(dev.trace.shape[0] - 1)
     trace = dev.trace
-    trace[row, RING_KIND] = kind | ((placement + 1) << 8) | ((stream + 1) << 16)
+    start_bits = float_bits(start)
+    end_bits = float_bits(end)
+    header = kind | ((placement + 1) << 8) | ((stream + 1) << RING_STREAM_SHIFT)
+    trace[row, RING_TIME] = start_bits
     trace[row, RING_HANDLE] = handle
-    trace[row, RING_OFFSET] = offset
-    trace[row, RING_SIZE] = size
-    trace[row, RING_REQUESTED] = requested
-    if placement >= 0:
-        stats = dev.stats
-        trace[row, RING_ALLOCATED_AFTER] = stats[placement, STAT_ALLOCATED_BYTES + STAT_CURRENT]
-        trace[row, RING_RESERVED_AFTER] = stats[placement, STAT_RESERVED_BYTES + STAT_CURRENT]
+    # negative values fail the check too (arithmetic shifts keep the sign)
+    fits = ((offset >> RING_OFFSET_LIMIT_BITS) | ((size | requested) >> RING_SIZE_LIMIT_BITS)) == 0
+    if fits and start_bits == end_bits:
+        trace[row, RING_HEADER] = header | (offset << RING_OFFSET_SHIFT)
+        trace[row, RING_SIZES] = size | (requested << RING_SIZE_LIMIT_BITS)
     else:
-        trace[row, RING_ALLOCATED_AFTER] = float_bits(end)
-        trace[row, RING_RESERVED_AFTER] = 0
-    trace[row, RING_START] = float_bits(start)
+        trace[row, RING_HEADER] = header | RING_EXTENDED
+        trace[row, RING_SIZES] = 0
+        extra = dev.trace_extra
+        extra[row, EXTRA_OFFSET] = offset
+        extra[row, EXTRA_SIZE] = size
+        extra[row, EXTRA_REQUESTED] = requested
+        extra[row, EXTRA_END] = end_bits
 
 
-def decode_ring(raw):
-    """Ring rows (`status.RING_*`) -> (int64 rows in the `status.TRACE_*` layout, times)."""
+_SIZE_MASK = (1 << RING_SIZE_LIMIT_BITS) - 1
+
+
+def decode_ring(raw, extra, allocated_now, reserved_now):
+    """Ring rows (`status.RING_*`) and their `trace_extra` rows, oldest first, -> (int64 rows in
+    the `status.TRACE_*` layout, float64 (start, end) times).
+
+    `allocated_now` / `reserved_now` (per placement) are the statistics after the newest row;
+    the bytes after each older event are derived backwards from them.
+    """
     count = raw.shape[0]
     rows = np.zeros((count, NUM_TRACE_COLUMNS), dtype=np.int64)
-    word = raw[:, RING_KIND]
-    placement = ((word >> 8) & 0xFF) - 1
-    rows[:, TRACE_KIND] = word & 0xFF
+    header = raw[:, RING_HEADER]
+    kind = header & 0xFF
+    placement = ((header >> 8) & 0xF) - 1
+    rows[:, TRACE_KIND] = kind
     rows[:, TRACE_PLACEMENT] = placement
-    rows[:, TRACE_STREAM] = ((word >> 16) & 0xFFFF) - 1
+    rows[:, TRACE_STREAM] = ((header >> RING_STREAM_SHIFT) & 0xFF) - 1
     rows[:, TRACE_HANDLE] = raw[:, RING_HANDLE]
-    rows[:, TRACE_OFFSET] = raw[:, RING_OFFSET]
-    rows[:, TRACE_SIZE] = raw[:, RING_SIZE]
-    rows[:, TRACE_REQUESTED] = raw[:, RING_REQUESTED]
-    memory = placement >= 0
-    rows[:, TRACE_ALLOCATED_AFTER] = np.where(memory, raw[:, RING_ALLOCATED_AFTER], 0)
-    rows[:, TRACE_RESERVED_AFTER] = raw[:, RING_RESERVED_AFTER]
+    extended = (header & RING_EXTENDED) != 0
+    packed_offset = (header.view(np.uint64) >> np.uint64(RING_OFFSET_SHIFT)).astype(np.int64)
+    sizes = raw[:, RING_SIZES]
+    rows[:, TRACE_OFFSET] = np.where(extended, extra[:, EXTRA_OFFSET], packed_offset)
+    rows[:, TRACE_SIZE] = np.where(extended, extra[:, EXTRA_SIZE], sizes & _SIZE_MASK)
+    requested = (sizes >> RING_SIZE_LIMIT_BITS) & _SIZE_MASK
+    rows[:, TRACE_REQUESTED] = np.where(extended, extra[:, EXTRA_REQUESTED], requested)
     times = np.empty((count, 2), dtype=np.float64)
-    times[:, 0] = raw[:, RING_START].view(np.float64)
-    end_bits = np.where(memory, raw[:, RING_START], raw[:, RING_ALLOCATED_AFTER])
+    times[:, 0] = raw[:, RING_TIME].view(np.float64)
+    end_bits = np.where(extended, extra[:, EXTRA_END], raw[:, RING_TIME])
     times[:, 1] = end_bits.view(np.float64)
+    size = rows[:, TRACE_SIZE]
+    allocated_delta = np.where(kind == EV_ALLOC, size, np.where(kind == EV_FREE, -size, 0))
+    reserved_delta = np.where(
+        kind == EV_SEGMENT_ALLOC, size, np.where(kind == EV_SEGMENT_FREE, -size, 0)
+    )
+    for index in range(NUM_PLACEMENTS):
+        mine = placement == index
+        for column, delta, now in (
+            (TRACE_ALLOCATED_AFTER, allocated_delta, allocated_now[index]),
+            (TRACE_RESERVED_AFTER, reserved_delta, reserved_now[index]),
+        ):
+            delta = np.where(mine, delta, 0)
+            later = delta.sum() - np.cumsum(delta)  # change made by the events after each row
+            rows[mine, column] = (now - later)[mine]
     return rows, times
 
 
@@ -106,13 +149,17 @@ def trace_rows(dev):
     """The ring's events in order, oldest first: (int64 rows, float64 times, first sequence)."""
     total = int(dev.counters[CNT_TRACE_SEQ])
     capacity = dev.trace.shape[0]
+    allocated_now = dev.stats[:, STAT_ALLOCATED_BYTES + STAT_CURRENT]
+    reserved_now = dev.stats[:, STAT_RESERVED_BYTES + STAT_CURRENT]
     if total <= capacity:
-        rows, times = decode_ring(dev.trace[:total])
-        return rows, times, 0
-    start = total % capacity
-    order = np.concatenate([np.arange(start, capacity), np.arange(0, start)])
-    rows, times = decode_ring(dev.trace[order])
-    return rows, times, total - capacity
+        order = np.arange(total)
+        first = 0
+    else:
+        start = total % capacity
+        order = np.concatenate([np.arange(start, capacity), np.arange(0, start)])
+        first = total - capacity
+    rows, times = decode_ring(dev.trace[order], dev.trace_extra[order], allocated_now, reserved_now)
+    return rows, times, first
 
 
 def dump_trace(dev, path):
