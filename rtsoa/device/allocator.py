@@ -181,7 +181,7 @@ def _whole_segment(dev, slot):
 # ---- segments --------------------------------------------------------------------------------
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def _host_ordered(dev, slot):
     """Every use of the block is known complete by the host (safe to unmap)."""
     mask = dev.blocks[slot, BLK_STREAM_MASK]
@@ -193,7 +193,7 @@ def _host_ordered(dev, slot):
     return True
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def _release_free_segments(dev, placement):
     """Return wholly free, host-ordered segments to the arena (all placements when < 0)."""
     blocks = dev.blocks
@@ -229,7 +229,7 @@ def _release_free_segments(dev, placement):
     return released
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def release_cached(dev, placement):
     """Return wholly free segments to the arena (all placements when `placement` < 0).
 
@@ -240,7 +240,7 @@ def release_cached(dev, placement):
     return released
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def _segment_size(dev, pool, size):
     if pool == POOL_SMALL:
         return max(dev.config[CFG_SMALL_SEGMENT], size)
@@ -250,7 +250,7 @@ def _segment_size(dev, pool, size):
     return (size + unit - 1) // unit * unit
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def _new_segment(dev, placement, pool, size, stream):
     """Carve a segment for a `size`-byte request; returns its single free block or -status."""
     if dev.config[CFG_RELEASE_BEFORE_GROW] != 0 and dev.counters[CNT_FREE_SEGMENTS] > 0:
@@ -335,7 +335,12 @@ def _split(dev, slot, size, group):
     bin_push(dev, rest, group)
 
 
-@jit(_nrt=False, inline="always")
+# Compile-time layout: Numba-IR inlining (`inline="always"`) re-types the inlined body in every
+# caller, and the malloc body is big, so it is typed once here and in `device_free`; callers get
+# it through LLVM's inliner (`forceinline`: the function is marked alwaysinline), which also
+# spares the ~250 scalars of `dev` a real call would copy. Every other jitted function states
+# `forceinline` explicitly: Numba otherwise inherits the flag from whichever caller compiles it.
+@jit(_nrt=False, forceinline=True)
 def _try_malloc(dev, placement, size, requested, stream):
     """One allocation attempt without the out-of-memory path; handle or -status."""
     blocks = dev.blocks
@@ -380,7 +385,7 @@ def _try_malloc(dev, placement, size, requested, stream):
     return handle
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def _malloc_after_oom(dev, placement, size, nbytes, stream):
     """The out-of-memory path: sync the stream, release, retry; sync all, release, retry."""
     dev.counters[CNT_ALLOC_RETRIES] += 1
@@ -401,7 +406,7 @@ def _malloc_after_oom(dev, placement, size, nbytes, stream):
     return handle
 
 
-@jit(_nrt=False, inline="always")  # a call would copy the ~250 scalars of `dev` every time
+@jit(_nrt=False, forceinline=True)  # LLVM inlines it into callers: no copy of `dev` per call
 def device_malloc(dev, placement, nbytes, stream):
     """Allocate `nbytes` of `placement` for use on `stream`.
 
@@ -449,7 +454,7 @@ def _merge_next(dev, slot, after):
     _push_block_slot(dev, after)
 
 
-@jit(_nrt=False, inline="always")  # see device_malloc
+@jit(_nrt=False, forceinline=True)  # see device_malloc
 def device_free(dev, handle, stream):
     """Free a block on `stream` (stream-ordered: reusable on `stream` at once). Status code."""
     if stream < 0 or stream >= dev.config[CFG_NUM_STREAMS]:
@@ -488,7 +493,7 @@ def device_free(dev, handle, stream):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def block_location(dev, handle):
     """(placement, offset, requested bytes) of a live block; placement -1 if stale."""
     slot = block_slot(dev, handle)
@@ -498,7 +503,7 @@ def block_location(dev, handle):
     return blocks[slot, BLK_PLACEMENT], blocks[slot, BLK_OFFSET], blocks[slot, BLK_REQUESTED]
 
 
-@jit  # returns an array view: needs the reference-counting runtime
+@jit(forceinline=False)  # returns an array view: needs the reference-counting runtime
 def block_bytes(dev, handle):
     """The arena bytes of a live block (length = requested size); empty if the handle is stale.
 

@@ -17,7 +17,7 @@ def resolve_placement(placement):
     return placement
 
 
-@jit  # returns an array view: needs the reference-counting runtime
+@jit(forceinline=False)  # returns an array view: needs the reference-counting runtime
 def arena_of(dev, placement):
     """The byte array of a (resolved) placement."""
     if placement == PLACEMENT_HOST:
@@ -27,7 +27,7 @@ def arena_of(dev, placement):
     return dev.arena_hbm
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def arena_take(dev, placement, size):
     """Carve `size` bytes from the best-fitting free range; returns the offset or -1."""
     count = dev.range_count[placement]
@@ -54,7 +54,7 @@ def arena_take(dev, placement, size):
     return offset
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def arena_give_back(dev, placement, offset, size):
     """Return a range to the arena, merging with free neighbours (kept sorted by offset)."""
     count = dev.range_count[placement]
@@ -86,7 +86,7 @@ def arena_give_back(dev, placement, offset, size):
         dev.range_count[placement] = count + 1
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def arena_largest_free(dev, placement):
     """Largest free range of the arena (bytes not yet carved into any segment)."""
     largest = 0

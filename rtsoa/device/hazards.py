@@ -55,7 +55,7 @@ def claim_stream(dev, slot, stream):
         dev.history_time[slot, stream] = 0.0
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def record_hazard(dev, kind, handle, task, stream, other_task, other_stream, is_write, t0, t1):
     """Append a hazard row (kept only while the table has room; always counted)."""
     index = dev.counters[CNT_HAZARDS]
@@ -72,7 +72,7 @@ def record_hazard(dev, kind, handle, task, stream, other_task, other_stream, is_
         dev.hazard_time[index, 1] = t1
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def device_access(dev, stream, handle, is_write):
     """Declare that the last task launched on `stream` reads (or writes) block `handle`.
 

@@ -36,7 +36,7 @@ from rtsoa.device.streams import (
 )
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def replay_rows(dev, rows, slot_map):
     """Re-run `rows` on `dev`; returns (status, failing row or -1).
 

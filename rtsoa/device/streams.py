@@ -71,7 +71,7 @@ def launch_cost_ns(dev, bytes_moved, flops):
     )
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def launch_begin(dev, stream, bytes_moved, flops):
     """Issue a task on `stream`; returns its task id (or the negated status)."""
     if not _valid_stream(dev, stream):
@@ -88,7 +88,7 @@ def launch_begin(dev, stream, bytes_moved, flops):
     return task
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def device_launch(dev, stream, bytes_moved, flops, read_blocks, write_blocks):
     """Launch a kernel on `stream` that reads / writes the given block handles.
 
@@ -110,7 +110,7 @@ def device_launch(dev, stream, bytes_moved, flops, read_blocks, write_blocks):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def event_record(dev, event, stream):
     """Record `event` at the current position of `stream`."""
     if not _valid_stream(dev, stream):
@@ -128,7 +128,7 @@ def event_record(dev, event, stream):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def stream_wait_event(dev, stream, event):
     """Make later work on `stream` wait for `event` (device side, the host does not block)."""
     if not _valid_stream(dev, stream):
@@ -146,7 +146,7 @@ def stream_wait_event(dev, stream, event):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def _host_learns(dev):
     """Work issued after a host synchronisation is ordered after what the host has seen."""
     streams = dev.config[CFG_NUM_STREAMS]
@@ -155,7 +155,7 @@ def _host_learns(dev):
             dev.stream_vc[stream, other] = max(dev.stream_vc[stream, other], dev.host_vc[other])
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def stream_synchronize(dev, stream):
     """Block the host until `stream` has finished: host clock >= stream clock."""
     if not _valid_stream(dev, stream):
@@ -170,7 +170,7 @@ def stream_synchronize(dev, stream):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def device_synchronize(dev):
     """Block the host until every stream has finished."""
     streams = dev.config[CFG_NUM_STREAMS]
@@ -185,7 +185,7 @@ def device_synchronize(dev):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def event_synchronize(dev, event):
     """Block the host until `event` has completed."""
     if not _valid_event(dev, event):
@@ -203,7 +203,7 @@ def event_synchronize(dev, event):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def event_query(dev, event):
     """STATUS_OK if `event` has completed at the current host time, else STATUS_NOT_READY."""
     if not _valid_event(dev, event):
@@ -213,7 +213,7 @@ def event_query(dev, event):
     return np.int32(STATUS_NOT_READY)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def set_stream_priority(dev, stream, priority):
     """Store a stream's priority (lower runs first on real devices; reported, not simulated)."""
     if not _valid_stream(dev, stream):

@@ -72,7 +72,7 @@ def random_sequence(seed, steps, alloc_probability, min_size=1, max_size=5 << 20
     return Sequence(ops, sizes, ids, next_id)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def run_sequence(dev, placement, ops, sizes, ids, handles, stream):
     """Run a sequence on `dev` from njit code; `handles` (int64, one per tensor) receives the
     handles. Returns (status, failing step or -1, peak reserved bytes of the placement)."""
@@ -103,7 +103,7 @@ def churn_workload(seed, pairs, live_blocks=256, min_size=1, max_size=1 << 20):
     return initial, victims, draw(pairs)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def churn_fill(dev, placement, initial, handles, stream):
     """Allocate the workload's initial live blocks; returns a status."""
     for k in range(initial.shape[0]):
@@ -114,7 +114,7 @@ def churn_fill(dev, placement, initial, handles, stream):
     return np.int64(0)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def churn_run(dev, placement, victims, sizes, handles, stream):
     """One free + malloc pair per step from njit code; returns a status."""
     for step in range(victims.shape[0]):
@@ -129,7 +129,7 @@ def churn_run(dev, placement, victims, sizes, handles, stream):
     return np.int64(0)
 
 
-@jit(_nrt=False)
+@jit(_nrt=False, forceinline=False)
 def churn_drain(dev, handles, stream):
     """Free every live block of the workload; returns a status."""
     for k in range(handles.shape[0]):
