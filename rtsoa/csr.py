@@ -62,11 +62,10 @@ def in_degrees(offsets, targets, num_nodes):
 
 
 @jit
-def kahn_levels(offsets, targets, num_nodes):
-    """Longest-path level of every node (0 for sources), or -1 for nodes on or after a cycle.
-
-    Returns (levels, visited count). Visited < num_nodes means the graph has a cycle.
-    """
+def _kahn(offsets, targets, num_nodes):
+    """Kahn's peeling from the sources. Returns (longest-path level per node, -1 where no
+    predecessor was visited; remaining in-degree per node, positive exactly on and after
+    cycles; visited count)."""
     degree = np.zeros(num_nodes, dtype=np.int32)
     for i in range(targets.shape[0]):
         degree[targets[i]] += 1
@@ -85,38 +84,30 @@ def kahn_levels(offsets, targets, num_nodes):
         next_level = levels[u] + 1
         for i in range(offsets[u], offsets[u + 1]):
             v = targets[i]
-            if levels[v] < next_level:
-                levels[v] = next_level
+            levels[v] = max(levels[v], next_level)
             degree[v] -= 1
             if degree[v] == 0:
                 queue[tail] = v
                 tail += 1
-    return levels, tail
+    return levels, degree, tail
+
+
+@jit
+def kahn_levels(offsets, targets, num_nodes):
+    """Longest-path level of every node (0 for sources) of an acyclic graph.
+
+    Returns (levels, visited count). Visited < num_nodes means the graph has a cycle; the
+    levels of nodes on or after it are then partial (-1 where no predecessor was visited).
+    """
+    levels, _, visited = _kahn(offsets, targets, num_nodes)
+    return levels, visited
 
 
 @jit
 def first_node_on_cycle(offsets, targets, num_nodes):
-    """A node that lies on a cycle (or -1): peel sources, then walk predecessors-free remainder."""
-    degree = np.zeros(num_nodes, dtype=np.int32)
-    for i in range(targets.shape[0]):
-        degree[targets[i]] += 1
-    queue = np.empty(num_nodes, dtype=np.int32)
-    head = 0
-    tail = 0
-    for u in range(num_nodes):
-        if degree[u] == 0:
-            queue[tail] = u
-            tail += 1
-    while head < tail:
-        u = queue[head]
-        head += 1
-        for i in range(offsets[u], offsets[u + 1]):
-            v = targets[i]
-            degree[v] -= 1
-            if degree[v] == 0:
-                queue[tail] = v
-                tail += 1
-    if tail == num_nodes:
+    """A node that lies on a cycle, or -1 when the graph is acyclic."""
+    _, degree, visited = _kahn(offsets, targets, num_nodes)
+    if visited == num_nodes:
         return -1
     # Every remaining node has an unpeeled predecessor, so walking predecessors inside the
     # remainder never stops and must revisit a node: that node lies on a cycle.
