@@ -190,3 +190,29 @@ def test_fresh_process_with_warm_cache_does_not_compile(executor):
         )
     hits, misses, executed, seconds = out.stdout.split()
     assert (int(hits), int(misses), int(executed)) == (1, 0, 2000), out.stdout
+
+
+def test_dispatch_holds_only_the_kernel_modules_a_graph_uses():
+    from rtsoa.generators import generate
+    from rtsoa.kernels.dispatch import included_kernels
+
+    names = REGISTRY.names()
+    checksum_graph = generate("random", 200, seed=1)
+    lowered_graph = generate("lowered", 200, seed=1)
+    checksum_ex = prepare_executor(checksum_graph, "sequential")
+    lowered_ex = prepare_executor(lowered_graph, "sequential")
+    checksum_source = checksum_ex._loop.py_func.__globals__
+    lowered_source = lowered_ex._loop.py_func.__globals__
+    alloc_id = names.index("AllocMemory")
+    checksum_id = names.index("Checksum0")
+    assert f"_kernel{checksum_id}" in checksum_source
+    assert f"_kernel{alloc_id}" not in checksum_source
+    assert f"_kernel{alloc_id}" in lowered_source
+    assert f"_kernel{checksum_id}" not in lowered_source
+    # Whole modules: a graph using one built-in gets every built-in of that module.
+    included = included_kernels(REGISTRY, [checksum_id])
+    assert names.index("Checksum15") in included and names.index("Noop") in included
+    assert alloc_id not in included
+    assert included_kernels(REGISTRY, None) == tuple(range(len(names)))
+    assert checksum_ex.run().checksum == expected_checksum(checksum_graph)
+    assert lowered_ex.run().checksum == expected_checksum(lowered_graph)

@@ -156,7 +156,7 @@ class Executor:
         self.runtime = make_runtime(graph, dispatch_ids, self.device.state)
         self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
         self.runtime.value_slots[self._memory_values] = NO_BLOCK
-        module = load_dispatch(registry)
+        module = load_dispatch(registry, used=np.unique(node_dispatch).tolist())
         self._loop = getattr(module, f"run_{self.name}")
         self._loop_profiled = getattr(module, f"run_{self.name}_profiled")
         n = graph.num_nodes
