@@ -21,6 +21,8 @@ from rtsoa.device.workloads import (
     random_sequence,
     run_sequence,
 )
+from rtsoa.executors import prepare_executor
+from rtsoa.generators import generate
 
 PAIRS = 200_000
 SEQUENCE_STEPS = 4000
@@ -105,6 +107,30 @@ class Fragmentation:
         return float(np.mean(self.ratios))
 
     track_reserved_over_lower_bound_mean.unit = "ratio"
+
+
+class LoweredFragmentation:
+    """Reserved peak / requested peak of an executor run of a lowered graph. The run never
+    synchronises the host, so cached free segments cannot be released, only reused
+    stream-ordered; the ratio must not grow with the run length."""
+
+    params = ([4000, 16000], [1, 2])
+    param_names = ["nodes", "streams"]
+    timeout = 600
+
+    def setup(self, nodes, streams):
+        ex = prepare_executor(generate("lowered", nodes, seed=1, streams=streams), "sequential")
+        ex.run()
+        device = ex.device
+        device.synchronize()
+        assert device.hazard_count == 0
+        hbm = device.stats()["hbm"]
+        self.ratio = hbm["reserved_bytes.peak"] / hbm["requested_bytes.peak"]
+
+    def track_reserved_over_requested(self, nodes, streams):
+        return float(self.ratio)
+
+    track_reserved_over_requested.unit = "ratio"
 
 
 class StaticPlanner:

@@ -10,6 +10,11 @@ Design (PyTorch's CUDA caching allocator and the reference's page allocator, on 
   * Before a new segment is carved, wholly free cached segments are returned to the arena
     (`release_before_grow`, on by default), where they merge with free address neighbours: the
     cache never holds idle segments while it grows, so reserved memory tracks what is live.
+    Segments whose uses the host has not seen complete (an executor run never synchronises)
+    cannot be released; they are reused stream-ordered instead (`_carve_cached`): adjacent
+    free segments merge, the lowest fitting one is cut to the request's segment size, the top
+    one grows into the arena, and for a large request the allocator may order the stream after
+    pending uses on other streams (an inserted event wait) rather than grow.
   * Free blocks sit in segregated free lists (`freelists.py`): best fit in the request's size
     class, else the first eligible block one class up. A block is eligible when every recorded
     use of its memory is ordered before the requesting stream (`hazards.py`): a block freed on
@@ -29,10 +34,18 @@ block are all a malloc or free touches. Handles are `generation << 32 | slot`, s
 import numpy as np
 
 from rtsoa._jit import jit
-from rtsoa.device.arena import arena_give_back, arena_of, arena_take, resolve_placement
+from rtsoa.device.arena import (
+    arena_free_at,
+    arena_give_back,
+    arena_largest_free,
+    arena_of,
+    arena_take,
+    arena_take_at,
+    resolve_placement,
+)
 from rtsoa.device.bits import assume, lowest_bit
 from rtsoa.device.freelists import bin_push, bin_remove, find_block
-from rtsoa.device.hazards import history_copy, history_merge, history_on_free
+from rtsoa.device.hazards import history_copy, history_merge, history_on_free, reusable_on
 from rtsoa.device.status import (
     BLK_GENERATION,
     BLK_GROUP,
@@ -250,12 +263,247 @@ def _segment_size(dev, pool, size):
     return (size + unit - 1) // unit * unit
 
 
+# ---- stream-ordered reuse of cached segments -------------------------------------------------
+
+
+@jit(_nrt=False, forceinline=False)
+def _free_whole(dev, segment, placement):
+    """The single free block of a wholly free segment of `placement`, or -1."""
+    if dev.segments[segment, SEG_PLACEMENT] != placement:
+        return -1
+    slot = dev.segments[segment, SEG_FIRST_BLOCK]
+    if dev.blocks[slot, BLK_STATE] != BLOCK_FREE or not _whole_segment(dev, slot):
+        return -1
+    return slot
+
+
+@jit(_nrt=False, forceinline=False)
+def _trace_segment(dev, kind, placement, segment, time):
+    offset = dev.segments[segment, SEG_OFFSET]
+    size = dev.segments[segment, SEG_SIZE]
+    trace_append(dev, kind, placement, segment, offset, size, size, -1, time, time)
+
+
+@jit(_nrt=False, forceinline=False)
+def _usable_on(dev, slot, stream):
+    """Every recorded use of the free block is ordered before `stream`'s next operation."""
+    if (dev.blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) == 0:
+        return True
+    return reusable_on(dev, slot, stream)
+
+
+@jit(_nrt=False, forceinline=False)
+def _coalesce_free_segments(dev, placement, stream, ready_only, time):
+    """Merge address-adjacent wholly free cached segments of `placement` into one segment.
+
+    The cache-side counterpart of releasing them to the arena (where they would merge), for
+    segments the host has not seen complete: the merged block keeps the union of both access
+    histories, so reusing it stays stream-ordered (see `_carve_cached`). Reserved bytes are
+    unchanged; the trace shows the two segments freed and the merged one allocated.
+    """
+    segments = dev.segments
+    blocks = dev.blocks
+    high = dev.counters[CNT_SEGMENT_HIGH]
+    for first in range(high):
+        slot = _free_whole(dev, first, placement)
+        if slot < 0 or (ready_only and not _usable_on(dev, slot, stream)):
+            continue
+        end = segments[first, SEG_OFFSET] + segments[first, SEG_SIZE]
+        segment = 0
+        while segment < high:
+            if (
+                segment == first
+                or segments[segment, SEG_PLACEMENT] != placement
+                or segments[segment, SEG_OFFSET] != end
+            ):
+                segment += 1
+                continue
+            other = _free_whole(dev, segment, placement)
+            if other < 0 or (ready_only and not _usable_on(dev, other, stream)):
+                break  # the address successor is in use or not yet ordered before `stream`
+            _trace_segment(dev, EV_SEGMENT_FREE, placement, first, time)
+            _trace_segment(dev, EV_SEGMENT_FREE, placement, segment, time)
+            bin_remove(dev, slot)
+            bin_remove(dev, other)
+            history_merge(dev, slot, other)
+            size = blocks[slot, BLK_SIZE] + blocks[other, BLK_SIZE]
+            blocks[slot, BLK_SIZE] = size
+            segments[first, SEG_SIZE] = size
+            _push_block_slot(dev, other)
+            segments[segment, SEG_PLACEMENT] = -1
+            segments[segment, SEG_FIRST_BLOCK] = -1
+            top = dev.counters[CNT_SEGMENT_TOP]
+            dev.segment_slots[top] = segment
+            dev.counters[CNT_SEGMENT_TOP] = top + 1
+            dev.counters[CNT_FREE_SEGMENTS] -= 1
+            _stat_sub(dev, placement, STAT_SEGMENT_COUNT, 1)
+            bin_push(dev, slot, blocks[slot, BLK_GROUP])
+            _trace_segment(dev, EV_SEGMENT_ALLOC, placement, first, time)
+            end = segments[first, SEG_OFFSET] + size
+            segment = 0
+
+
+@jit(_nrt=False, forceinline=False)
+def _lowest_fit(dev, placement, size, stream, ready_only):
+    """The lowest-address wholly free segment of at least `size` bytes (usable on `stream`
+    when `ready_only`), or -1. Address order keeps live memory low and leaves the top free,
+    where a segment can grow into the arena (`_extendable_segment`)."""
+    segments = dev.segments
+    best = -1
+    for segment in range(dev.counters[CNT_SEGMENT_HIGH]):
+        slot = _free_whole(dev, segment, placement)
+        if slot < 0 or segments[segment, SEG_SIZE] < size:
+            continue
+        if best >= 0 and segments[segment, SEG_OFFSET] >= segments[best, SEG_OFFSET]:
+            continue
+        if ready_only and not _usable_on(dev, slot, stream):
+            continue
+        best = segment
+    return best
+
+
+@jit(_nrt=False, forceinline=False)
+def _order_after_uses(dev, slot, stream):
+    """Order `stream` after every recorded use of the free block, as a stream-ordered pool that
+    may insert its own dependencies does (CUDA's cudaMemPoolReuseAllowInternalDependencies):
+    for each other stream with a use `stream` is not yet ordered after, the allocator records
+    an event there and makes `stream` wait for it (clock and vector clock), without the host."""
+    blocks = dev.blocks
+    mask = blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)
+    while mask != 0:
+        other = lowest_bit(mask)
+        mask &= mask - 1
+        if dev.history[slot, other, HIST_USE] <= dev.stream_vc[stream, other]:
+            continue
+        dev.stream_clock[stream] = max(dev.stream_clock[stream], dev.stream_clock[other])
+        for u in range(dev.stream_vc.shape[1]):
+            dev.stream_vc[stream, u] = max(dev.stream_vc[stream, u], dev.stream_vc[other, u])
+
+
+@jit(_nrt=False, forceinline=False)
+def _extendable_segment(dev, placement, need):
+    """A wholly free segment that reaches `need` bytes by growing into the
+    free arena range right after it (within the cap), or -1."""
+    segments = dev.segments
+    reserved = dev.stats[placement, STAT_RESERVED_BYTES + STAT_CURRENT]
+    cap = dev.placement_config[placement, PCFG_CAP]
+    for segment in range(dev.counters[CNT_SEGMENT_HIGH]):
+        slot = _free_whole(dev, segment, placement)
+        if slot < 0:
+            continue
+        extra = need - segments[segment, SEG_SIZE]
+        if extra <= 0 or reserved + extra > cap:
+            continue
+        end = segments[segment, SEG_OFFSET] + segments[segment, SEG_SIZE]
+        if arena_free_at(dev, placement, end) >= extra:
+            return segment
+    return -1
+
+
+@jit(_nrt=False, forceinline=False)
+def _can_grow(dev, placement, size):
+    """A new `size`-byte segment would fit in the cap and in a free arena range."""
+    reserved = dev.stats[placement, STAT_RESERVED_BYTES + STAT_CURRENT]
+    if reserved + size > dev.placement_config[placement, PCFG_CAP]:
+        return False
+    return arena_largest_free(dev, placement) >= size
+
+
+@jit(_nrt=False, forceinline=False)
+def _carve_cached(dev, placement, pool, size, stream):
+    """A new segment for a `size`-byte request carved from wholly free cached segments, or -1.
+
+    Used when growing while free segments are cached that cannot be released (the host has not
+    seen their uses complete, as in an executor run that never synchronises): instead of
+    carving fresh arena memory next to idle cached memory, adjacent free segments are merged
+    and the lowest-address one eligible on `stream` (every recorded use ordered before the
+    stream's next operation, as for any cached block) is cut into a segment of the request's
+    segment size and a free remainder segment; failing that, for a large request while growth
+    is still possible, any fitting (or top, grown into the arena) free segment is taken and
+    `stream` is ordered after its pending uses (`_order_after_uses`). Both pieces keep the
+    memory's access history, so stream-ordered reuse and the hazard checker see them exactly
+    as they saw the cached block.
+    """
+    time = dev.stream_clock[stream]
+    _coalesce_free_segments(dev, placement, stream, True, time)
+    segments = dev.segments
+    blocks = dev.blocks
+    need = _segment_size(dev, pool, size)
+    extra = 0
+    best = _lowest_fit(dev, placement, size, stream, True)
+    if best < 0 and pool != POOL_SMALL and _can_grow(dev, placement, need):
+        # wait for pending uses rather than grow a large segment (a fresh small one is cheap;
+        # out of memory, the documented sync -> release -> retry path runs instead): merge
+        # all free segments and order `stream` after the chosen one's uses
+        _coalesce_free_segments(dev, placement, stream, False, time)
+        best = _lowest_fit(dev, placement, size, stream, False)
+        if best < 0:
+            best = _extendable_segment(dev, placement, need)
+            if best < 0:
+                return -1
+            extra = need - segments[best, SEG_SIZE]
+        _order_after_uses(dev, segments[best, SEG_FIRST_BLOCK], stream)
+    if best < 0:
+        return -1
+    best_size = segments[best, SEG_SIZE] + extra
+    slot = segments[best, SEG_FIRST_BLOCK]
+    bin_remove(dev, slot)
+    dev.counters[CNT_FREE_SEGMENTS] -= 1
+    _trace_segment(dev, EV_SEGMENT_FREE, placement, best, time)
+    if extra > 0:  # grown into the free arena range right after it
+        arena_take_at(dev, placement, segments[best, SEG_OFFSET] + segments[best, SEG_SIZE], extra)
+        segments[best, SEG_SIZE] = need
+        blocks[slot, BLK_SIZE] = need
+        _stat_add(dev, placement, STAT_RESERVED_BYTES, extra)
+    group = placement * 2 + pool
+    target = min(need, best_size)
+    rest = best_size - target
+    top = dev.counters[CNT_SEGMENT_TOP]
+    if rest >= dev.config[CFG_SMALL_MIN_REMAINDER + pool] and top > 0:
+        spare = _pop_block_slot(dev)
+        if spare >= 0:
+            dev.counters[CNT_SEGMENT_TOP] = top - 1
+            segment = dev.segment_slots[top - 1]
+            dev.counters[CNT_SEGMENT_HIGH] = max(dev.counters[CNT_SEGMENT_HIGH], segment + 1)
+            offset = segments[best, SEG_OFFSET] + target
+            segments[segment, SEG_OFFSET] = offset
+            segments[segment, SEG_SIZE] = rest
+            segments[segment, SEG_PLACEMENT] = placement
+            segments[segment, SEG_POOL] = segments[best, SEG_POOL]
+            segments[segment, SEG_FIRST_BLOCK] = spare
+            blocks[spare, BLK_OFFSET] = offset
+            blocks[spare, BLK_SIZE] = rest
+            blocks[spare, BLK_REQUESTED] = 0
+            blocks[spare, BLK_SEGMENT] = segment
+            blocks[spare, BLK_PREV] = -1
+            blocks[spare, BLK_NEXT] = -1
+            blocks[spare, BLK_STATE] = BLOCK_FREE
+            blocks[spare, BLK_STREAM] = blocks[slot, BLK_STREAM]
+            blocks[spare, BLK_GROUP] = blocks[slot, BLK_GROUP]
+            blocks[spare, BLK_PLACEMENT] = placement
+            history_copy(dev, spare, slot)
+            bin_push(dev, spare, blocks[spare, BLK_GROUP])
+            dev.counters[CNT_FREE_SEGMENTS] += 1
+            _stat_add(dev, placement, STAT_SEGMENT_COUNT, 1)
+            segments[best, SEG_SIZE] = target
+            blocks[slot, BLK_SIZE] = target
+            _trace_segment(dev, EV_SEGMENT_ALLOC, placement, segment, time)
+    segments[best, SEG_POOL] = pool
+    blocks[slot, BLK_GROUP] = group
+    _trace_segment(dev, EV_SEGMENT_ALLOC, placement, best, time)
+    return slot
+
+
 @jit(_nrt=False, forceinline=False)
 def _new_segment(dev, placement, pool, size, stream):
     """Carve a segment for a `size`-byte request; returns its single free block or -status."""
     if dev.config[CFG_RELEASE_BEFORE_GROW] != 0 and dev.counters[CNT_FREE_SEGMENTS] > 0:
         if _release_free_segments(dev, placement) > 0:
             dev.counters[CNT_GROWTH_RELEASES] += 1
+        if dev.counters[CNT_FREE_SEGMENTS] > 0:  # cached but not releasable without a sync
+            slot = _carve_cached(dev, placement, pool, size, stream)
+            if slot >= 0:
+                return slot
     reserved = dev.stats[placement, STAT_RESERVED_BYTES + STAT_CURRENT]
     cap = dev.placement_config[placement, PCFG_CAP]
     segment_size = _segment_size(dev, pool, size)

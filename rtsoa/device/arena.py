@@ -55,6 +55,34 @@ def arena_take(dev, placement, size):
 
 
 @jit(_nrt=False, forceinline=False)
+def arena_free_at(dev, placement, offset):
+    """Size of the free range starting exactly at `offset` (0 if none)."""
+    for k in range(dev.range_count[placement]):
+        if dev.range_offset[placement, k] == offset:
+            return dev.range_size[placement, k]
+    return 0
+
+
+@jit(_nrt=False, forceinline=False)
+def arena_take_at(dev, placement, offset, size):
+    """Carve `size` bytes from the front of the free range starting at `offset` (the caller
+    checked `arena_free_at(...) >= size`)."""
+    count = dev.range_count[placement]
+    for k in range(count):
+        if dev.range_offset[placement, k] != offset:
+            continue
+        if dev.range_size[placement, k] == size:
+            for j in range(k, count - 1):
+                dev.range_offset[placement, j] = dev.range_offset[placement, j + 1]
+                dev.range_size[placement, j] = dev.range_size[placement, j + 1]
+            dev.range_count[placement] = count - 1
+        else:
+            dev.range_offset[placement, k] = offset + size
+            dev.range_size[placement, k] -= size
+        return
+
+
+@jit(_nrt=False, forceinline=False)
 def arena_give_back(dev, placement, offset, size):
     """Return a range to the arena, merging with free neighbours (kept sorted by offset)."""
     count = dev.range_count[placement]
