@@ -6,8 +6,11 @@ import pytest
 
 from rtsoa.device import AllocatorConfig, Device
 from rtsoa.device.freelists import size_class
-from rtsoa.device.status import STAT_PEAK, STAT_REQUESTED_BYTES, STAT_RESERVED_BYTES
-from rtsoa.device.workloads import OP_ALLOC, random_sequence, run_sequence
+from rtsoa.device.workloads import (
+    OP_ALLOC,
+    random_sequence,
+    reserved_over_lower_bound,
+)
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -118,18 +121,6 @@ def test_free_list_choice_matches_a_slow_reference(seed):
     for handle in live:
         device.free(handle)
     assert device.stats()["hbm"]["allocated_bytes.current"] == 0
-
-
-def reserved_over_lower_bound(sequence, config):
-    device = Device(hbm_bytes=8 << 30, allocator=config, trace=False)
-    handles = np.full(sequence.num_tensors, -1, dtype=np.int64)
-    status, _ = run_sequence(
-        device.state, 0, sequence.ops, sequence.sizes, sequence.ids, handles, 0
-    )
-    assert status == 0
-    lower_bound = sequence.live_bytes_peak()
-    assert device.state.stats[0, STAT_REQUESTED_BYTES + STAT_PEAK] == lower_bound
-    return device.state.stats[0, STAT_RESERVED_BYTES + STAT_PEAK] / lower_bound
 
 
 @pytest.mark.parametrize("alloc_probability", [0.53, 0.73])

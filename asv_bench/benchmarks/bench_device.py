@@ -12,14 +12,13 @@ import numpy as np
 
 from rtsoa.device import AllocatorConfig, Device, plan_greedy_by_size
 from rtsoa.device.planner import ORDERS
-from rtsoa.device.status import STAT_PEAK, STAT_REQUESTED_BYTES, STAT_RESERVED_BYTES
 from rtsoa.device.workloads import (
     churn_drain,
     churn_fill,
     churn_run,
     churn_workload,
     random_sequence,
-    run_sequence,
+    reserved_over_lower_bound,
 )
 from rtsoa.executors import prepare_executor
 from rtsoa.generators import generate
@@ -85,18 +84,9 @@ class Fragmentation:
             self.config = AllocatorConfig.pytorch_like()
         else:
             self.config = AllocatorConfig(page_mode=(mode == "page"))
-        self.ratios = [self._ratio(sequences[(alloc_probability, s)]) for s in SEEDS]
-
-    def _ratio(self, sequence):
-        device = Device(hbm_bytes=8 << 30, allocator=self.config, trace=False)
-        handles = np.full(sequence.num_tensors, -1, dtype=np.int64)
-        status, _ = run_sequence(
-            device.state, 0, sequence.ops, sequence.sizes, sequence.ids, handles, 0
-        )
-        assert status == 0
-        lower_bound = sequence.live_bytes_peak()
-        assert device.state.stats[0, STAT_REQUESTED_BYTES + STAT_PEAK] == lower_bound
-        return device.state.stats[0, STAT_RESERVED_BYTES + STAT_PEAK] / lower_bound
+        self.ratios = [
+            reserved_over_lower_bound(sequences[(alloc_probability, s)], self.config) for s in SEEDS
+        ]
 
     def track_reserved_over_lower_bound(self, sequences, alloc_probability, mode):
         return float(max(self.ratios))

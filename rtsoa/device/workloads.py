@@ -137,3 +137,22 @@ def churn_drain(dev, handles, stream):
         if status != 0:
             return np.int64(status)
     return np.int64(0)
+
+
+def reserved_over_lower_bound(sequence, config):
+    """Replay `sequence` on a fresh device with allocator `config`; reserved peak divided by
+    the live-bytes lower bound (the fragmentation figure of issue 4's benchmark)."""
+    from rtsoa.device.device import Device
+    from rtsoa.device.status import STAT_PEAK, STAT_REQUESTED_BYTES, STAT_RESERVED_BYTES
+
+    device = Device(hbm_bytes=8 << 30, allocator=config, trace=False)
+    handles = np.full(sequence.num_tensors, -1, dtype=np.int64)
+    status, _ = run_sequence(
+        device.state, 0, sequence.ops, sequence.sizes, sequence.ids, handles, 0
+    )
+    if status != 0:
+        raise RuntimeError(f"sequence replay failed with device status {status}")
+    lower_bound = sequence.live_bytes_peak()
+    if device.state.stats[0, STAT_REQUESTED_BYTES + STAT_PEAK] != lower_bound:
+        raise RuntimeError("tracked requested-bytes peak differs from the sequence's live peak")
+    return device.state.stats[0, STAT_RESERVED_BYTES + STAT_PEAK] / lower_bound
