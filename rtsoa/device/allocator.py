@@ -410,6 +410,27 @@ def _can_grow(dev, placement, size):
 
 
 @jit(_nrt=False, forceinline=False)
+def _fill_segment(dev, segment, slot, placement, pool, offset, size, group):
+    """Write segment row `segment` and its one free block `slot`, which covers all of it."""
+    segments = dev.segments
+    segments[segment, SEG_OFFSET] = offset
+    segments[segment, SEG_SIZE] = size
+    segments[segment, SEG_PLACEMENT] = placement
+    segments[segment, SEG_POOL] = pool
+    segments[segment, SEG_FIRST_BLOCK] = slot
+    blocks = dev.blocks
+    blocks[slot, BLK_OFFSET] = offset
+    blocks[slot, BLK_SIZE] = size
+    blocks[slot, BLK_REQUESTED] = 0
+    blocks[slot, BLK_SEGMENT] = segment
+    blocks[slot, BLK_PREV] = -1
+    blocks[slot, BLK_NEXT] = -1
+    blocks[slot, BLK_STATE] = BLOCK_FREE
+    blocks[slot, BLK_GROUP] = group
+    blocks[slot, BLK_PLACEMENT] = placement
+
+
+@jit(_nrt=False, forceinline=False)
 def _carve_cached(dev, placement, pool, size, stream):
     """A new segment for a `size`-byte request carved from wholly free cached segments, or -1.
 
@@ -466,21 +487,17 @@ def _carve_cached(dev, placement, pool, size, stream):
             segment = dev.segment_slots[top - 1]
             dev.counters[CNT_SEGMENT_HIGH] = max(dev.counters[CNT_SEGMENT_HIGH], segment + 1)
             offset = segments[best, SEG_OFFSET] + target
-            segments[segment, SEG_OFFSET] = offset
-            segments[segment, SEG_SIZE] = rest
-            segments[segment, SEG_PLACEMENT] = placement
-            segments[segment, SEG_POOL] = segments[best, SEG_POOL]
-            segments[segment, SEG_FIRST_BLOCK] = spare
-            blocks[spare, BLK_OFFSET] = offset
-            blocks[spare, BLK_SIZE] = rest
-            blocks[spare, BLK_REQUESTED] = 0
-            blocks[spare, BLK_SEGMENT] = segment
-            blocks[spare, BLK_PREV] = -1
-            blocks[spare, BLK_NEXT] = -1
-            blocks[spare, BLK_STATE] = BLOCK_FREE
+            _fill_segment(
+                dev,
+                segment,
+                spare,
+                placement,
+                segments[best, SEG_POOL],
+                offset,
+                rest,
+                blocks[slot, BLK_GROUP],
+            )
             blocks[spare, BLK_STREAM] = blocks[slot, BLK_STREAM]
-            blocks[spare, BLK_GROUP] = blocks[slot, BLK_GROUP]
-            blocks[spare, BLK_PLACEMENT] = placement
             history_copy(dev, spare, slot)
             bin_push(dev, spare, blocks[spare, BLK_GROUP])
             dev.counters[CNT_FREE_SEGMENTS] += 1
@@ -528,23 +545,8 @@ def _new_segment(dev, placement, pool, size, stream):
     dev.counters[CNT_SEGMENT_TOP] = top - 1
     segment = dev.segment_slots[top - 1]
     dev.counters[CNT_SEGMENT_HIGH] = max(dev.counters[CNT_SEGMENT_HIGH], segment + 1)
-    segments = dev.segments
-    segments[segment, SEG_OFFSET] = offset
-    segments[segment, SEG_SIZE] = segment_size
-    segments[segment, SEG_PLACEMENT] = placement
-    segments[segment, SEG_POOL] = pool
-    segments[segment, SEG_FIRST_BLOCK] = slot
-    blocks = dev.blocks
-    blocks[slot, BLK_OFFSET] = offset
-    blocks[slot, BLK_SIZE] = segment_size
-    blocks[slot, BLK_REQUESTED] = 0
-    blocks[slot, BLK_SEGMENT] = segment
-    blocks[slot, BLK_PREV] = -1
-    blocks[slot, BLK_NEXT] = -1
-    blocks[slot, BLK_STATE] = BLOCK_FREE
-    blocks[slot, BLK_STREAM_MASK] = 0
-    blocks[slot, BLK_GROUP] = placement * 2 + pool
-    blocks[slot, BLK_PLACEMENT] = placement
+    _fill_segment(dev, segment, slot, placement, pool, offset, segment_size, placement * 2 + pool)
+    dev.blocks[slot, BLK_STREAM_MASK] = 0
     _stat_add(dev, placement, STAT_RESERVED_BYTES, segment_size)
     _stat_add(dev, placement, STAT_SEGMENT_COUNT, 1)
     time = dev.stream_clock[stream]
