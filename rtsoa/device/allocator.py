@@ -75,6 +75,7 @@ from rtsoa.device.status import (
     CFG_SMALL_SEGMENT,
     CFG_SMALL_SIZE,
     CNT_ALLOC_RETRIES,
+    CNT_ALLOCATOR_WAITS,
     CNT_BLOCK_TOP,
     CNT_CACHE_FLUSHES,
     CNT_FREE_SEGMENTS,
@@ -84,6 +85,7 @@ from rtsoa.device.status import (
     CNT_SEGMENT_TOP,
     CNT_SUBMISSION_WAITS,
     EV_ALLOC,
+    EV_ALLOCATOR_WAIT,
     EV_FREE,
     EV_OOM,
     EV_SEGMENT_ALLOC,
@@ -367,17 +369,25 @@ def _order_after_uses(dev, slot, stream):
     """Order `stream` after every recorded use of the free block, as a stream-ordered pool that
     may insert its own dependencies does (CUDA's cudaMemPoolReuseAllowInternalDependencies):
     for each other stream with a use `stream` is not yet ordered after, the allocator records
-    an event there and makes `stream` wait for it (clock and vector clock), without the host."""
+    an event there and makes `stream` wait for it (clock and vector clock), without the host.
+    Each inserted wait is counted (`num_allocator_waits`) and traced (EV_ALLOCATOR_WAIT)."""
     blocks = dev.blocks
     mask = blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)
+    placement = blocks[slot, BLK_PLACEMENT]
     while mask != 0:
         other = lowest_bit(mask)
         mask &= mask - 1
         if dev.history[slot, other, HIST_USE] <= dev.stream_vc[stream, other]:
             continue
-        dev.stream_clock[stream] = max(dev.stream_clock[stream], dev.stream_clock[other])
+        before = dev.stream_clock[stream]
+        dev.stream_clock[stream] = max(before, dev.stream_clock[other])
         for u in range(dev.stream_vc.shape[1]):
             dev.stream_vc[stream, u] = max(dev.stream_vc[stream, u], dev.stream_vc[other, u])
+        dev.counters[CNT_ALLOCATOR_WAITS] += 1
+        trace_append(
+            dev, EV_ALLOCATOR_WAIT, placement, other, 0, 0, 0, stream, before,
+            dev.stream_clock[stream],
+        )
 
 
 @jit(_nrt=False, forceinline=False)

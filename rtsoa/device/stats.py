@@ -21,6 +21,7 @@ from rtsoa.device.status import (
     BLOCK_FREE,
     BLOCK_UNUSED,
     CNT_ALLOC_RETRIES,
+    CNT_ALLOCATOR_WAITS,
     CNT_CACHE_FLUSHES,
     CNT_DEVICE_SYNCS,
     CNT_EVENT_RECORDS,
@@ -58,6 +59,7 @@ _COUNTER_NAMES = {
     "num_launches": CNT_LAUNCHES,
     "num_event_records": CNT_EVENT_RECORDS,
     "num_stream_waits": CNT_STREAM_WAITS,
+    "num_allocator_waits": CNT_ALLOCATOR_WAITS,
     "num_hazards": CNT_HAZARDS,
     "num_trace_events": CNT_TRACE_SEQ,
 }

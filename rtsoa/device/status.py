@@ -136,7 +136,8 @@ CNT_STREAM_WAITS = 14
 CNT_FREE_SEGMENTS = 15  # cached segments that are one free block (release candidates)
 CNT_GROWTH_RELEASES = 16  # releases of free segments made before carving a new segment
 CNT_SEGMENT_HIGH = 17  # 1 + the highest segment slot ever used (release scans stop there)
-NUM_COUNTERS = 18
+CNT_ALLOCATOR_WAITS = 18  # cross-stream waits the allocator inserted to reuse cached memory
+NUM_COUNTERS = 19
 
 # ---- per-placement statistics (int64 array `stats`, one row per arena) ---------------------
 # Each tracked quantity has current / peak / allocated-total columns; the freed total is
@@ -205,6 +206,7 @@ EV_STREAM_WAIT = 8
 EV_STREAM_SYNC = 9
 EV_DEVICE_SYNC = 10
 EV_EVENT_SYNC = 11
+EV_ALLOCATOR_WAIT = 12  # handle column: the stream waited for; stream column: the waiting one
 EVENT_KIND_NAMES = {
     EV_ALLOC: "alloc",
     EV_FREE: "free",
@@ -217,6 +219,7 @@ EVENT_KIND_NAMES = {
     EV_STREAM_SYNC: "stream_synchronize",
     EV_DEVICE_SYNC: "device_synchronize",
     EV_EVENT_SYNC: "event_synchronize",
+    EV_ALLOCATOR_WAIT: "allocator_wait",
 }
 
 # ---- hazards (int64 array `hazards` of shape (capacity, NUM_HAZARD_COLUMNS)) ---------------

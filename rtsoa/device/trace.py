@@ -20,6 +20,7 @@ from rtsoa.device.status import (
     CFG_TRACE,
     CNT_TRACE_SEQ,
     EV_ALLOC,
+    EV_ALLOCATOR_WAIT,
     EV_DEVICE_SYNC,
     EV_EVENT_RECORD,
     EV_EVENT_SYNC,
@@ -257,6 +258,19 @@ def chrome_trace_events(dev, pid="device", name_of_task=None):
                         "bytes": int(row[TRACE_SIZE]),
                         "flops": int(row[TRACE_REQUESTED]),
                     },
+                }
+            )
+        elif kind == EV_ALLOCATOR_WAIT:  # the stall the allocator's inserted wait caused
+            other = int(row[TRACE_HANDLE])
+            events.append(
+                {
+                    "name": f"allocator wait for stream {other}",
+                    "ph": "X",
+                    "pid": pid,
+                    "tid": f"stream {stream}",
+                    "ts": start_us,
+                    "dur": (float(time[1]) - float(time[0])) / 1000.0,
+                    "args": {"stream": other, "placement": int(row[TRACE_PLACEMENT])},
                 }
             )
         elif kind in (EV_ALLOC, EV_FREE):
