@@ -3,11 +3,97 @@
 `cache=True` writes compiled code to disk (Numba's cache directory, or NUMBA_CACHE_DIR), so a
 fresh process does not pay the compile again. `boundscheck` stays off: inputs are validated in
 Python before any jitted loop sees them.
+
+Cache validity. Numba stamps a cached function with its own source file only, but rtsoa's jitted
+functions inline helpers from other files (the allocator inlines the free lists, the hazard
+history, the trace ring ...): after such a helper changes, Numba would load stale machine code.
+`PackageCacheLocator` stamps every cached rtsoa function with one hash over all rtsoa sources
+that hold jitted code instead, so any change to any of them recompiles everything that might
+have inlined it. The generated executor dispatch module lives outside the package and keys its
+own cache (see `kernels.dispatch`).
 """
 
+import hashlib
+import os
+
 from numba import njit
+from numba.core import caching
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "boundscheck": False}
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_JIT_MARKERS = (b"jit", b"intrinsic", b"overload")
+_stamp = None
+
+
+def stamped_files(package_dir=PACKAGE_DIR):
+    """The package's source files that hold jitted code (sorted, relative paths)."""
+    found = []
+    for root, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(root, name)
+            with open(path, "rb") as handle:
+                text = handle.read()
+            if any(marker in text for marker in _JIT_MARKERS):
+                found.append(os.path.relpath(path, package_dir))
+    return found
+
+
+def source_stamp(package_dir=PACKAGE_DIR):
+    """SHA-256 over the names and contents of `stamped_files` (the cache stamp)."""
+    digest = hashlib.sha256()
+    for relative in stamped_files(package_dir):
+        digest.update(relative.encode() + b"\0")
+        with open(os.path.join(package_dir, relative), "rb") as handle:
+            digest.update(handle.read() + b"\0")
+    return digest.hexdigest()
+
+
+def package_source_stamp():
+    """`source_stamp` of the installed package, computed once per process."""
+    global _stamp
+    if _stamp is None:
+        _stamp = source_stamp()
+    return _stamp
+
+
+class _PackageStamp:
+    """Locator mixin: only rtsoa's own files, stamped with the package-wide source hash."""
+
+    def get_source_stamp(self):
+        return package_source_stamp()
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not os.path.abspath(py_file).startswith(PACKAGE_DIR + os.sep):
+            return None
+        return super().from_function(py_func, py_file)
+
+
+def _numba_locator(name):  # public names in recent Numba, underscored in older releases
+    return getattr(caching, name, None) or getattr(caching, "_" + name)
+
+
+class PackageUserProvidedLocator(_PackageStamp, _numba_locator("UserProvidedCacheLocator")):
+    """NUMBA_CACHE_DIR, when set."""
+
+
+class PackageCacheLocator(_PackageStamp, _numba_locator("InTreeCacheLocator")):
+    """The package's `__pycache__` directories (Numba's default place)."""
+
+
+class PackageUserWideLocator(_PackageStamp, _numba_locator("UserWideCacheLocator")):
+    """The user-wide cache directory, for a read-only install."""
+
+
+PACKAGE_LOCATORS = (PackageUserProvidedLocator, PackageCacheLocator, PackageUserWideLocator)
+# `CacheImpl` tries its locator classes in order
+_impl = _numba_locator("CacheImpl")
+if not any(cls in _impl._locator_classes for cls in PACKAGE_LOCATORS):
+    _impl._locator_classes[:0] = PACKAGE_LOCATORS
 
 
 def jit(fn=None, **overrides):

@@ -385,7 +385,15 @@ def _order_after_uses(dev, slot, stream):
             dev.stream_vc[stream, u] = max(dev.stream_vc[stream, u], dev.stream_vc[other, u])
         dev.counters[CNT_ALLOCATOR_WAITS] += 1
         trace_append(
-            dev, EV_ALLOCATOR_WAIT, placement, other, 0, 0, 0, stream, before,
+            dev,
+            EV_ALLOCATOR_WAIT,
+            placement,
+            other,
+            0,
+            0,
+            0,
+            stream,
+            before,
             dev.stream_clock[stream],
         )
 
