@@ -122,6 +122,7 @@ def _run(args):
     device = executor.device
     device.synchronize()
     device_start = device.host_time
+    waits_start = device.stats()["num_allocator_waits"]
     times = np.empty(args.repeat)
     result = first
     with _progress(args.repeat, f"run {executor.name}", args.progress and args.repeat > 1) as bar:
@@ -156,7 +157,7 @@ def _run(args):
             "max": float(times.max()) / executed,
         },
     }
-    summary["device"] = _device_summary(device, device_ns)
+    summary["device"] = _device_summary(device, device_ns, waits_start)
     if args.memory_plot:
         device.plot_memory(args.memory_plot, title=f"{graph.meta.name or args.file}: memory")
         summary["memory_plot"] = str(args.memory_plot)
@@ -188,7 +189,7 @@ def _run(args):
         f"{summary['prepare_seconds'] * 1e3:.1f} ms, first run "
         f"{summary['first_run_seconds'] * 1e3:.1f} ms\n"
         f"  device time     {dev['time_ns_per_run'] / 1e3:,.1f} us per run (simulated), "
-        f"hazards {dev['hazards']}\n"
+        f"hazards {dev['hazards']}, allocator waits {dev['allocator_waits']}\n"
         f"  device memory   peak allocated {dev['peak_allocated_bytes']:,} B, "
         f"peak reserved {dev['peak_reserved_bytes']:,} B"
         + (f"\n  memory plot     {summary['memory_plot']}" if args.memory_plot else "")
@@ -214,8 +215,9 @@ def _numeric_ids(events):
     return meta + events
 
 
-def _device_summary(device, time_ns_per_run):
-    """Peak memory per placement and in total, simulated time per run, hazard count."""
+def _device_summary(device, time_ns_per_run, waits_start):
+    """Peak memory per placement and in total, simulated time per run, hazard count, and the
+    cross-stream waits the allocator inserted to reuse cached memory during the timed runs."""
     stats = device.stats()
     placements = {
         name: {
@@ -227,6 +229,7 @@ def _device_summary(device, time_ns_per_run):
     return {
         "time_ns_per_run": time_ns_per_run,
         "hazards": device.hazard_count,
+        "allocator_waits": stats["num_allocator_waits"] - waits_start,
         "peak_allocated_bytes": sum(p["peak_allocated_bytes"] for p in placements.values()),
         "peak_reserved_bytes": sum(p["peak_reserved_bytes"] for p in placements.values()),
         "placements": placements,

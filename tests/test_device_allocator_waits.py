@@ -2,6 +2,8 @@
 traced, drawn in the Chrome trace, and timed exactly as an event wait would be."""
 
 from rtsoa.device import Device
+from rtsoa.executors import prepare_executor
+from rtsoa.generators import generate
 
 MiB = 1 << 20
 
@@ -56,3 +58,18 @@ def test_no_wait_when_the_stream_is_already_ordered():
     device.malloc(8 * MiB, stream=0)
     assert device.stats()["num_allocator_waits"] == 0
     assert not [r for r in device.trace() if r["kind"] == "allocator_wait"]
+
+
+def test_lowered_two_stream_run_traces_every_wait_it_counts():
+    ex = prepare_executor(generate("lowered", 2000, seed=6, streams=2), "sequential")
+    ex.run()
+    device = ex.device
+    counted = device.stats()["num_allocator_waits"]
+    assert counted > 0  # this graph reuses cached memory across its two streams
+    assert device.stats()["num_trace_events"] <= device.state.trace.shape[0]  # ring not wrapped
+    traced = [r for r in device.trace() if r["kind"] == "allocator_wait"]
+    assert len(traced) == counted
+    assert all(r["end_ns"] >= r["start_ns"] and r["handle"] != r["stream"] for r in traced)
+    drawn = [e for e in device.chrome_trace() if e["name"].startswith("allocator wait")]
+    assert len(drawn) == counted
+    assert device.hazard_count == 0  # the inserted waits order every reuse

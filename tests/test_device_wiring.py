@@ -118,6 +118,7 @@ def test_cli_run_reports_device_figures_and_draws_memory(tmp_path, capsys):
     device_events = [e for e in events if e.get("pid") == 2]
     assert any(e.get("ph") == "X" for e in device_events)
     assert all(isinstance(e.get("tid", 0), int) for e in events)
+    assert device["allocator_waits"] >= 0
     assert main(["run", str(path)]) == 0
     assert "device time" in capsys.readouterr().out
 
