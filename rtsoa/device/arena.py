@@ -42,15 +42,23 @@ def arena_take(dev, placement, size):
                 break
     if best < 0:
         return -1
-    offset = dev.range_offset[placement, best]
-    if best_size == size:
-        for k in range(best, count - 1):
-            dev.range_offset[placement, k] = dev.range_offset[placement, k + 1]
-            dev.range_size[placement, k] = dev.range_size[placement, k + 1]
+    return _take_front(dev, placement, best, size)
+
+
+@jit(_nrt=False, inline="always")
+def _take_front(dev, placement, k, size):
+    """Carve `size` bytes from the front of free range `k` (dropping the range when it is used
+    up, which keeps the array sorted); returns their offset."""
+    count = dev.range_count[placement]
+    offset = dev.range_offset[placement, k]
+    if dev.range_size[placement, k] == size:
+        for j in range(k, count - 1):
+            dev.range_offset[placement, j] = dev.range_offset[placement, j + 1]
+            dev.range_size[placement, j] = dev.range_size[placement, j + 1]
         dev.range_count[placement] = count - 1
     else:
-        dev.range_offset[placement, best] = offset + size
-        dev.range_size[placement, best] = best_size - size
+        dev.range_offset[placement, k] = offset + size
+        dev.range_size[placement, k] -= size
     return offset
 
 
@@ -67,19 +75,10 @@ def arena_free_at(dev, placement, offset):
 def arena_take_at(dev, placement, offset, size):
     """Carve `size` bytes from the front of the free range starting at `offset` (the caller
     checked `arena_free_at(...) >= size`)."""
-    count = dev.range_count[placement]
-    for k in range(count):
-        if dev.range_offset[placement, k] != offset:
-            continue
-        if dev.range_size[placement, k] == size:
-            for j in range(k, count - 1):
-                dev.range_offset[placement, j] = dev.range_offset[placement, j + 1]
-                dev.range_size[placement, j] = dev.range_size[placement, j + 1]
-            dev.range_count[placement] = count - 1
-        else:
-            dev.range_offset[placement, k] = offset + size
-            dev.range_size[placement, k] -= size
-        return
+    for k in range(dev.range_count[placement]):
+        if dev.range_offset[placement, k] == offset:
+            _take_front(dev, placement, k, size)
+            return
 
 
 @jit(_nrt=False, forceinline=False)
