@@ -7,14 +7,15 @@ Python before any jitted loop sees them.
 Cache validity. Numba stamps a cached function with its own source file only, but rtsoa's jitted
 functions inline helpers from other files (the allocator inlines the free lists, the hazard
 history, the trace ring ...): after such a helper changes, Numba would load stale machine code.
-`PackageCacheLocator` stamps every cached rtsoa function with one hash over all rtsoa sources
-that hold jitted code instead, so any change to any of them recompiles everything that might
-have inlined it. The generated executor dispatch module lives outside the package and keys its
-own cache (see `kernels.dispatch`).
+The cache locators `_install_locators` puts first in Numba's list stamp every cached rtsoa
+function with one hash over all rtsoa sources that hold jitted code instead, so any change to
+any of them recompiles everything that might have inlined it. The generated executor dispatch
+module lives outside the package and keys its own cache (see `kernels.dispatch`).
 """
 
 import hashlib
 import os
+import warnings
 
 from numba import njit
 from numba.core import caching
@@ -74,26 +75,39 @@ class _PackageStamp:
 
 
 def _numba_locator(name):  # public names in recent Numba, underscored in older releases
-    return getattr(caching, name, None) or getattr(caching, "_" + name)
+    found = getattr(caching, name, None) or getattr(caching, "_" + name, None)
+    if found is None:
+        raise AttributeError(name)
+    return found
 
 
-class PackageUserProvidedLocator(_PackageStamp, _numba_locator("UserProvidedCacheLocator")):
-    """NUMBA_CACHE_DIR, when set."""
+def _install_locators():
+    """Put the package locators first in Numba's list; returns them (empty if this Numba's
+    caching internals are not the expected ones: then per-file stamps apply, with a warning)."""
+    try:
+        impl = _numba_locator("CacheImpl")
+        bases = [
+            _numba_locator(name)
+            for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
+        ]
+        locators = impl._locator_classes
+    except AttributeError as missing:
+        warnings.warn(
+            f"rtsoa: Numba has no caching.{missing}; cached functions keep Numba's per-file "
+            "stamps, so clear rtsoa's __pycache__ directories after editing its jitted helpers",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return ()
+    namespace = {"__doc__": _PackageStamp.__doc__, "__module__": __name__}
+    installed = tuple(  # NUMBA_CACHE_DIR when set, the in-tree __pycache__, user-wide
+        type(f"Package{base.__name__}", (_PackageStamp, base), namespace) for base in bases
+    )
+    locators[:0] = installed
+    return installed
 
 
-class PackageCacheLocator(_PackageStamp, _numba_locator("InTreeCacheLocator")):
-    """The package's `__pycache__` directories (Numba's default place)."""
-
-
-class PackageUserWideLocator(_PackageStamp, _numba_locator("UserWideCacheLocator")):
-    """The user-wide cache directory, for a read-only install."""
-
-
-PACKAGE_LOCATORS = (PackageUserProvidedLocator, PackageCacheLocator, PackageUserWideLocator)
-# `CacheImpl` tries its locator classes in order
-_impl = _numba_locator("CacheImpl")
-if not any(cls in _impl._locator_classes for cls in PACKAGE_LOCATORS):
-    _impl._locator_classes[:0] = PACKAGE_LOCATORS
+PACKAGE_LOCATORS = _install_locators()
 
 
 def jit(fn=None, **overrides):

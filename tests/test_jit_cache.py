@@ -2,6 +2,9 @@
 edit to a helper another file inlines can never load stale machine code."""
 
 import shutil
+import types
+
+import pytest
 
 from rtsoa import _jit, csr
 from rtsoa.device import allocator, freelists
@@ -45,3 +48,9 @@ def test_user_functions_outside_the_package_keep_numbas_locators(tmp_path):
     spec.loader.exec_module(user)
     assert user.f(1) == 2
     assert not isinstance(user.f._cache._impl._locator, _jit.PACKAGE_LOCATORS)
+
+
+def test_unexpected_numba_internals_warn_and_keep_numbas_stamps(monkeypatch):
+    monkeypatch.setattr(_jit, "caching", types.SimpleNamespace())  # no CacheImpl at all
+    with pytest.warns(RuntimeWarning, match="clear rtsoa's __pycache__"):
+        assert _jit._install_locators() == ()
