@@ -27,29 +27,29 @@ _JIT_MARKERS = (b"jit", b"intrinsic", b"overload")
 _stamp = None
 
 
-def stamped_files(package_dir=PACKAGE_DIR):
-    """The package's source files that hold jitted code (sorted, relative paths)."""
-    found = []
+def _jitted_sources(package_dir):
+    """(relative path, bytes) of the package's source files that hold jitted code, sorted."""
     for root, dirs, files in os.walk(package_dir):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                text = handle.read()
-            if any(marker in text for marker in _JIT_MARKERS):
-                found.append(os.path.relpath(path, package_dir))
-    return found
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                with open(path, "rb") as handle:
+                    text = handle.read()
+                if any(marker in text for marker in _JIT_MARKERS):
+                    yield os.path.relpath(path, package_dir), text
+
+
+def stamped_files(package_dir=PACKAGE_DIR):
+    """The package's source files that hold jitted code (sorted, relative paths)."""
+    return [relative for relative, _ in _jitted_sources(package_dir)]
 
 
 def source_stamp(package_dir=PACKAGE_DIR):
-    """SHA-256 over the names and contents of `stamped_files` (the cache stamp)."""
+    """SHA-256 over the names and contents of `stamped_files` (the cache stamp): one read each."""
     digest = hashlib.sha256()
-    for relative in stamped_files(package_dir):
-        digest.update(relative.encode() + b"\0")
-        with open(os.path.join(package_dir, relative), "rb") as handle:
-            digest.update(handle.read() + b"\0")
+    for relative, text in _jitted_sources(package_dir):
+        digest.update(relative.encode() + b"\0" + text + b"\0")
     return digest.hexdigest()
 
 
