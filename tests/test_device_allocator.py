@@ -5,7 +5,16 @@ import pytest
 
 from rtsoa.device import AllocatorConfig, Device, InvalidBlock
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
-from rtsoa.device.status import BLK_FREE_NEXT, BLK_STATE, BLOCK_FREE, PLACEMENT_HBM
+from rtsoa.device.status import (
+    BLK_FREE_NEXT,
+    BLK_SIZE,
+    BLK_STATE,
+    BLOCK_FREE,
+    BLOCK_QUICK,
+    PCFG_UNIT_SHIFT,
+    PLACEMENT_HBM,
+    QUICK_CLASSES,
+)
 from rtsoa.device.workloads import OP_ALLOC, random_sequence
 
 KiB = 1 << 10
@@ -22,7 +31,8 @@ def blocks_of(device, placement="hbm"):
 
 
 def check_invariants(device):
-    """Blocks tile their segments exactly; no two free neighbours; free lists hold free blocks."""
+    """Blocks tile their segments exactly; no two listed free neighbours; the free lists hold
+    exactly the listed free blocks, the quick lists exactly the parked ones, by size."""
     state = device.state
     for segment in device.snapshot():
         position = segment["offset"]
@@ -30,7 +40,7 @@ def check_invariants(device):
         for block in segment["blocks"]:
             assert block["offset"] == position
             assert block["size"] > 0
-            free = block["state"] == "free"
+            free = block["state"] == "free" and not block["quick"]
             assert not (free and previous_free), "adjacent free blocks were not merged"
             previous_free = free
             position += block["size"]
@@ -43,6 +53,19 @@ def check_invariants(device):
             listed.append(slot)
             slot = int(state.blocks[slot, BLK_FREE_NEXT])
     assert sorted(listed) == sorted(free.tolist())
+    parked = []
+    for index, head in enumerate(state.quick_head):
+        slot = int(head)
+        count = 0
+        placement, units = divmod(index, QUICK_CLASSES)
+        size = (units + 1) << int(state.placement_config[placement, PCFG_UNIT_SHIFT])
+        while slot >= 0:
+            assert state.blocks[slot, BLK_SIZE] == size
+            parked.append(slot)
+            count += 1
+            slot = int(state.blocks[slot, BLK_FREE_NEXT])
+        assert count == state.quick_count[index]
+    assert sorted(parked) == np.flatnonzero(state.blocks[:, BLK_STATE] == BLOCK_QUICK).tolist()
 
 
 @pytest.mark.parametrize("alloc_probability", [0.53, 0.73])
@@ -90,7 +113,7 @@ def test_stats_match_snapshot_after_every_step(alloc_probability, page_mode):
 
 
 def test_split_and_merge_exact_offsets():
-    device = Device(hbm_bytes=64 * MiB)
+    device = Device(hbm_bytes=64 * MiB, allocator=AllocatorConfig(quick_depth=0))  # merge at once
     a = device.malloc(1000)  # rounds to 1024 at offset 0
     b = device.malloc(3000)  # 3072 at 1024
     c = device.malloc(100)  # 512 at 4096
@@ -116,7 +139,7 @@ def test_split_and_merge_exact_offsets():
 
 
 def test_best_fit_prefers_the_smallest_hole():
-    device = Device(hbm_bytes=64 * MiB)
+    device = Device(hbm_bytes=64 * MiB, allocator=AllocatorConfig(quick_depth=0))
     handles = [device.malloc(size) for size in (4096, 512, 2048, 512)]
     device.free(handles[0])  # hole of 4096 at 0
     device.free(handles[2])  # hole of 2048 at 4608

@@ -44,9 +44,17 @@ from rtsoa.device.arena import (
     resolve_placement,
 )
 from rtsoa.device.bits import assume, lowest_bit
-from rtsoa.device.freelists import bin_push, bin_remove, find_block
+from rtsoa.device.freelists import (
+    bin_push,
+    bin_remove,
+    find_block,
+    quick_index,
+    quick_pop,
+    quick_push,
+)
 from rtsoa.device.hazards import history_copy, history_merge, history_on_free, reusable_on
 from rtsoa.device.status import (
+    BLK_FREE_NEXT,
     BLK_GENERATION,
     BLK_GROUP,
     BLK_NEXT,
@@ -81,6 +89,7 @@ from rtsoa.device.status import (
     CNT_FREE_SEGMENTS,
     CNT_GROWTH_RELEASES,
     CNT_OOMS,
+    CNT_QUICK_FLUSHES,
     CNT_SEGMENT_HIGH,
     CNT_SEGMENT_TOP,
     CNT_SUBMISSION_WAITS,
@@ -102,7 +111,9 @@ from rtsoa.device.status import (
     PCFG_ALIGNMENT,
     PCFG_CAP,
     PCFG_TAIL_PADDING,
+    POOL_LARGE,
     POOL_SMALL,
+    QUICK_CLASSES,
     SEG_FIRST_BLOCK,
     SEG_OFFSET,
     SEG_PLACEMENT,
@@ -248,8 +259,10 @@ def _release_free_segments(dev, placement):
 def release_cached(dev, placement):
     """Return wholly free segments to the arena (all placements when `placement` < 0).
 
-    Only segments whose every use the host has seen complete are released. Returns bytes freed.
+    Quick lists are flushed first. Only segments whose every use the host has seen complete are
+    released. Returns bytes freed.
     """
+    quick_flush(dev, placement)
     released = _release_free_segments(dev, placement)
     dev.counters[CNT_CACHE_FLUSHES] += 1
     return released
@@ -292,6 +305,14 @@ def _usable_on(dev, slot, stream):
     if (dev.blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) == 0:
         return True
     return reusable_on(dev, slot, stream)
+
+
+@jit(_nrt=False, forceinline=False)
+def _free_segment_pool(dev, size):
+    """Pool of a wholly free segment made by merging or cutting cached segments: the large pool
+    once it exceeds a small segment, so small requests cannot split it (they carve a small
+    segment from it instead, `_carve_cached`) and pin a big span for small blocks only."""
+    return POOL_SMALL if size <= dev.config[CFG_SMALL_SEGMENT] else POOL_LARGE
 
 
 @jit(_nrt=False, forceinline=False)
@@ -339,7 +360,10 @@ def _coalesce_free_segments(dev, placement, stream, ready_only, time):
             dev.counters[CNT_SEGMENT_TOP] = top + 1
             dev.counters[CNT_FREE_SEGMENTS] -= 1
             _stat_sub(dev, placement, STAT_SEGMENT_COUNT, 1)
-            bin_push(dev, slot, blocks[slot, BLK_GROUP])
+            pool = _free_segment_pool(dev, size)
+            segments[first, SEG_POOL] = pool
+            blocks[slot, BLK_GROUP] = placement * 2 + pool
+            bin_push(dev, slot, placement * 2 + pool)
             _trace_segment(dev, EV_SEGMENT_ALLOC, placement, first, time)
             end = segments[first, SEG_OFFSET] + size
             segment = 0
@@ -505,15 +529,9 @@ def _carve_cached(dev, placement, pool, size, stream):
             segment = dev.segment_slots[top - 1]
             dev.counters[CNT_SEGMENT_HIGH] = max(dev.counters[CNT_SEGMENT_HIGH], segment + 1)
             offset = segments[best, SEG_OFFSET] + target
+            rest_pool = _free_segment_pool(dev, rest)
             _fill_segment(
-                dev,
-                segment,
-                spare,
-                placement,
-                segments[best, SEG_POOL],
-                offset,
-                rest,
-                blocks[slot, BLK_GROUP],
+                dev, segment, spare, placement, rest_pool, offset, rest, placement * 2 + rest_pool
             )
             blocks[spare, BLK_STREAM] = blocks[slot, BLK_STREAM]
             history_copy(dev, spare, slot)
@@ -609,12 +627,15 @@ def _split(dev, slot, size, group):
 # spares the ~250 scalars of `dev` a real call would copy. Every other jitted function states
 # `forceinline` explicitly: Numba otherwise inherits the flag from whichever caller compiles it.
 @jit(_nrt=False, forceinline=True)
-def _try_malloc(dev, placement, size, requested, stream):
-    """One allocation attempt without the out-of-memory path; handle or -status."""
+def _take_listed(dev, placement, size, stream):
+    """A block for a `size`-byte request from the free lists (flushing the quick lists, then
+    carving a new segment, when none fits), split to the request; its slot or -status."""
     blocks = dev.blocks
     pool = POOL_SMALL if size <= dev.config[CFG_SMALL_SIZE] else 1
     group = placement * 2 + pool
     slot = find_block(dev, group, size, stream)
+    if slot < 0 and quick_flush(dev, placement) > 0:  # parked blocks may merge into a fit
+        slot = find_block(dev, group, size, stream)
     whole = False
     if slot >= 0:
         bin_remove(dev, slot)
@@ -635,7 +656,22 @@ def _try_malloc(dev, placement, size, requested, stream):
         and not (whole and pool != POOL_SMALL and dev.config[CFG_SEGMENT_SLACK_SHIFT] < 63)
     ):  # a reused whole large segment (within its slack) is handed out unsplit
         _split(dev, slot, size, group)
-        block_size = size
+    return slot
+
+
+@jit(_nrt=False, forceinline=True)
+def _try_malloc(dev, placement, size, requested, stream):
+    """One allocation attempt without the out-of-memory path; handle or -status."""
+    blocks = dev.blocks
+    slot = -1
+    quick = quick_index(dev, placement, size)
+    if quick >= 0:
+        slot = quick_pop(dev, quick, stream)
+    if slot < 0:
+        slot = _take_listed(dev, placement, size, stream)
+        if slot < 0:
+            return slot
+    block_size = blocks[slot, BLK_SIZE]
     generation = blocks[slot, BLK_GENERATION] + 1
     blocks[slot, BLK_GENERATION] = generation
     blocks[slot, BLK_STATE] = BLOCK_ALLOCATED
@@ -722,6 +758,47 @@ def _merge_next(dev, slot, after):
     _push_block_slot(dev, after)
 
 
+@jit(_nrt=False, inline="always")
+def _merge_and_list(dev, slot):
+    """Merge a free block (in no list) with its free address neighbours and list the result."""
+    blocks = dev.blocks
+    before = blocks[slot, BLK_PREV]
+    if before >= 0 and blocks[before, BLK_STATE] == BLOCK_FREE:
+        bin_remove(dev, before)
+        _merge_next(dev, before, slot)
+        slot = before
+    after = blocks[slot, BLK_NEXT]
+    if after >= 0 and blocks[after, BLK_STATE] == BLOCK_FREE:
+        bin_remove(dev, after)
+        _merge_next(dev, slot, after)
+    bin_push(dev, slot, blocks[slot, BLK_GROUP])
+    if _whole_segment(dev, slot):
+        dev.counters[CNT_FREE_SEGMENTS] += 1
+
+
+@jit(_nrt=False, forceinline=False)
+def quick_flush(dev, placement):
+    """Merge and list every block parked in the quick lists of `placement` (all when < 0), as
+    their frees would have without quick lists; returns the number of blocks flushed."""
+    blocks = dev.blocks
+    flushed = 0
+    first = 0 if placement < 0 else placement * QUICK_CLASSES
+    last = NUM_PLACEMENTS * QUICK_CLASSES if placement < 0 else first + QUICK_CLASSES
+    for index in range(first, last):
+        slot = dev.quick_head[index]
+        while slot >= 0:
+            following = blocks[slot, BLK_FREE_NEXT]
+            blocks[slot, BLK_STATE] = BLOCK_FREE
+            _merge_and_list(dev, slot)  # neighbours still parked merge when they are flushed
+            flushed += 1
+            slot = following
+        dev.quick_head[index] = -1
+        dev.quick_count[index] = 0
+    if flushed > 0:
+        dev.counters[CNT_QUICK_FLUSHES] += 1
+    return flushed
+
+
 @jit(_nrt=False, forceinline=True)  # see device_malloc
 def device_free(dev, handle, stream):
     """Free a block on `stream` (stream-ordered: reusable on `stream` at once). Status code."""
@@ -739,21 +816,12 @@ def device_free(dev, handle, stream):
     _stat_sub(dev, placement, STAT_REQUESTED_BYTES, requested)
     _stat_sub(dev, placement, STAT_ALLOCATED_COUNT, 1)
     history_on_free(dev, slot, stream)
-    blocks[slot, BLK_STATE] = BLOCK_FREE  # BLK_REQUESTED is stale now; readers mask it
-    blocks[slot, BLK_STREAM] = stream
+    blocks[slot, BLK_STREAM] = stream  # BLK_REQUESTED is stale now; readers mask it
     offset = blocks[slot, BLK_OFFSET]
-    before = blocks[slot, BLK_PREV]
-    if before >= 0 and blocks[before, BLK_STATE] == BLOCK_FREE:
-        bin_remove(dev, before)
-        _merge_next(dev, before, slot)
-        slot = before
-    after = blocks[slot, BLK_NEXT]
-    if after >= 0 and blocks[after, BLK_STATE] == BLOCK_FREE:
-        bin_remove(dev, after)
-        _merge_next(dev, slot, after)
-    bin_push(dev, slot, blocks[slot, BLK_GROUP])
-    if _whole_segment(dev, slot):
-        dev.counters[CNT_FREE_SEGMENTS] += 1
+    quick = quick_index(dev, placement, size)
+    if quick < 0 or not quick_push(dev, slot, quick):
+        blocks[slot, BLK_STATE] = BLOCK_FREE
+        _merge_and_list(dev, slot)
     # traced last (same content: the freed block's fields were read above), so the compiler
     # need not reload block fields after the ring stores, which it cannot prove disjoint
     time = dev.stream_clock[stream]

@@ -16,6 +16,7 @@ from rtsoa.device.status import (
     CFG_OVERSIZE_SLACK,
     CFG_PAGE_MODE,
     CFG_PAGE_SIZE,
+    CFG_QUICK_DEPTH,
     CFG_RELEASE_BEFORE_GROW,
     CFG_SEGMENT_SLACK_SHIFT,
     CFG_SMALL_MIN_REMAINDER,
@@ -28,8 +29,11 @@ from rtsoa.device.status import (
     PCFG_ALIGNMENT,
     PCFG_ARENA_SIZE,
     PCFG_CAP,
+    PCFG_QUICK_LIMIT,
     PCFG_TAIL_PADDING,
+    PCFG_UNIT_SHIFT,
     PLACEMENT_HOST,
+    QUICK_CLASSES,
 )
 
 KiB = 1 << 10
@@ -62,6 +66,13 @@ class AllocatorConfig:
     segment_slack_shift: a wholly free large-pool segment serves a request only if it wastes at
       most 1 / 2**shift of itself, and is then handed out unsplit (None: best fit and split, so
       a big freed segment is carved up by small large requests and pinned by them).
+    quick_depth / quick_max_bytes: quick lists (deferred coalescing, as in QuickFit and glibc's
+      tcache): a freed block of at most quick_max_bytes (and at most 16 allocation units) is
+      parked, unmerged, in a LIFO list of its exact size holding up to quick_depth blocks, and
+      a request of that size takes the list's head when it is usable on the requesting stream;
+      the lists are flushed (merged and listed) before the allocator grows or releases memory,
+      so they never cost a new segment. quick_depth 0 turns them off. Page mode's 64 KiB unit
+      is above the default quick_max_bytes, so page mode has none unless that is raised.
     """
 
     alignment_device: int = 512
@@ -80,6 +91,8 @@ class AllocatorConfig:
     page_size: int = 64 * KiB
     release_before_grow: bool = True
     segment_slack_shift: int | None = 3
+    quick_depth: int = 32
+    quick_max_bytes: int = 8 * KiB
 
     @classmethod
     def pytorch_like(cls, **overrides):
@@ -90,6 +103,7 @@ class AllocatorConfig:
             large_round=2 * MiB,
             release_before_grow=False,
             segment_slack_shift=None,
+            quick_depth=0,
         )
         return cls(**{**profile, **overrides})
 
@@ -103,6 +117,8 @@ class AllocatorConfig:
                 raise ValueError(f"{name} must be positive")
         if self.segment_slack_shift is not None and not 0 <= self.segment_slack_shift < 63:
             raise ValueError("segment_slack_shift must be in 0..62 or None")
+        if self.quick_depth < 0 or self.quick_max_bytes < 0:
+            raise ValueError("quick_depth and quick_max_bytes must be non-negative")
         if self.tail_padding < 0:
             raise ValueError("tail_padding must be non-negative")
         if self.max_split is not None and self.max_split <= self.large_segment:
@@ -139,12 +155,14 @@ class AllocatorConfig:
         config[CFG_RELEASE_BEFORE_GROW] = int(self.release_before_grow)
         shift = self.segment_slack_shift
         config[CFG_SEGMENT_SLACK_SHIFT] = 63 if shift is None else shift
+        config[CFG_QUICK_DEPTH] = self.quick_depth
         config[CFG_NUM_STREAMS] = num_streams
         config[CFG_NUM_EVENTS] = num_events
         return config
 
     def placement_array(self, arena_sizes, caps):
-        """The int64 `DeviceState.placement_config` array (alignment, padding, cap, size)."""
+        """The int64 `DeviceState.placement_config` array (alignment, padding, cap, size, quick-list
+        limit, unit shift)."""
         array = np.zeros((NUM_PLACEMENTS, NUM_PLACEMENT_CONFIG), dtype=np.int64)
         for placement in range(NUM_PLACEMENTS):
             host = placement == PLACEMENT_HOST
@@ -153,6 +171,11 @@ class AllocatorConfig:
             array[placement, PCFG_TAIL_PADDING] = 0 if host else self.tail_padding
             array[placement, PCFG_CAP] = caps[placement]
             array[placement, PCFG_ARENA_SIZE] = arena_sizes[placement]
+            unit = self.page_size if self.page_mode else alignment
+            array[placement, PCFG_UNIT_SHIFT] = unit.bit_length() - 1
+            # whole units only, and at most QUICK_CLASSES of them (one list per size)
+            limit = min(self.quick_max_bytes, QUICK_CLASSES * unit) // unit * unit
+            array[placement, PCFG_QUICK_LIMIT] = limit if self.quick_depth > 0 else 0
         return array
 
 

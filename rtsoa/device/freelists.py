@@ -12,6 +12,12 @@ the search never walks more than one list end to end. Page mode takes the first 
 in LIFO order, like the reference's span lists. A block is eligible when it is not an oversize
 block refused by the no-split rule and every recorded use of its memory is ordered before the
 requesting stream (`hazards.reusable_on`).
+
+Quick lists (`quick_push` / `quick_pop`) sit in front of the free lists: per placement, one
+LIFO list per exact size of 1..QUICK_CLASSES allocation units, linked through BLK_FREE_NEXT.
+A freed block parked there is not merged with its neighbours (they see BLOCK_QUICK, not
+BLOCK_FREE) and costs a push; a request of its size pops it when it is usable on the requesting
+stream. The allocator flushes them (`allocator.quick_flush`) before it grows or releases.
 """
 
 from rtsoa._jit import jit
@@ -25,13 +31,19 @@ from rtsoa.device.status import (
     BLK_NEXT,
     BLK_PREV,
     BLK_SIZE,
+    BLK_STATE,
     BLK_STREAM_MASK,
+    BLOCK_QUICK,
     CFG_MAX_SPLIT,
     CFG_OVERSIZE_SLACK,
     CFG_PAGE_MODE,
+    CFG_QUICK_DEPTH,
     CFG_SEGMENT_SLACK_SHIFT,
     NUM_BINS,
+    PCFG_QUICK_LIMIT,
+    PCFG_UNIT_SHIFT,
     POOL_LARGE,
+    QUICK_CLASSES,
     SUB_BINS_LOG2,
 )
 
@@ -146,3 +158,40 @@ def find_block(dev, group, size, stream):
             slot = blocks[slot, BLK_FREE_NEXT]
         index += 1
     return -1
+
+
+@jit(_nrt=False, inline="always")
+def quick_index(dev, placement, size):
+    """Quick list of a rounded size of `placement`, or -1 when the size has none."""
+    if size > dev.placement_config[placement, PCFG_QUICK_LIMIT]:
+        return -1
+    return placement * QUICK_CLASSES + (size >> dev.placement_config[placement, PCFG_UNIT_SHIFT]) - 1
+
+
+@jit(_nrt=False, inline="always")
+def quick_push(dev, slot, index):
+    """Park a freed block (neither merged nor listed) in quick list `index`; False when full."""
+    count = dev.quick_count[index]
+    if count >= dev.config[CFG_QUICK_DEPTH]:
+        return False
+    dev.blocks[slot, BLK_STATE] = BLOCK_QUICK
+    dev.blocks[slot, BLK_FREE_NEXT] = dev.quick_head[index]
+    dev.quick_head[index] = slot
+    dev.quick_count[index] = count + 1
+    return True
+
+
+@jit(_nrt=False, inline="always")
+def quick_pop(dev, index, stream):
+    """Take the head of quick list `index` if it is usable on `stream`, else -1."""
+    slot = dev.quick_head[index]
+    if slot < 0:
+        return -1
+    blocks = dev.blocks
+    if (blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) != 0 and not reusable_on(
+        dev, slot, stream
+    ):
+        return -1
+    dev.quick_head[index] = blocks[slot, BLK_FREE_NEXT]
+    dev.quick_count[index] -= 1
+    return slot

@@ -35,6 +35,7 @@ from rtsoa.device.status import (
     NUM_RING_COLUMNS,
     NUM_SEGMENT_COLUMNS,
     NUM_STATS,
+    QUICK_CLASSES,
     SEG_FIRST_BLOCK,
     SEG_PLACEMENT,
 )
@@ -67,6 +68,9 @@ class DeviceState(NamedTuple):
     # free lists: head per (placement, pool, size class) and a bitmap of non-empty classes
     bin_head: np.ndarray  # int32[NUM_PLACEMENTS * 2 * NUM_BINS]
     bin_bitmap: np.ndarray  # int64[NUM_PLACEMENTS * 2 * BITMAP_WORDS]
+    # quick lists: head and length per (placement, size in units - 1), linked by BLK_FREE_NEXT
+    quick_head: np.ndarray  # int64[NUM_PLACEMENTS * QUICK_CLASSES]
+    quick_count: np.ndarray  # int64[NUM_PLACEMENTS * QUICK_CLASSES]
     # streams and events
     stream_clock: np.ndarray  # float64[max_streams], ns
     stream_priority: np.ndarray  # int32[max_streams]
@@ -151,6 +155,8 @@ def create_state(
         range_count=range_count,
         bin_head=np.full(NUM_PLACEMENTS * 2 * NUM_BINS, -1, dtype=np.int32),
         bin_bitmap=np.zeros(NUM_PLACEMENTS * 2 * BITMAP_WORDS, dtype=np.int64),
+        quick_head=np.full(NUM_PLACEMENTS * QUICK_CLASSES, -1, dtype=np.int64),
+        quick_count=np.zeros(NUM_PLACEMENTS * QUICK_CLASSES, dtype=np.int64),
         stream_clock=np.zeros(max_streams, dtype=np.float64),
         stream_priority=np.zeros(max_streams, dtype=np.int32),
         stream_last_task=np.full(max_streams, -1, dtype=np.int64),

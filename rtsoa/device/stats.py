@@ -18,7 +18,7 @@ from rtsoa.device.status import (
     BLK_STATE,
     BLK_STREAM,
     BLOCK_ALLOCATED,
-    BLOCK_FREE,
+    BLOCK_QUICK,
     BLOCK_UNUSED,
     CNT_ALLOC_RETRIES,
     CNT_ALLOCATOR_WAITS,
@@ -30,6 +30,7 @@ from rtsoa.device.status import (
     CNT_HAZARDS,
     CNT_LAUNCHES,
     CNT_OOMS,
+    CNT_QUICK_FLUSHES,
     CNT_STREAM_SYNCS,
     CNT_STREAM_WAITS,
     CNT_SUBMISSION_WAITS,
@@ -56,6 +57,7 @@ _COUNTER_NAMES = {
     "num_event_syncs": CNT_EVENT_SYNCS,
     "num_cache_flushes": CNT_CACHE_FLUSHES,
     "num_growth_releases": CNT_GROWTH_RELEASES,
+    "num_quick_flushes": CNT_QUICK_FLUSHES,
     "num_launches": CNT_LAUNCHES,
     "num_event_records": CNT_EVENT_RECORDS,
     "num_stream_waits": CNT_STREAM_WAITS,
@@ -151,6 +153,7 @@ def snapshot(dev):
         while slot >= 0:
             row = blocks[slot]
             allocated = int(row[BLK_STATE]) == BLOCK_ALLOCATED
+            quick = int(row[BLK_STATE]) == BLOCK_QUICK
             found.append(
                 {
                     "slot": slot,
@@ -158,6 +161,7 @@ def snapshot(dev):
                     "size": int(row[BLK_SIZE]),
                     "requested": int(row[BLK_REQUESTED]) if allocated else 0,
                     "state": "allocated" if allocated else "free",
+                    "quick": quick,  # free, parked unmerged in a quick list
                     "stream": int(row[BLK_STREAM]),
                     "handle": (int(row[BLK_GENERATION]) << 32) | slot if allocated else None,
                 }
@@ -184,7 +188,9 @@ def free_memory_summary(dev, placement):
     1 - largest / total (0 when all free memory is one piece).
     """
     blocks = dev.blocks
-    free_blocks = (blocks[:, BLK_STATE] == BLOCK_FREE) & (blocks[:, BLK_PLACEMENT] == placement)
+    state = blocks[:, BLK_STATE]
+    free = (state != BLOCK_UNUSED) & (state != BLOCK_ALLOCATED)  # listed or parked in quick lists
+    free_blocks = free & (blocks[:, BLK_PLACEMENT] == placement)
     sizes = blocks[free_blocks, BLK_SIZE]
     ranges = dev.range_size[placement, : dev.range_count[placement]]
     largest = int(max(sizes.max(initial=0), ranges.max(initial=0)))

@@ -46,6 +46,7 @@ POOL_LARGE = 1
 BLOCK_UNUSED = 0  # table slot not in use
 BLOCK_FREE = 1  # cached in a free list
 BLOCK_ALLOCATED = 2
+BLOCK_QUICK = 3  # free, parked in a quick list: not merged with its neighbours, in no free list
 
 # ---- block table (int64 `blocks`, one 128-byte row per slot: a block's fields share cache lines)
 BLK_OFFSET = 0
@@ -54,10 +55,10 @@ BLK_REQUESTED = 2  # caller's size (meaningful only while allocated; stale when 
 BLK_SEGMENT = 3
 BLK_PREV = 4  # address neighbour in the segment (-1: none)
 BLK_NEXT = 5
-BLK_STATE = 6  # BLOCK_UNUSED / BLOCK_FREE / BLOCK_ALLOCATED
+BLK_STATE = 6  # BLOCK_UNUSED / BLOCK_FREE / BLOCK_ALLOCATED / BLOCK_QUICK
 BLK_BIN = 7  # free-list index while free (-1 otherwise)
 BLK_FREE_PREV = 8  # free-list links
-BLK_FREE_NEXT = 9
+BLK_FREE_NEXT = 9  # (also the quick-list link)
 BLK_GENERATION = 10  # bumped at every allocation of the slot
 BLK_STREAM = 11  # allocating stream (freeing stream when free)
 BLK_STREAM_MASK = 12  # streams that touched this memory (record-stream semantics)
@@ -101,14 +102,17 @@ CFG_LARGE_MIN_REMAINDER = 13
 CFG_TRACE = 14  # 1: write events into the trace ring
 CFG_RELEASE_BEFORE_GROW = 15  # 1: return wholly free cached segments before carving a new one
 CFG_SEGMENT_SLACK_SHIFT = 16  # a whole free large-pool segment wastes <= its size >> this (63: off)
-NUM_CONFIG = 17
+CFG_QUICK_DEPTH = 17  # blocks a quick list holds at most (0: quick lists off)
+NUM_CONFIG = 18
 
 # ---- per-placement config (int64 array `placement_config`, one row per arena) --------------
 PCFG_ALIGNMENT = 0
 PCFG_TAIL_PADDING = 1
 PCFG_CAP = 2  # reserved bytes may not exceed this
 PCFG_ARENA_SIZE = 3
-NUM_PLACEMENT_CONFIG = 4
+PCFG_QUICK_LIMIT = 4  # rounded sizes up to this go through quick lists (0: none)
+PCFG_UNIT_SHIFT = 5  # log2 of the allocation unit (alignment, or the page in page mode)
+NUM_PLACEMENT_CONFIG = 6
 
 # ---- cost model (float64 array `cost`) -------------------------------------------------------
 COST_LAUNCH_LATENCY_NS = 0
@@ -137,7 +141,8 @@ CNT_FREE_SEGMENTS = 15  # cached segments that are one free block (release candi
 CNT_GROWTH_RELEASES = 16  # releases of free segments made before carving a new segment
 CNT_SEGMENT_HIGH = 17  # 1 + the highest segment slot ever used (release scans stop there)
 CNT_ALLOCATOR_WAITS = 18  # cross-stream waits the allocator inserted to reuse cached memory
-NUM_COUNTERS = 19
+CNT_QUICK_FLUSHES = 19  # quick-list flushes (their blocks merged and listed before growing)
+NUM_COUNTERS = 20
 
 # ---- per-placement statistics (int64 array `stats`, one row per arena) ---------------------
 # Each tracked quantity has current / peak / allocated-total columns; the freed total is
@@ -245,4 +250,6 @@ SUB_BINS_LOG2 = 4  # 16 classes per power of two (6.25 % apart)
 NUM_BINS = 64 << SUB_BINS_LOG2
 BITMAP_BITS = 32  # bins per int64 bitmap word (sign bit never used)
 BITMAP_WORDS = NUM_BINS // BITMAP_BITS
+# quick lists: per placement, one LIFO list per size of 1..QUICK_CLASSES allocation units
+QUICK_CLASSES = 1 << SUB_BINS_LOG2
 MAX_STREAMS = 63  # streams are bits of an int64 mask
