@@ -26,18 +26,23 @@ from rtsoa.generators import generate
 PAIRS = 200_000
 SEQUENCE_STEPS = 4000
 SEEDS = (0, 1, 2)
+LOWERED_SEEDS = (1, 2, 3, 4, 5, 6)
 
 
 class MallocFreePair:
-    """One free + one malloc per step, 256 live blocks of 1 B..1 MiB, from njit code."""
+    """One free + one malloc per step, 256 live blocks of 1 B..1 MiB, from njit code.
 
-    params = ([True, False], [True, False])
-    param_names = ["trace", "hazards"]
+    `quick_lists` False (AllocatorConfig(quick_depth=0)) is the same-run baseline without the
+    quick lists: every free merges and lists its block at once."""
+
+    params = ([True, False], [True, False], [True, False])
+    param_names = ["trace", "hazards", "quick_lists"]
     timeout = 120
 
-    def setup(self, trace, hazards):
+    def setup(self, trace, hazards, quick_lists):
         self.initial, self.victims, self.sizes = churn_workload(0, PAIRS)
-        self.device = Device(hbm_bytes=4 << 30, trace=trace, hazards=hazards)
+        config = AllocatorConfig() if quick_lists else AllocatorConfig(quick_depth=0)
+        self.device = Device(hbm_bytes=4 << 30, trace=trace, hazards=hazards, allocator=config)
         self.handles = np.zeros(self.initial.size, dtype=np.int64)
         state = self.device.state
         assert churn_fill(state, 0, self.initial, self.handles, 0) == 0
@@ -46,14 +51,14 @@ class MallocFreePair:
         assert hbm["allocation.current"] == self.initial.size
         assert hbm["allocation.allocated"] == self.initial.size + PAIRS
 
-    def teardown(self, trace, hazards):
+    def teardown(self, trace, hazards, quick_lists):
         assert churn_drain(self.device.state, self.handles, 0) == 0
         assert self.device.stats()["hbm"]["allocation.current"] == 0
 
-    def time_pairs(self, trace, hazards):
+    def time_pairs(self, trace, hazards, quick_lists):
         churn_run(self.device.state, 0, self.victims, self.sizes, self.handles, 0)
 
-    def track_ns_per_pair(self, trace, hazards):
+    def track_ns_per_pair(self, trace, hazards, quick_lists):
         """Median over 7 rounds of (round time / pairs), in ns per malloc + free pair."""
         rounds = []
         for _ in range(7):
@@ -100,27 +105,37 @@ class Fragmentation:
 
 
 class LoweredFragmentation:
-    """Reserved peak / requested peak of an executor run of a lowered graph. The run never
-    synchronises the host, so cached free segments cannot be released, only reused
-    stream-ordered; the ratio must not grow with the run length."""
+    """Reserved peak / requested peak of executor runs of lowered graphs (seeds 1..6; the
+    ratio is chaotic from graph to graph, so one seed says little). The runs never synchronise
+    the host, so cached free segments cannot be released, only reused stream-ordered; the
+    ratio must not grow with the run length."""
 
     params = ([4000, 16000], [1, 2])
     param_names = ["nodes", "streams"]
     timeout = 600
 
     def setup(self, nodes, streams):
-        ex = prepare_executor(generate("lowered", nodes, seed=1, streams=streams), "sequential")
-        ex.run()
-        device = ex.device
-        device.synchronize()
-        assert device.hazard_count == 0
-        hbm = device.stats()["hbm"]
-        self.ratio = hbm["reserved_bytes.peak"] / hbm["requested_bytes.peak"]
+        self.ratios = []
+        for seed in LOWERED_SEEDS:
+            graph = generate("lowered", nodes, seed=seed, streams=streams)
+            ex = prepare_executor(graph, "sequential")
+            ex.run()
+            device = ex.device
+            device.synchronize()
+            assert device.hazard_count == 0
+            hbm = device.stats()["hbm"]
+            self.ratios.append(hbm["reserved_bytes.peak"] / hbm["requested_bytes.peak"])
 
     def track_reserved_over_requested(self, nodes, streams):
-        return float(self.ratio)
+        """Worst seed."""
+        return float(max(self.ratios))
 
     track_reserved_over_requested.unit = "ratio"
+
+    def track_reserved_over_requested_mean(self, nodes, streams):
+        return float(np.mean(self.ratios))
+
+    track_reserved_over_requested_mean.unit = "ratio"
 
 
 class StaticPlanner:
