@@ -1,12 +1,13 @@
 """Instructions per malloc + free pair of the MallocFreePair workload, counted by callgrind.
 
-    python asv_bench/pair_profile.py [PAIRS] [--annotate out.txt]
+    python asv_bench/pair_profile.py [PAIRS] [--annotate out.txt] [--quick-depth N]
 
 Re-runs itself under `valgrind --tool=callgrind --dump-instr=yes` and sums the instruction
 counts that fall inside the jitted `churn_run` loop (every allocator call is inlined into it),
 then divides by the pairs run. `--annotate` writes the loop's disassembly with per-instruction
 execution counts per pair, to attribute the cost to source regions by hand. Valgrind's CPU
 differs from the host's, so Numba compiles a separate copy under it (minutes, once per cache).
+`--quick-depth 0` profiles the allocator without quick lists (default: the default config).
 Needs valgrind and objdump.
 """
 
@@ -18,18 +19,19 @@ import subprocess
 import sys
 import tempfile
 
-CODE_WINDOW = 0x2400  # bytes of machine code read from the loop's entry point
+CODE_WINDOW = 0x4000  # bytes of machine code read from the loop's entry point
 WARM_PAIRS = 1000
 
 
-def run_workload(pairs, prefix):
+def run_workload(pairs, prefix, quick_depth):
     import numpy as np
 
-    from rtsoa.device import Device
+    from rtsoa.device import AllocatorConfig, Device
     from rtsoa.device.workloads import churn_fill, churn_run, churn_workload
 
     initial, victims, sizes = churn_workload(0, pairs)
-    device = Device(hbm_bytes=4 << 30)
+    config = AllocatorConfig() if quick_depth is None else AllocatorConfig(quick_depth=quick_depth)
+    device = Device(hbm_bytes=4 << 30, allocator=config)
     handles = np.zeros(initial.size, dtype=np.int64)
     assert churn_fill(device.state, 0, initial, handles, 0) == 0
     # compile (or load) the loop and reach the steady state; these pairs are counted too
@@ -73,10 +75,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pairs", nargs="?", type=int, default=200_000)
     parser.add_argument("--annotate", help="write per-instruction counts per pair here")
+    parser.add_argument("--quick-depth", type=int, help="AllocatorConfig.quick_depth")
     parser.add_argument("--inner", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:
-        run_workload(args.pairs, args.inner)
+        run_workload(args.pairs, args.inner, args.quick_depth)
         return
     with tempfile.TemporaryDirectory() as scratch:
         prefix = os.path.join(scratch, "pairs")
@@ -91,7 +94,8 @@ def main():
                 str(args.pairs),
                 "--inner",
                 prefix,
-            ],
+            ]
+            + ([] if args.quick_depth is None else ["--quick-depth", str(args.quick_depth)]),
             capture_output=True,
             text=True,
         )

@@ -16,7 +16,6 @@ import pytest
 from rtsoa.executors import prepare_executor
 from rtsoa.generators import generate
 
-
 SEEDS = (1, 2, 3, 4, 5, 6)
 
 

@@ -117,7 +117,11 @@ def test_using_the_handle_of_a_parked_block_is_a_use_after_free():
 
 @pytest.mark.parametrize(
     "config",
-    [AllocatorConfig(quick_depth=0), AllocatorConfig(page_mode=True), AllocatorConfig.pytorch_like()],
+    [
+        AllocatorConfig(quick_depth=0),
+        AllocatorConfig(page_mode=True),
+        AllocatorConfig.pytorch_like(),
+    ],
     ids=["depth-0", "page-mode", "pytorch-like"],
 )
 def test_configs_without_quick_lists_merge_at_once(config):

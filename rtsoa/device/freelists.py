@@ -165,7 +165,9 @@ def quick_index(dev, placement, size):
     """Quick list of a rounded size of `placement`, or -1 when the size has none."""
     if size > dev.placement_config[placement, PCFG_QUICK_LIMIT]:
         return -1
-    return placement * QUICK_CLASSES + (size >> dev.placement_config[placement, PCFG_UNIT_SHIFT]) - 1
+    return (
+        placement * QUICK_CLASSES + (size >> dev.placement_config[placement, PCFG_UNIT_SHIFT]) - 1
+    )
 
 
 @jit(_nrt=False, inline="always")
@@ -188,9 +190,7 @@ def quick_pop(dev, index, stream):
     if slot < 0:
         return -1
     blocks = dev.blocks
-    if (blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) != 0 and not reusable_on(
-        dev, slot, stream
-    ):
+    if (blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) != 0 and not reusable_on(dev, slot, stream):
         return -1
     dev.quick_head[index] = blocks[slot, BLK_FREE_NEXT]
     dev.quick_count[index] -= 1

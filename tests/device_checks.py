@@ -1,0 +1,51 @@
+"""Structural invariants of the simulated device's allocator tables, shared by device tests."""
+
+import numpy as np
+
+from rtsoa.device.status import (
+    BLK_FREE_NEXT,
+    BLK_SIZE,
+    BLK_STATE,
+    BLOCK_FREE,
+    BLOCK_QUICK,
+    PCFG_UNIT_SHIFT,
+    QUICK_CLASSES,
+)
+
+
+def check_invariants(device):
+    """Blocks tile their segments exactly; no two listed free neighbours; the free lists hold
+    exactly the listed free blocks, the quick lists exactly the parked ones, by size."""
+    state = device.state
+    for segment in device.snapshot():
+        position = segment["offset"]
+        previous_free = False
+        for block in segment["blocks"]:
+            assert block["offset"] == position
+            assert block["size"] > 0
+            free = block["state"] == "free" and not block["quick"]
+            assert not (free and previous_free), "adjacent free blocks were not merged"
+            previous_free = free
+            position += block["size"]
+        assert position == segment["offset"] + segment["size"]
+    free = np.flatnonzero(state.blocks[:, BLK_STATE] == BLOCK_FREE)
+    listed = []
+    for head in state.bin_head[state.bin_head >= 0]:
+        slot = int(head)
+        while slot >= 0:
+            listed.append(slot)
+            slot = int(state.blocks[slot, BLK_FREE_NEXT])
+    assert sorted(listed) == sorted(free.tolist())
+    parked = []
+    for index, head in enumerate(state.quick_head):
+        slot = int(head)
+        count = 0
+        placement, units = divmod(index, QUICK_CLASSES)
+        size = (units + 1) << int(state.placement_config[placement, PCFG_UNIT_SHIFT])
+        while slot >= 0:
+            assert state.blocks[slot, BLK_SIZE] == size
+            parked.append(slot)
+            count += 1
+            slot = int(state.blocks[slot, BLK_FREE_NEXT])
+        assert count == state.quick_count[index]
+    assert sorted(parked) == np.flatnonzero(state.blocks[:, BLK_STATE] == BLOCK_QUICK).tolist()
