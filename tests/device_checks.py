@@ -8,6 +8,7 @@ from rtsoa.device.status import (
     BLK_STATE,
     BLOCK_FREE,
     BLOCK_QUICK,
+    CNT_FREE_SEGMENTS,
     PCFG_UNIT_SHIFT,
     QUICK_CLASSES,
 )
@@ -15,9 +16,13 @@ from rtsoa.device.status import (
 
 def check_invariants(device):
     """Blocks tile their segments exactly; no two listed free neighbours; the free lists hold
-    exactly the listed free blocks, the quick lists exactly the parked ones, by size."""
+    exactly the listed free blocks, the quick lists exactly the parked ones, by size; the
+    count of wholly free segments (release candidates) is exact."""
     state = device.state
+    whole_free = 0
     for segment in device.snapshot():
+        blocks = segment["blocks"]
+        whole_free += len(blocks) == 1 and blocks[0]["state"] == "free" and not blocks[0]["quick"]
         position = segment["offset"]
         previous_free = False
         for block in segment["blocks"]:
@@ -28,6 +33,7 @@ def check_invariants(device):
             previous_free = free
             position += block["size"]
         assert position == segment["offset"] + segment["size"]
+    assert state.counters[CNT_FREE_SEGMENTS] == whole_free
     free = np.flatnonzero(state.blocks[:, BLK_STATE] == BLOCK_FREE)
     listed = []
     for head in state.bin_head[state.bin_head >= 0]:
