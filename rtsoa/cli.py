@@ -106,7 +106,13 @@ def _run(args):
     graph = load_graph(args.file)
     loaded = time.perf_counter()
     device = None
-    if args.device_hbm is not None or not args.hazard_check:
+    allocator = _allocator_config(args.allocator, args.quick_depth)
+    if (
+        args.device_hbm is not None
+        or not args.hazard_check
+        or args.allocator != "default"
+        or args.quick_depth is not None
+    ):
         from rtsoa.device import Device
 
         device = Device(
@@ -114,6 +120,7 @@ def _run(args):
             num_streams=max(graph.meta.stream_count, 1),
             num_events=max(graph.meta.event_count, 1),
             hazards=args.hazard_check,
+            allocator=allocator,
         )
     executor = prepare_executor(graph, executor=args.executor, device=device)
     prepared = time.perf_counter()
@@ -158,6 +165,13 @@ def _run(args):
         },
     }
     summary["device"] = _device_summary(device, device_ns, waits_start)
+    from rtsoa.device.status import PCFG_QUICK_LIMIT
+
+    quick_on = bool(device.state.placement_config[:, PCFG_QUICK_LIMIT].any())  # page mode: none
+    summary["device"]["allocator"] = {
+        "profile": args.allocator,
+        "quick_depth": device.allocator_config.quick_depth if quick_on else 0,
+    }
     if args.memory_plot:
         device.plot_memory(args.memory_plot, title=f"{graph.meta.name or args.file}: memory")
         summary["memory_plot"] = str(args.memory_plot)
@@ -191,7 +205,8 @@ def _run(args):
         f"  device time     {dev['time_ns_per_run'] / 1e3:,.1f} us per run (simulated), "
         f"hazards {dev['hazards']}, allocator waits {dev['allocator_waits']}\n"
         f"  device memory   peak allocated {dev['peak_allocated_bytes']:,} B, "
-        f"peak reserved {dev['peak_reserved_bytes']:,} B"
+        f"peak reserved {dev['peak_reserved_bytes']:,} B (allocator {args.allocator}, "
+        f"quick lists {dev['allocator']['quick_depth']})"
         + (f"\n  memory plot     {summary['memory_plot']}" if args.memory_plot else "")
         + (f"\n  trace           {summary['trace']}" if args.trace else "")
     )
@@ -234,6 +249,16 @@ def _device_summary(device, time_ns_per_run, waits_start):
         "peak_reserved_bytes": sum(p["peak_reserved_bytes"] for p in placements.values()),
         "placements": placements,
     }
+
+
+def _allocator_config(profile, quick_depth):
+    """The `AllocatorConfig` of `rtsoa run --allocator PROFILE [--quick-depth N]`."""
+    from rtsoa.device import AllocatorConfig
+
+    overrides = {} if quick_depth is None else {"quick_depth": quick_depth}
+    if profile == "pytorch":
+        return AllocatorConfig.pytorch_like(**overrides)
+    return AllocatorConfig(page_mode=profile == "page", **overrides)
 
 
 def _byte_size(text):
@@ -290,6 +315,19 @@ def build_parser():
         dest="hazard_check",
         action="store_false",
         help="switch the device's happens-before checker off (faster)",
+    )
+    run.add_argument(
+        "--allocator",
+        default="default",
+        choices=["default", "pytorch", "page"],
+        help="caching allocator profile: rtsoa's default, PyTorch's CUDA caching allocator, or "
+        "the reference's 64 KiB page mode",
+    )
+    run.add_argument(
+        "--quick-depth",
+        type=int,
+        help="blocks per quick list (freed blocks <= 8 KiB parked unmerged; 0: off; default 32, "
+        "0 for the pytorch and page profiles)",
     )
     run.add_argument("--json", action="store_true", help="print a JSON object")
     run.add_argument("--no-progress", dest="progress", action="store_false")

@@ -65,3 +65,27 @@ def test_run_reports_a_failing_kernel(tmp_path, capsys):
     assert main(["run", str(path)]) == 1
     err = capsys.readouterr().err
     assert "Fail" in err and "7" in err
+
+
+def test_run_allocator_profiles_and_quick_depth(capsys):
+    path = str(DATASETS / "lowered-4k.rtsoa")
+    results = {}
+    for flags in ([], ["--allocator", "pytorch"], ["--allocator", "page"], ["--quick-depth", "0"]):
+        assert main(["run", path, "--json", *flags]) == 0
+        results[" ".join(flags)] = json.loads(capsys.readouterr().out)
+    assert len({r["checksum"] for r in results.values()}) == 1  # same results, other memory
+    allocators = {key: r["device"]["allocator"] for key, r in results.items()}
+    assert allocators == {
+        "": {"profile": "default", "quick_depth": 32},
+        "--allocator pytorch": {"profile": "pytorch", "quick_depth": 0},
+        "--allocator page": {"profile": "page", "quick_depth": 0},  # 64 KiB unit: no lists
+        "--quick-depth 0": {"profile": "default", "quick_depth": 0},
+    }
+    for r in results.values():
+        assert r["device"]["hazards"] == 0
+        assert r["device"]["peak_reserved_bytes"] >= r["device"]["peak_allocated_bytes"] > 0
+    # page mode rounds every block to 64 KiB pages: more bytes allocated than the default
+    page = results["--allocator page"]["device"]["peak_allocated_bytes"]
+    assert page > results[""]["device"]["peak_allocated_bytes"]
+    assert main(["run", path, "--quick-depth", "-1"]) == 1
+    assert "quick_depth" in capsys.readouterr().err

@@ -13,7 +13,6 @@ cached segments, across streams), after every step:
   * out of memory (64 MiB arena) raises `DeviceOutOfMemory` and leaves the device usable.
 """
 
-import numpy as np
 from device_checks import check_invariants
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
