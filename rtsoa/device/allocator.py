@@ -300,14 +300,6 @@ def _trace_segment(dev, kind, placement, segment, time):
 
 
 @jit(_nrt=False, forceinline=False)
-def _usable_on(dev, slot, stream):
-    """Every recorded use of the free block is ordered before `stream`'s next operation."""
-    if (dev.blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) == 0:
-        return True
-    return reusable_on(dev, slot, stream)
-
-
-@jit(_nrt=False, forceinline=False)
 def _free_segment_pool(dev, size):
     """Pool of a wholly free segment made by merging or cutting cached segments: the large pool
     once it exceeds a small segment, so small requests cannot split it (they carve a small
@@ -329,7 +321,7 @@ def _coalesce_free_segments(dev, placement, stream, ready_only, time):
     high = dev.counters[CNT_SEGMENT_HIGH]
     for first in range(high):
         slot = _free_whole(dev, first, placement)
-        if slot < 0 or (ready_only and not _usable_on(dev, slot, stream)):
+        if slot < 0 or (ready_only and not reusable_on(dev, slot, stream)):
             continue
         end = segments[first, SEG_OFFSET] + segments[first, SEG_SIZE]
         segment = 0
@@ -342,7 +334,7 @@ def _coalesce_free_segments(dev, placement, stream, ready_only, time):
                 segment += 1
                 continue
             other = _free_whole(dev, segment, placement)
-            if other < 0 or (ready_only and not _usable_on(dev, other, stream)):
+            if other < 0 or (ready_only and not reusable_on(dev, other, stream)):
                 break  # the address successor is in use or not yet ordered before `stream`
             _trace_segment(dev, EV_SEGMENT_FREE, placement, first, time)
             _trace_segment(dev, EV_SEGMENT_FREE, placement, segment, time)
@@ -382,7 +374,7 @@ def _lowest_fit(dev, placement, size, stream, ready_only):
             continue
         if best >= 0 and segments[segment, SEG_OFFSET] >= segments[best, SEG_OFFSET]:
             continue
-        if ready_only and not _usable_on(dev, slot, stream):
+        if ready_only and not reusable_on(dev, slot, stream):
             continue
         best = segment
     return best

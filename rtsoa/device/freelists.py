@@ -32,7 +32,6 @@ from rtsoa.device.status import (
     BLK_PREV,
     BLK_SIZE,
     BLK_STATE,
-    BLK_STREAM_MASK,
     BLOCK_QUICK,
     CFG_MAX_SPLIT,
     CFG_OVERSIZE_SLACK,
@@ -111,8 +110,6 @@ def eligible(dev, slot, size, stream, max_split):
         and block_size - size > block_size >> shift
     ):
         return False  # a whole large segment much bigger than the request: grow instead
-    if (blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) == 0:
-        return True
     return reusable_on(dev, slot, stream)
 
 
@@ -189,9 +186,8 @@ def quick_pop(dev, index, stream):
     slot = dev.quick_head[index]
     if slot < 0:
         return -1
-    blocks = dev.blocks
-    if (blocks[slot, BLK_STREAM_MASK] & ~(1 << stream)) != 0 and not reusable_on(dev, slot, stream):
+    if not reusable_on(dev, slot, stream):
         return -1
-    dev.quick_head[index] = blocks[slot, BLK_FREE_NEXT]
+    dev.quick_head[index] = dev.blocks[slot, BLK_FREE_NEXT]
     dev.quick_count[index] -= 1
     return slot
