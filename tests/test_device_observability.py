@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from rtsoa.device import (
+    AllocatorConfig,
+    CostModel,
     Device,
     DeviceOutOfMemory,
     allocator_for,
@@ -69,6 +71,41 @@ def test_trace_dump_and_replay_reproduce_offsets_and_stats(tmp_path):
     for key in ("allocated_bytes.peak", "reserved_bytes.peak", "allocation.allocated"):
         assert device.stats()["hbm"][key] == replayed.stats()["hbm"][key]
     assert replayed.stats()["device_time_ns"] == device.stats()["device_time_ns"]
+
+
+def test_a_dumped_trace_rebuilds_its_device_and_replays_exactly(tmp_path):
+    """The dump carries the device's settings: replay needs no knowledge of how it was built."""
+    device = Device(
+        hbm_bytes=1 << 30,
+        allocator=AllocatorConfig.pytorch_like(quick_depth=8, tail_padding=32),
+        cost=CostModel(launch_latency_ns=1500.0),
+        caps={"hbm": 0.5},
+        num_streams=3,
+        num_events=16,
+        trace_capacity=1 << 12,
+    )
+    run_two_stream_workload(device)
+    path = tmp_path / "device-trace.npz"
+    device.dump_trace(path)
+    rebuilt = Device.from_trace(path)
+    assert rebuilt.allocator_config == device.allocator_config
+    assert rebuilt.cost_model == device.cost_model
+    for name in ("config", "placement_config", "cost"):
+        np.testing.assert_array_equal(getattr(rebuilt.state, name), getattr(device.state, name))
+    replay_trace(rebuilt, load_trace(path)["rows"])
+    assert rebuilt.snapshot() == device.snapshot()
+    assert rebuilt.stats()["hbm"] == device.stats()["hbm"]
+    assert rebuilt.stats()["device_time_ns"] == device.stats()["device_time_ns"]
+
+
+def test_a_trace_without_settings_says_so(tmp_path):
+    from rtsoa.device.trace import dump_trace
+
+    device = Device(hbm_bytes=64 * MiB)
+    device.malloc(100)
+    dump_trace(device.state, tmp_path / "bare.npz")
+    with pytest.raises(ValueError, match="no device settings"):
+        Device.from_trace(tmp_path / "bare.npz")
 
 
 def test_trace_ring_wraps_and_keeps_the_newest_events():

@@ -4,6 +4,9 @@ It validates arguments, calls the jitted functions on its `DeviceState` (`device
 is also what executors put into their runtime tuple), and turns status codes into exceptions.
 """
 
+import dataclasses
+import json
+
 import numpy as np
 
 from rtsoa.device import allocator as _allocator
@@ -35,7 +38,13 @@ from rtsoa.device.status import (
     STATUS_OK,
     STATUS_OUT_OF_MEMORY,
 )
-from rtsoa.device.trace import chrome_trace_events, dump_trace, trace_records, trace_rows
+from rtsoa.device.trace import (
+    chrome_trace_events,
+    dump_trace,
+    load_trace,
+    trace_records,
+    trace_rows,
+)
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -150,6 +159,37 @@ class Device:
         )
         self.num_streams = num_streams
         self.num_events = num_events
+        self._settings = {  # what `from_trace` needs to build the same device again
+            "hbm_bytes": arena_sizes[0],
+            "p2p_bytes": arena_sizes[1],
+            "host_bytes": arena_sizes[2],
+            "caps": {PLACEMENT_NAMES[p]: cap_values[p] for p in range(NUM_PLACEMENTS)},
+            "hazards": bool(hazards),
+            "trace": bool(trace),
+            "num_streams": num_streams,
+            "num_events": num_events,
+            "max_blocks": max_blocks,
+            "max_segments": max_segments,
+            "trace_capacity": trace_capacity,
+            "hazard_capacity": hazard_capacity,
+            "allocator": dataclasses.asdict(self.allocator_config),
+            "cost": dataclasses.asdict(self.cost_model),
+        }
+
+    @classmethod
+    def from_trace(cls, path):
+        """A fresh device with the settings of the device that wrote the trace at `path`
+        (arenas, caps, streams, table sizes, allocator and cost model), to replay it on."""
+        loaded = load_trace(path)
+        if "settings" not in loaded:
+            raise ValueError(
+                f"{path}: the trace has no device settings (written by trace.dump_trace without "
+                "them); build the Device yourself and call replay_trace"
+            )
+        settings = json.loads(str(loaded["settings"]))
+        allocator = AllocatorConfig(**settings.pop("allocator"))
+        cost = CostModel(**settings.pop("cost"))
+        return cls(allocator=allocator, cost=cost, **settings)
 
     # ---- memory ------------------------------------------------------------------------------
     def malloc(self, nbytes, placement="hbm", stream=0):
@@ -302,8 +342,9 @@ class Device:
         return trace_records(rows, times)
 
     def dump_trace(self, path):
-        """Write the trace ring to `path` (.npz); `replay_trace` re-runs it."""
-        dump_trace(self.state, path)
+        """Write the trace ring and this device's settings to `path` (.npz); replay it with
+        `replay_trace(Device.from_trace(path), load_trace(path)["rows"])`."""
+        dump_trace(self.state, path, settings=json.dumps(self._settings))
 
     def chrome_trace(self, pid="device", name_of_task=None):
         """Chrome-trace event dicts of the device timeline (one track per stream)."""

@@ -163,9 +163,11 @@ def trace_rows(dev):
     return rows, times, first
 
 
-def dump_trace(dev, path):
-    """Write the ring's events to `path` (.npz) for later replay or inspection."""
+def dump_trace(dev, path, settings=None):
+    """Write the ring's events to `path` (.npz) for later replay or inspection. `settings` (a
+    JSON string, see `Device.dump_trace`) lets `Device.from_trace` rebuild the same device."""
     rows, times, first = trace_rows(dev)
+    extra = {} if settings is None else {"settings": np.array(settings)}
     np.savez_compressed(
         path,
         version=np.int64(TRACE_FORMAT_VERSION),
@@ -175,6 +177,7 @@ def dump_trace(dev, path):
         config=dev.config,
         placement_config=dev.placement_config,
         cost=dev.cost,
+        **extra,
     )
 
 
