@@ -175,6 +175,9 @@ def _run(args):
     if args.memory_plot:
         device.plot_memory(args.memory_plot, title=f"{graph.meta.name or args.file}: memory")
         summary["memory_plot"] = str(args.memory_plot)
+    if args.device_trace:
+        device.dump_trace(args.device_trace)
+        summary["device_trace"] = str(args.device_trace)
     if args.trace:
         tracer = Tracer(details=graph.num_nodes <= 100_000)
         executor.run(subscriber=tracer)
@@ -208,6 +211,7 @@ def _run(args):
         f"peak reserved {dev['peak_reserved_bytes']:,} B (allocator {args.allocator}, "
         f"quick lists {dev['allocator']['quick_depth']})"
         + (f"\n  memory plot     {summary['memory_plot']}" if args.memory_plot else "")
+        + (f"\n  device trace    {summary['device_trace']}" if args.device_trace else "")
         + (f"\n  trace           {summary['trace']}" if args.trace else "")
     )
 
@@ -307,6 +311,11 @@ def build_parser():
     run.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
     run.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")
     run.add_argument("--memory-plot", help="draw device memory over time into this PNG")
+    run.add_argument(
+        "--device-trace",
+        help="write the device's trace ring (alloc / free / launch / event events) and settings "
+        "here (.npz), to replay on the same or another allocator",
+    )
     run.add_argument(
         "--device-hbm", type=_byte_size, help="simulated HBM arena size, e.g. 512MiB (1GiB)"
     )

@@ -89,3 +89,21 @@ def test_run_allocator_profiles_and_quick_depth(capsys):
     assert page > results[""]["device"]["peak_allocated_bytes"]
     assert main(["run", path, "--quick-depth", "-1"]) == 1
     assert "quick_depth" in capsys.readouterr().err
+
+
+def test_run_writes_a_device_trace_that_replays(tmp_path, capsys):
+    from rtsoa.device import AllocatorConfig, Device, load_trace, replay_trace
+
+    path = tmp_path / "device.npz"
+    argv = ["run", str(DATASETS / "lowered-4k.rtsoa"), "--device-trace", str(path), "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["device_trace"] == str(path)
+    rows = load_trace(path)["rows"]
+    replayed = replay_trace(Device.from_trace(path), rows)
+    assert replayed.stats()["hbm"]["allocated_bytes.peak"] == out["device"]["peak_allocated_bytes"]
+    # the same events on another allocator: a memory-policy comparison from one run
+    pytorch = replay_trace(Device(allocator=AllocatorConfig.pytorch_like()), rows)
+    assert pytorch.stats()["hbm"]["allocation.allocated"] == replayed.stats()["hbm"][
+        "allocation.allocated"
+    ]

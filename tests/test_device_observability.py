@@ -98,7 +98,7 @@ def test_a_dumped_trace_rebuilds_its_device_and_replays_exactly(tmp_path):
     assert rebuilt.stats()["device_time_ns"] == device.stats()["device_time_ns"]
 
 
-def test_a_trace_without_settings_says_so(tmp_path):
+def test_a_trace_without_usable_settings_says_so(tmp_path):
     from rtsoa.device.trace import dump_trace
 
     device = Device(hbm_bytes=64 * MiB)
@@ -106,6 +106,12 @@ def test_a_trace_without_settings_says_so(tmp_path):
     dump_trace(device.state, tmp_path / "bare.npz")
     with pytest.raises(ValueError, match="no device settings"):
         Device.from_trace(tmp_path / "bare.npz")
+    device.dump_trace(tmp_path / "odd.npz")
+    arrays = dict(np.load(tmp_path / "odd.npz"))
+    arrays["settings"] = np.array('{"allocator": {"no_such_knob": 1}, "cost": {}}')
+    np.savez(tmp_path / "odd.npz", **arrays)
+    with pytest.raises(ValueError, match="odd.npz: unusable device settings.*no_such_knob"):
+        Device.from_trace(tmp_path / "odd.npz")
 
 
 def test_trace_ring_wraps_and_keeps_the_newest_events():

@@ -186,10 +186,13 @@ class Device:
                 f"{path}: the trace has no device settings (written by trace.dump_trace without "
                 "them); build the Device yourself and call replay_trace"
             )
-        settings = json.loads(str(loaded["settings"]))
-        allocator = AllocatorConfig(**settings.pop("allocator"))
-        cost = CostModel(**settings.pop("cost"))
-        return cls(allocator=allocator, cost=cost, **settings)
+        try:
+            settings = json.loads(str(loaded["settings"]))
+            allocator = AllocatorConfig(**settings.pop("allocator"))
+            cost = CostModel(**settings.pop("cost"))
+            return cls(allocator=allocator, cost=cost, **settings)
+        except (TypeError, KeyError, ValueError) as error:
+            raise ValueError(f"{path}: unusable device settings in the trace: {error}") from None
 
     # ---- memory ------------------------------------------------------------------------------
     def malloc(self, nbytes, placement="hbm", stream=0):
