@@ -104,6 +104,7 @@ def test_run_writes_a_device_trace_that_replays(tmp_path, capsys):
     assert replayed.stats()["hbm"]["allocated_bytes.peak"] == out["device"]["peak_allocated_bytes"]
     # the same events on another allocator: a memory-policy comparison from one run
     pytorch = replay_trace(Device(allocator=AllocatorConfig.pytorch_like()), rows)
-    assert pytorch.stats()["hbm"]["allocation.allocated"] == replayed.stats()["hbm"][
-        "allocation.allocated"
-    ]
+    assert (
+        pytorch.stats()["hbm"]["allocation.allocated"]
+        == replayed.stats()["hbm"]["allocation.allocated"]
+    )
