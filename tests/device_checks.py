@@ -1,4 +1,5 @@
-"""Structural invariants of the simulated device's allocator tables, shared by device tests."""
+"""Helpers shared by the device tests: structural invariants of the allocator tables, and a
+block written and freed on a stream."""
 
 import numpy as np
 
@@ -55,3 +56,13 @@ def check_invariants(device):
             slot = int(state.blocks[slot, BLK_FREE_NEXT])
         assert count == state.quick_count[index]
     assert sorted(parked) == np.flatnonzero(state.blocks[:, BLK_STATE] == BLOCK_QUICK).tolist()
+
+
+def written_and_freed(device, size, stream):
+    """Allocate `size` bytes on `stream`, let a kernel there write them, free them on `stream`;
+    returns their offset (to see where a later request lands)."""
+    handle = device.malloc(size, stream=stream)
+    device.launch(stream, writes=[handle])
+    offset = device.location(handle)[1]
+    device.free(handle, stream=stream)
+    return offset

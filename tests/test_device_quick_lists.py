@@ -3,6 +3,7 @@ and listed) before the allocator grows or releases, and stream-ordered like any 
 
 import numpy as np
 import pytest
+from device_checks import written_and_freed
 
 from rtsoa.device import AllocatorConfig, Device
 from rtsoa.device.replay import replay_trace
@@ -92,10 +93,7 @@ def test_release_cached_flushes_and_returns_everything():
 
 def test_a_block_parked_by_another_stream_waits_for_an_event():
     device = Device(hbm_bytes=64 * MiB)
-    a = device.malloc(512, stream=0)
-    device.launch(0, writes=[a])
-    offset = device.location(a)[1]
-    device.free(a, stream=0)
+    offset = written_and_freed(device, 512, stream=0)
     b = device.malloc(512, stream=1)  # not ordered after stream 0's write: other memory
     assert device.location(b)[1] != offset
     device.record_event(0, stream=0)

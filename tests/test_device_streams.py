@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from device_checks import written_and_freed
 
 from rtsoa.device import AllocatorConfig, CostModel, Device, DeviceError, DeviceOutOfMemory
 from rtsoa.device.status import BLK_OFFSET
@@ -73,10 +74,7 @@ def test_chrome_trace_has_one_track_per_stream():
 
 def test_block_freed_on_a_stream_is_reused_there_at_once():
     device = Device(hbm_bytes=64 * MiB)
-    a = device.malloc(4096, stream=0)
-    device.launch(0, writes=[a])
-    offset = device.location(a)[1]
-    device.free(a, stream=0)
+    offset = written_and_freed(device, 4096, stream=0)
     b = device.malloc(4096, stream=0)
     assert device.location(b)[1] == offset
 
