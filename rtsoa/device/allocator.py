@@ -23,6 +23,11 @@ Design (PyTorch's CUDA caching allocator and the reference's page allocator, on 
     blocks of at least `max_split` bytes are oversize: never split, and they serve only
     oversize requests that waste less than `oversize_slack`. Frees merge with free address
     neighbours of the same segment.
+  * Quick lists (`freelists.quick_push` / `quick_pop`) sit in front: a freed block of at most
+    16 allocation units is parked unmerged in a LIFO list of its exact size (up to
+    `quick_depth` blocks), and a request of that size takes the head when it is usable on the
+    requesting stream. `quick_flush` merges and lists them before the allocator grows, and on
+    release and out of memory, so they never cost a new segment.
   * Out of memory: wait for pending submissions (none in this single-threaded device; counted)
     -> synchronise the stream -> release cached segments -> retry; then synchronise the device,
     release again, retry; then STATUS_OUT_OF_MEMORY. The device state stays consistent.
