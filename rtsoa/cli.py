@@ -164,14 +164,7 @@ def _run(args):
             "max": float(times.max()) / executed,
         },
     }
-    summary["device"] = _device_summary(device, device_ns, waits_start)
-    from rtsoa.device.status import PCFG_QUICK_LIMIT
-
-    quick_on = bool(device.state.placement_config[:, PCFG_QUICK_LIMIT].any())  # page mode: none
-    summary["device"]["allocator"] = {
-        "profile": args.allocator,
-        "quick_depth": device.allocator_config.quick_depth if quick_on else 0,
-    }
+    summary["device"] = _device_summary(device, device_ns, waits_start, args.allocator)
     if args.memory_plot:
         device.plot_memory(args.memory_plot, title=f"{graph.meta.name or args.file}: memory")
         summary["memory_plot"] = str(args.memory_plot)
@@ -234,10 +227,14 @@ def _numeric_ids(events):
     return meta + events
 
 
-def _device_summary(device, time_ns_per_run, waits_start):
-    """Peak memory per placement and in total, simulated time per run, hazard count, and the
-    cross-stream waits the allocator inserted to reuse cached memory during the timed runs."""
+def _device_summary(device, time_ns_per_run, waits_start, profile):
+    """Peak memory per placement and in total, simulated time per run, hazard count, the
+    cross-stream waits the allocator inserted to reuse cached memory during the timed runs, and
+    the allocator profile with its effective quick-list depth (0 where no size has a list)."""
+    from rtsoa.device.status import PCFG_QUICK_LIMIT
+
     stats = device.stats()
+    quick_on = bool(device.state.placement_config[:, PCFG_QUICK_LIMIT].any())  # page mode: none
     placements = {
         name: {
             "peak_allocated_bytes": stats[name]["allocated_bytes.peak"],
@@ -252,6 +249,10 @@ def _device_summary(device, time_ns_per_run, waits_start):
         "peak_allocated_bytes": sum(p["peak_allocated_bytes"] for p in placements.values()),
         "peak_reserved_bytes": sum(p["peak_reserved_bytes"] for p in placements.values()),
         "placements": placements,
+        "allocator": {
+            "profile": profile,
+            "quick_depth": device.allocator_config.quick_depth if quick_on else 0,
+        },
     }
 
 

@@ -13,22 +13,9 @@ small pool, and one small request then pinned a 40 MiB span for small blocks onl
 import numpy as np
 import pytest
 
-from rtsoa.executors import prepare_executor
-from rtsoa.generators import generate
+from rtsoa.device.workloads import lowered_reserved_over_requested as reserved_over_requested
 
 SEEDS = (1, 2, 3, 4, 5, 6)
-
-
-def reserved_over_requested(nodes, streams, seed):
-    graph = generate("lowered", nodes, seed=seed, streams=streams)
-    ex = prepare_executor(graph, "sequential")
-    ex.run()
-    device = ex.device
-    device.synchronize()
-    assert device.hazard_count == 0, device.hazards()[:3]
-    hbm = device.stats()["hbm"]
-    assert hbm["allocated_bytes.current"] == 0
-    return hbm["reserved_bytes.peak"] / hbm["requested_bytes.peak"]
 
 
 @pytest.mark.parametrize("streams", [1, 2])

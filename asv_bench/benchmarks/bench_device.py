@@ -17,11 +17,10 @@ from rtsoa.device.workloads import (
     churn_fill,
     churn_run,
     churn_workload,
+    lowered_reserved_over_requested,
     random_sequence,
     reserved_over_lower_bound,
 )
-from rtsoa.executors import prepare_executor
-from rtsoa.generators import generate
 
 PAIRS = 200_000
 SEQUENCE_STEPS = 4000
@@ -118,16 +117,9 @@ class LoweredFragmentation:
     timeout = 600
 
     def setup(self, nodes, streams):
-        self.ratios = []
-        for seed in LOWERED_SEEDS:
-            graph = generate("lowered", nodes, seed=seed, streams=streams)
-            ex = prepare_executor(graph, "sequential")
-            ex.run()
-            device = ex.device
-            device.synchronize()
-            assert device.hazard_count == 0
-            hbm = device.stats()["hbm"]
-            self.ratios.append(hbm["reserved_bytes.peak"] / hbm["requested_bytes.peak"])
+        self.ratios = [
+            lowered_reserved_over_requested(nodes, streams, seed) for seed in LOWERED_SEEDS
+        ]
 
     def track_reserved_over_requested(self, nodes, streams):
         """Worst seed."""

@@ -156,3 +156,25 @@ def reserved_over_lower_bound(sequence, config):
     if device.state.stats[0, STAT_REQUESTED_BYTES + STAT_PEAK] != lower_bound:
         raise RuntimeError("tracked requested-bytes peak differs from the sequence's live peak")
     return device.state.stats[0, STAT_RESERVED_BYTES + STAT_PEAK] / lower_bound
+
+
+def lowered_reserved_over_requested(nodes, streams, seed):
+    """Run the seeded synthetic lowered graph once with the sequential executor (no host sync
+    inside the run) and return its HBM reserved peak / requested peak (the lowered-run
+    fragmentation figure of the tests and benchmarks). Raises if the run left a hazard or a
+    live block."""
+    from rtsoa.executors import prepare_executor
+    from rtsoa.generators import generate
+
+    executor = prepare_executor(
+        generate("lowered", nodes, seed=seed, streams=streams), "sequential"
+    )
+    executor.run()
+    device = executor.device
+    device.synchronize()
+    if device.hazard_count != 0:
+        raise RuntimeError(f"lowered run reported hazards: {device.hazards()[:3]}")
+    hbm = device.stats()["hbm"]
+    if hbm["allocated_bytes.current"] != 0:
+        raise RuntimeError("lowered run left device blocks allocated")
+    return hbm["reserved_bytes.peak"] / hbm["requested_bytes.peak"]
