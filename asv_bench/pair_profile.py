@@ -27,7 +27,7 @@ def run_workload(pairs, prefix, quick_depth):
     import numpy as np
 
     from rtsoa.device import AllocatorConfig, Device
-    from rtsoa.device.workloads import churn_fill, churn_run, churn_workload
+    from rtsoa.testing.workloads import churn_fill, churn_run, churn_workload
 
     initial, victims, sizes = churn_workload(0, pairs)
     config = AllocatorConfig() if quick_depth is None else AllocatorConfig(quick_depth=quick_depth)

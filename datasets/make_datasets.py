@@ -1,14 +1,14 @@
 """Regenerate the committed example graphs byte for byte: `python datasets/make_datasets.py`.
 
-Every graph comes from `rtsoa.generators` with a fixed seed; Arrow IPC output is deterministic,
+Every graph comes from `rtsoa.graph.generators` with a fixed seed; Arrow IPC output is deterministic,
 so rerunning this script leaves `git status` clean.
 """
 
 import sys
 from pathlib import Path
 
-from rtsoa.generators import generate
-from rtsoa.io import save_graph
+from rtsoa.graph.generators import generate
+from rtsoa.graph.io import save_graph
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,13 +1,13 @@
 """rtsoa: a data-oriented execution runtime for execute graphs, with Numba-compiled hot loops."""
 
-from rtsoa.builder import GraphBuilder, float_bits
 from rtsoa.errors import GraphFormatError, RtsoaError, UnknownKernelError
 from rtsoa.executors import KernelError, Profiler, RunResult, Subscriber, Tracer, prepare_executor
-from rtsoa.graph import ExecuteGraph, GraphMeta
-from rtsoa.io import load_graph, save_graph
+from rtsoa.graph.builder import GraphBuilder, float_bits
+from rtsoa.graph.graph import ExecuteGraph, GraphMeta
+from rtsoa.graph.io import load_graph, save_graph
+from rtsoa.graph.schema import FORMAT_VERSION, DType, GraphKind, Placement, ValueKind, WorkerClass
+from rtsoa.graph.validate import validate_graph
 from rtsoa.kernels import REGISTRY, kernel
-from rtsoa.schema import FORMAT_VERSION, DType, GraphKind, Placement, ValueKind, WorkerClass
-from rtsoa.validate import validate_graph
 
 __version__ = "0.1.0"
 

@@ -24,13 +24,17 @@ JIT_OPTIONS = {"cache": True, "nogil": True, "boundscheck": False}
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _JIT_MARKERS = (b"jit", b"intrinsic", b"overload")
+# Tooling for tests and benchmarks: not part of the product's stamp (editing a workload must not
+# recompile the product); its own functions are stamped with the product stamp plus their file.
+TOOLING_DIRS = ("testing",)
 _stamp = None
 
 
 def _jitted_sources(package_dir):
     """(relative path, bytes) of the package's source files that hold jitted code, sorted."""
     for root, dirs, files in os.walk(package_dir):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        top = os.path.relpath(root, package_dir) == "."
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not (top and d in TOOLING_DIRS))
         for name in sorted(files):
             if name.endswith(".py"):
                 path = os.path.join(root, name)
@@ -61,11 +65,21 @@ def package_source_stamp():
     return _stamp
 
 
+def _is_tooling(path):
+    relative = os.path.relpath(os.path.abspath(path), PACKAGE_DIR)
+    return relative.split(os.sep, 1)[0] in TOOLING_DIRS
+
+
 class _PackageStamp:
-    """Locator mixin: only rtsoa's own files, stamped with the package-wide source hash."""
+    """Locator mixin: only rtsoa's own files, stamped with the package-wide source hash (plus
+    the file's own source for tooling files, which the package hash leaves out)."""
 
     def get_source_stamp(self):
-        return package_source_stamp()
+        if not _is_tooling(self._py_file):
+            return package_source_stamp()
+        with open(self._py_file, "rb") as handle:
+            own = hashlib.sha256(handle.read()).hexdigest()
+        return package_source_stamp() + own
 
     @classmethod
     def from_function(cls, py_func, py_file):

@@ -30,8 +30,8 @@ def _progress(total, description, enabled):
 
 @command("gen")
 def _gen(args):
-    from rtsoa.generators import generate
-    from rtsoa.io import save_graph
+    from rtsoa.graph.generators import generate
+    from rtsoa.graph.io import save_graph
 
     options = {
         "edges_per_node": args.edges_per_node,
@@ -80,8 +80,8 @@ def _gen(args):
 
 @command("inspect")
 def _inspect(args):
-    from rtsoa.inspect import format_summary, graph_summary
-    from rtsoa.io import load_graph
+    from rtsoa.graph.inspect import format_summary, graph_summary
+    from rtsoa.graph.io import load_graph
 
     start = time.perf_counter()
     graph = load_graph(args.file)
@@ -98,7 +98,7 @@ def _run(args):
     import numpy as np
 
     from rtsoa.executors import Tracer, prepare_executor
-    from rtsoa.io import load_graph
+    from rtsoa.graph.io import load_graph
 
     if args.repeat < 1:
         raise ValueError("--repeat must be >= 1")

@@ -2,7 +2,7 @@
 
 import pyarrow as pa
 
-from rtsoa.schema import FILE_SUFFIX
+from rtsoa.graph.schema import FILE_SUFFIX
 
 
 def read(path, table):

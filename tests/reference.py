@@ -10,9 +10,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rtsoa.graph.schema import GraphKind
 from rtsoa.kernels.checksum import FOLD_SALTS
 from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE
-from rtsoa.schema import GraphKind
 
 MASK64 = (1 << 64) - 1
 _MULTIPLIER = 0xBF58476D1CE4E5B9

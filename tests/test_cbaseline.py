@@ -184,7 +184,7 @@ def test_cycle_stops_kahn_early():
 @pytest.mark.parametrize("kind", ["chain", "random", "layered"])
 def test_c_checksum_equals_rtsoa_checksum_kernels(kind):
     # The C kernels copy rtsoa's Checksum<k> fold; this catches either side drifting.
-    generators = pytest.importorskip("rtsoa.generators")
+    generators = pytest.importorskip("rtsoa.graph.generators")
     checksum = pytest.importorskip("rtsoa.kernels.checksum")
     graph = generators.generate(kind, 2000, seed=5, kernels=8)
     table = np.array([int(name[len("Checksum") :]) for name in graph.kernel_names], np.int32)

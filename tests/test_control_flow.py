@@ -7,9 +7,9 @@ from reference import check_edges_ordered, counts_array, reference_run
 
 from rtsoa import GraphBuilder
 from rtsoa.executors import KernelError, Profiler, prepare_executor
+from rtsoa.graph.schema import GraphKind
 from rtsoa.kernels.checksum import expected_checksum
 from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
-from rtsoa.schema import GraphKind
 
 QUEUE_EXECUTORS = ("topological", "priority")
 

@@ -7,7 +7,7 @@ from device_checks import check_invariants
 from rtsoa.device import AllocatorConfig, Device, InvalidBlock
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
 from rtsoa.device.status import BLOCK_ALLOCATED, PLACEMENT_HBM
-from rtsoa.device.workloads import OP_ALLOC, random_sequence
+from rtsoa.testing.workloads import OP_ALLOC, random_sequence
 
 KiB = 1 << 10
 MiB = 1 << 20

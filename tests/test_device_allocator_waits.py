@@ -3,7 +3,7 @@ traced, drawn in the Chrome trace, and timed exactly as an event wait would be."
 
 from rtsoa.device import Device
 from rtsoa.executors import prepare_executor
-from rtsoa.generators import generate
+from rtsoa.graph.generators import generate
 
 MiB = 1 << 20
 

@@ -13,7 +13,7 @@ small pool, and one small request then pinned a 40 MiB span for small blocks onl
 import numpy as np
 import pytest
 
-from rtsoa.device.workloads import lowered_reserved_over_requested as reserved_over_requested
+from rtsoa.testing.workloads import lowered_reserved_over_requested as reserved_over_requested
 
 SEEDS = (1, 2, 3, 4, 5, 6)
 

@@ -24,7 +24,7 @@ from rtsoa.device.status import (
     TRACE_SIZE,
 )
 from rtsoa.device.trace import trace_rows
-from rtsoa.device.workloads import OP_ALLOC, random_sequence
+from rtsoa.testing.workloads import OP_ALLOC, random_sequence
 
 MiB = 1 << 20
 

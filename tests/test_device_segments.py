@@ -6,7 +6,7 @@ import pytest
 
 from rtsoa.device import AllocatorConfig, Device
 from rtsoa.device.freelists import size_class
-from rtsoa.device.workloads import (
+from rtsoa.testing.workloads import (
     OP_ALLOC,
     random_sequence,
     reserved_over_lower_bound,

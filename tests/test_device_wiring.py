@@ -8,9 +8,9 @@ import pytest
 from rtsoa import GraphBuilder, KernelError, prepare_executor, save_graph
 from rtsoa.cli import main
 from rtsoa.device import Device
-from rtsoa.generators import generate
+from rtsoa.graph.generators import generate
+from rtsoa.graph.schema import DType, Placement, ValueKind
 from rtsoa.kernels.checksum import expected_checksum
-from rtsoa.schema import DType, Placement, ValueKind
 
 EXECUTORS = ("sequential", "topological", "priority")
 

@@ -14,9 +14,9 @@ from rtsoa.executors import (
     RunResult,
     prepare_executor,
 )
-from rtsoa.generators import generate
+from rtsoa.graph.generators import generate
+from rtsoa.graph.schema import GraphKind, ValueKind
 from rtsoa.kernels import STATUS_END_OF_SEQUENCE, expected_checksum
-from rtsoa.schema import GraphKind, ValueKind
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

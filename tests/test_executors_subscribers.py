@@ -7,7 +7,7 @@ import pytest
 from reference import check_dag_order
 
 from rtsoa.executors import EXECUTORS, KernelError, Profiler, Subscriber, Tracer, prepare_executor
-from rtsoa.generators import generate
+from rtsoa.graph.generators import generate
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rtsoa import GraphFormatError, load_graph, save_graph
-from rtsoa.builder import GraphBuilder
-from rtsoa.generators import generate
-from rtsoa.schema import TABLES, GraphKind
+from rtsoa.graph.builder import GraphBuilder
+from rtsoa.graph.generators import generate
+from rtsoa.graph.schema import TABLES, GraphKind
 
 TABLE_NAMES = sorted(TABLES)
 CASES = 2000

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from rtsoa.cli import main
-from rtsoa.generators import generate
-from rtsoa.io import load_graph
-from rtsoa.schema import WorkerClass
+from rtsoa.graph.generators import generate
+from rtsoa.graph.io import load_graph
+from rtsoa.graph.schema import WorkerClass
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 

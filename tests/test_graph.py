@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from rtsoa import GraphBuilder, GraphFormatError, GraphKind, ValueKind, WorkerClass, float_bits
-from rtsoa.csr import build_csr, first_node_on_cycle, kahn_levels
+from rtsoa.graph.csr import build_csr, first_node_on_cycle, kahn_levels
 
 
 def reference_csr(sources, targets, n, dedupe):

@@ -8,8 +8,8 @@ import pytest
 from graph_files import read, set_value, write
 
 from rtsoa import GraphFormatError, load_graph, save_graph
-from rtsoa.generators import generate
-from rtsoa.schema import TABLES
+from rtsoa.graph.generators import generate
+from rtsoa.graph.schema import TABLES
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,9 @@ import types
 
 import pytest
 
-from rtsoa import _jit, csr
+from rtsoa import _jit
 from rtsoa.device import allocator, freelists
+from rtsoa.graph import csr
 
 
 def test_jitted_rtsoa_functions_use_the_package_stamp():

@@ -11,10 +11,10 @@ import pytest
 from rtsoa import GraphBuilder
 from rtsoa.errors import UnknownKernelError
 from rtsoa.executors import prepare_executor
+from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels import REGISTRY, KernelRegistry, builtin, kernel
 from rtsoa.kernels.checksum import FOLD_SALTS, expected_checksum, fold, mix, mix_numpy
 from rtsoa.kernels.dispatch import generate_source, load_dispatch, registry_hash
-from rtsoa.schema import WorkerClass
 
 # A user registry with a user kernel defined here, in an importable module, as users would.
 USER_REGISTRY = KernelRegistry()
@@ -169,7 +169,7 @@ def test_kernels_in_main_are_rejected():
 _FRESH = """
 import time
 start = time.perf_counter()
-from rtsoa.generators import generate
+from rtsoa.graph.generators import generate
 from rtsoa.executors import prepare_executor
 graph = generate("random", 2000, seed=1)
 executor = prepare_executor(graph, "{executor}")
@@ -193,7 +193,7 @@ def test_fresh_process_with_warm_cache_does_not_compile(executor):
 
 
 def test_dispatch_holds_only_the_kernel_modules_a_graph_uses():
-    from rtsoa.generators import generate
+    from rtsoa.graph.generators import generate
     from rtsoa.kernels.dispatch import included_kernels
 
     names = REGISTRY.names()

@@ -14,7 +14,7 @@ import pytest
 from numpy.lib.array_utils import byte_bounds
 
 from rtsoa.executors import prepare_executor
-from rtsoa.generators import generate
+from rtsoa.graph.generators import generate
 from rtsoa.kernels.checksum import expected_checksum
 
 EXECUTORS = ("sequential", "topological", "priority", "auto")

@@ -12,7 +12,7 @@ import numpy as np
 
 from rtsoa.device import AllocatorConfig, Device, plan_greedy_by_size
 from rtsoa.device.planner import ORDERS
-from rtsoa.device.workloads import (
+from rtsoa.testing.workloads import (
     churn_drain,
     churn_fill,
     churn_run,

@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 
-from rtsoa.builder import GraphBuilder
-from rtsoa.generators import _sample_predecessors, generate
-from rtsoa.io import load_graph, save_graph
+from rtsoa.graph.builder import GraphBuilder
+from rtsoa.graph.generators import _sample_predecessors, generate
+from rtsoa.graph.io import load_graph, save_graph
 
 NODES = 100_000
 EDGES_PER_NODE = 10

@@ -1,11 +1,11 @@
 """Workloads shared by the executor benchmarks, and helpers to run rtsoa and C side by side.
 
-Each workload is generated once (seeded) with `rtsoa.generators.generate` and saved with
-`rtsoa.io.save_graph` under `cache_root()/graphs`, named by a hash of its definition and of the
-generator's source, so an edit to the generator regenerates it. Benchmarks memory-map it with
-`load_graph`. rtsoa is imported lazily (inside functions) so that `asv check` never depends on
-modules that are still being written; a missing API raises NotImplementedError, which asv
-reports as a skipped benchmark.
+Each workload is generated once (seeded) with `rtsoa.graph.generators.generate` and saved
+with `rtsoa.graph.io.save_graph` under `cache_root()/graphs`, named by a hash of its definition
+and of the generator's source, so an edit to the generator regenerates it. Benchmarks
+memory-map it with `load_graph`. rtsoa is imported lazily (inside functions) so that
+`asv check` never depends on modules that are still being written; a missing API raises
+NotImplementedError, which asv reports as a skipped benchmark.
 """
 
 import hashlib
@@ -26,7 +26,7 @@ SEED = 20240611
 KERNELS = 8
 EXECUTORS = ("sequential", "topological", "priority")
 
-# The issue's "Speed" workloads: name -> arguments of rtsoa.generators.generate.
+# The issue's "Speed" workloads: name -> arguments of rtsoa.graph.generators.generate.
 WORKLOADS = {
     "chain": {"kind": "chain", "nodes": 1_000_000},
     "random": {"kind": "random", "nodes": 100_000, "edges_per_node": 10, "window": 1000},
@@ -60,8 +60,8 @@ def _require(module, what):
 
 
 def _workload_key(name):
-    generators = _require("rtsoa.generators", "rtsoa.generators")
-    schema = _require("rtsoa.schema", "rtsoa.schema")
+    generators = _require("rtsoa.graph.generators", "rtsoa.graph.generators")
+    schema = _require("rtsoa.graph.schema", "rtsoa.graph.schema")
     digest = hashlib.sha256()
     definition = {"workload": WORKLOADS[name], "seed": SEED, "kernels": KERNELS}
     digest.update(json.dumps(definition, sort_keys=True).encode())
@@ -74,8 +74,8 @@ def workload_path(name):
     """Path of the saved workload graph, generating and saving it on first use."""
     path = cache_root() / "graphs" / f"{name}-{_workload_key(name)}.rtsoa"
     if not path.is_dir():
-        generators = _require("rtsoa.generators", "rtsoa.generators")
-        io = _require("rtsoa.io", "rtsoa.io")
+        generators = _require("rtsoa.graph.generators", "rtsoa.graph.generators")
+        io = _require("rtsoa.graph.io", "rtsoa.graph.io")
         options = dict(WORKLOADS[name])
         kind = options.pop("kind")
         nodes = options.pop("nodes")
@@ -91,7 +91,7 @@ def build_workloads():
 
 def load_workload(path):
     """The saved graph at `path`, memory-mapped."""
-    io = _require("rtsoa.io", "rtsoa.io")
+    io = _require("rtsoa.graph.io", "rtsoa.graph.io")
     return io.load_graph(path)
 
 
@@ -225,7 +225,7 @@ def fresh_process_code(path, executor, cold_cache=False):
         "    import rtsoa",
         "except ImportError:  # not installed: use this checkout, as ensure_rtsoa_importable",
         f"    sys.path.insert(0, {str(REPO_ROOT)!r})",
-        "from rtsoa.io import load_graph",
+        "from rtsoa.graph.io import load_graph",
         "from rtsoa.executors import prepare_executor",
         f"graph = load_graph({str(path)!r})",
         f"result = prepare_executor(graph, executor={executor!r}).run()",

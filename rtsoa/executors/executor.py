@@ -14,12 +14,12 @@ from rtsoa.errors import GraphFormatError
 from rtsoa.executors.errors import KernelError
 from rtsoa.executors.heap import pack_keys
 from rtsoa.executors.order import priority_order
+from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
 from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch
 from rtsoa.kernels.lowered import NO_BLOCK
 from rtsoa.kernels.runtime import STATE_STEP_LIMIT, make_runtime, read_only, reset_runtime
 from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK
-from rtsoa.schema import GraphKind, ValueKind, WorkerClass
 
 EXECUTORS = ("sequential", "topological", "priority")
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
@@ -48,7 +48,7 @@ def default_device(graph):
     """A simulated device sized for `graph`: full arenas when it has memory values, tiny
     otherwise (the type is the same, so both share one compiled loop)."""
     from rtsoa.device import Device
-    from rtsoa.schema import ValueKind
+    from rtsoa.graph.schema import ValueKind
 
     streams = max(int(graph.meta.stream_count), 1)
     events = max(int(graph.meta.event_count), 1)

@@ -59,7 +59,7 @@ def expected_checksum(graph, nodes=None, counts=None):
     Independent of the executors: a vectorized numpy expression over the graph's kernel names.
     """
     if nodes is None:
-        from rtsoa.schema import GraphKind
+        from rtsoa.graph.schema import GraphKind
 
         nodes = graph.nodes_of(GraphKind.MAIN)
     nodes = np.asarray(nodes, dtype=np.int64)

@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rtsoa.graph.schema import GraphKind, ValueKind
 from rtsoa.kernels.registry import kernel
 from rtsoa.kernels.runtime import STATE_SELECT
 from rtsoa.kernels.status import STATUS_NOTIFY_ONE
-from rtsoa.schema import GraphKind, ValueKind
 
 # -- kernels ---------------------------------------------------------------------------------
 

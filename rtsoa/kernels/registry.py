@@ -21,7 +21,7 @@ from numba.core.registry import CPUDispatcher
 
 from rtsoa._jit import jit
 from rtsoa.errors import UnknownKernelError
-from rtsoa.schema import WorkerClass
+from rtsoa.graph.schema import WorkerClass
 
 _WORKERS = {
     "normal": WorkerClass.NORMAL,

@@ -1,6 +1,6 @@
 """ExecuteGraph: the in-memory form of a graph, a NamedTuple of flat numpy arrays.
 
-Column naming follows the tables in `rtsoa.schema`: `node_*` are the nodes table, `*_offsets`
+Column naming follows the tables in `rtsoa.graph.schema`: `node_*` are the nodes table, `*_offsets`
 are node_offsets columns (length n + 1) and `*_targets` / `*_values` their flat CSR targets.
 A graph loaded from disk holds read-only views of the memory-mapped files; a graph built in
 memory holds ordinary arrays. Either way nothing in it is a Python object per node.
@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa.schema import FORMAT_VERSION, GraphKind
+from rtsoa.graph.schema import FORMAT_VERSION, GraphKind
 
 
 class GraphMeta(NamedTuple):

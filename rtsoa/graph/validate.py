@@ -8,10 +8,10 @@ edges across root graphs, in-degree template) and a jitted Kahn pass for cycles.
 import numpy as np
 
 from rtsoa._jit import jit
-from rtsoa.csr import first_node_on_cycle
 from rtsoa.errors import GraphFormatError
-from rtsoa.graph import root_graphs
-from rtsoa.schema import (
+from rtsoa.graph.csr import first_node_on_cycle
+from rtsoa.graph.graph import root_graphs
+from rtsoa.graph.schema import (
     FORMAT_VERSION,
     ROOT_GRAPHS,
     DType,

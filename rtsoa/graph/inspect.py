@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from rtsoa.csr import kahn_levels
-from rtsoa.schema import GraphKind, WorkerClass
+from rtsoa.graph.csr import kahn_levels
+from rtsoa.graph.schema import GraphKind, WorkerClass
 
 
 def _counts(labels, names):
@@ -61,7 +61,7 @@ def graph_summary(graph, path=None):
 
 def table_bytes(graph):
     """In-memory bytes of each table's columns (the same numbers the files hold, sans headers)."""
-    from rtsoa.io import graph_tables
+    from rtsoa.graph.io import graph_tables
 
     return {name: int(table.nbytes) for name, table in graph_tables(graph).items()}
 

@@ -1,6 +1,6 @@
 """Seeded allocation workloads shared by tests and benchmarks.
 
-`random_sequence` is the issue's random alloc / free sequence: at each step, with probability
+`random_sequence` is the benchmark's random alloc / free sequence: at each step, with probability
 `alloc_probability` allocate a size drawn log-uniformly from [min_size, max_size] (1 B..5 MiB by
 default), otherwise free a uniformly chosen live block (an allocation when none is live).
 """
@@ -141,7 +141,7 @@ def churn_drain(dev, handles, stream):
 
 def reserved_over_lower_bound(sequence, config):
     """Replay `sequence` on a fresh device with allocator `config`; reserved peak divided by
-    the live-bytes lower bound (the fragmentation figure of issue 4's benchmark)."""
+    the live-bytes lower bound (the fragmentation figure of the device benchmark)."""
     from rtsoa.device.device import Device
     from rtsoa.device.status import STAT_PEAK, STAT_REQUESTED_BYTES, STAT_RESERVED_BYTES
 
@@ -164,7 +164,7 @@ def lowered_reserved_over_requested(nodes, streams, seed):
     fragmentation figure of the tests and benchmarks). Raises if the run left a hazard or a
     live block."""
     from rtsoa.executors import prepare_executor
-    from rtsoa.generators import generate
+    from rtsoa.graph.generators import generate
 
     executor = prepare_executor(
         generate("lowered", nodes, seed=seed, streams=streams), "sequential"

@@ -2,7 +2,7 @@
 
 Loading maps each `<table>.arrow` file and views its columns as numpy arrays without copying;
 the arrays are read-only and keep the mapping alive. Every table is checked against
-`rtsoa.schema` and the whole graph by `validate_graph` before anything else may use it.
+`rtsoa.graph.schema` and the whole graph by `validate_graph` before anything else may use it.
 """
 
 import os
@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 
 from rtsoa.errors import GraphFormatError
-from rtsoa.graph import ExecuteGraph, GraphMeta
-from rtsoa.schema import CSR_COLUMNS, FILE_SUFFIX, TABLES, IoRole, check_table_schema
-from rtsoa.validate import validate_graph
+from rtsoa.graph.graph import ExecuteGraph, GraphMeta
+from rtsoa.graph.schema import CSR_COLUMNS, FILE_SUFFIX, TABLES, IoRole, check_table_schema
+from rtsoa.graph.validate import validate_graph
 
 
 def graph_tables(graph):

@@ -6,10 +6,10 @@ jitted counting sorts (no per-edge Python work) and validates the result.
 
 import numpy as np
 
-from rtsoa.csr import build_csr, in_degrees
 from rtsoa.errors import GraphFormatError
-from rtsoa.graph import ExecuteGraph, GraphMeta
-from rtsoa.schema import DType, GraphKind, Placement, ValueKind, WorkerClass
+from rtsoa.graph.csr import build_csr, in_degrees
+from rtsoa.graph.graph import ExecuteGraph, GraphMeta
+from rtsoa.graph.schema import DType, GraphKind, Placement, ValueKind, WorkerClass
 
 
 class _Column:
@@ -337,7 +337,7 @@ class GraphBuilder:
             meta=meta,
         )
         if validate:
-            from rtsoa.validate import validate_graph
+            from rtsoa.graph.validate import validate_graph
 
             validate_graph(graph)
         return graph

@@ -9,8 +9,8 @@ graphs follow a lowered model's InferShape -> AllocMemory -> LaunchKernel -> Fre
 import numpy as np
 
 from rtsoa._jit import jit
-from rtsoa.builder import GraphBuilder
-from rtsoa.schema import DType, Placement, ValueKind, WorkerClass
+from rtsoa.graph.builder import GraphBuilder
+from rtsoa.graph.schema import DType, Placement, ValueKind, WorkerClass
 
 KINDS = ("chain", "random", "layered", "lowered")
 LOWERED_KERNELS = ("InferShape", "AllocMemory", "LaunchKernel", "FreeMemory")
