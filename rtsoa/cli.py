@@ -9,6 +9,7 @@ import time
 from tqdm import tqdm
 
 from rtsoa.errors import RtsoaError
+from rtsoa.executors import EXECUTORS  # the package imports it anyway: choices come from it
 
 COMMANDS = {}
 
@@ -306,9 +307,7 @@ def build_parser():
 
     run = sub.add_parser("run", help="execute a saved graph's Main graph")
     run.add_argument("file", help="graph directory (.rtsoa)")
-    run.add_argument(
-        "--executor", default="auto", choices=["auto", "sequential", "topological", "priority"]
-    )
+    run.add_argument("--executor", default="auto", choices=["auto", *EXECUTORS])
     run.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
     run.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")
     run.add_argument("--memory-plot", help="draw device memory over time into this PNG")

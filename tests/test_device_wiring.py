@@ -127,9 +127,9 @@ def test_block_values_start_and_end_empty():
     graph = generate("lowered", 40, seed=1)
     ex = prepare_executor(graph, "sequential")
     blocks = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
-    assert (ex.runtime.value_slots[blocks] == -1).all()
+    assert (ex.runtime.values.slots[blocks] == -1).all()
     ex.run()
-    assert (ex.runtime.value_slots[blocks] == -1).all()
+    assert (ex.runtime.values.slots[blocks] == -1).all()
 
 
 def test_cli_device_options(tmp_path, capsys):

@@ -1,23 +1,30 @@
 """Executors: njit loops that schedule a graph's nodes and dispatch their kernels.
 
 from rtsoa.executors import prepare_executor
-ex = prepare_executor(graph, executor="auto")   # sequential / topological / priority
+ex = prepare_executor(graph, executor="auto")   # or a name in EXECUTORS
 result = ex.run()                                # RunResult, or raises KernelError
+
+One file per executor (sequential, topological, priority), each holding its preparation and
+its loop; `base.py` holds what they share.
 """
 
-from rtsoa.executors.errors import KernelError
-from rtsoa.executors.executor import (
+from rtsoa.executors import priority, sequential, topological  # noqa: F401  (register them)
+from rtsoa.executors.base import (
     AUTO_PRIORITY_MIN_LAUNCHES,
+    DEFAULT_MAX_STEPS,
     EXECUTORS,
     Executor,
     RunResult,
+    default_device,
     prepare_executor,
     resolve_executor,
 )
+from rtsoa.executors.errors import KernelError
 from rtsoa.executors.subscribers import Profiler, Subscriber, Tracer
 
 __all__ = [
     "AUTO_PRIORITY_MIN_LAUNCHES",
+    "DEFAULT_MAX_STEPS",
     "EXECUTORS",
     "Executor",
     "KernelError",
@@ -25,6 +32,7 @@ __all__ = [
     "RunResult",
     "Subscriber",
     "Tracer",
+    "default_device",
     "prepare_executor",
     "resolve_executor",
 ]

@@ -2,7 +2,7 @@
 
 from rtsoa.device.status import STATUS_NAMES as DEVICE_STATUS_NAMES
 from rtsoa.errors import RtsoaError
-from rtsoa.kernels.status import STATUS_NAMES
+from rtsoa.kernels.status import status_name
 
 
 class KernelError(RtsoaError):
@@ -18,7 +18,7 @@ class KernelError(RtsoaError):
         self.kernel = kernel
         self.compute_node = int(compute_node)
         self.nodes_executed = int(nodes_executed)
-        meaning = STATUS_NAMES.get(self.status)
+        meaning = status_name(self.status)
         if meaning is None and self.status in DEVICE_STATUS_NAMES:
             meaning = f"device: {DEVICE_STATUS_NAMES[self.status]}"
         detail = f" ({meaning})" if meaning else ""

@@ -1,34 +1,60 @@
-"""Kernels: the registry, the generated dispatch, the runtime tuple and the built-in kernels.
+"""Kernels: the registry, the generated dispatch, the kernel ABI and the built-in kernels.
 
-Importing this package registers the built-ins (in a fixed order, so their dispatch ids are
-stable): builtin, lowered-graph stand-ins, control flow.
+Importing this package registers the built-ins: builtin, lowered-graph stand-ins, control flow.
+Dispatch ids are positions in the sorted kernel names, so import order does not matter.
 """
 
 from rtsoa.kernels import builtin, control_flow, lowered  # noqa: F401  (register built-ins)
 from rtsoa.kernels.checksum import FOLD_SALTS, expected_checksum, fold, mix
-from rtsoa.kernels.registry import REGISTRY, KernelInfo, KernelRegistry, kernel
-from rtsoa.kernels.runtime import STATE_SCRATCH, STATE_SELECT, Runtime
+from rtsoa.kernels.registry import REGISTRY, KernelInfo, KernelRegistry, KernelTables, kernel
+from rtsoa.kernels.runtime import (
+    GraphArrays,
+    Runtime,
+    ValueState,
+    WorkerState,
+    attribute,
+    float_attribute,
+    input_count,
+    input_value,
+    output_value,
+    successor_count,
+)
 from rtsoa.kernels.status import (
+    STATUS_BAD_NOTIFY,
     STATUS_END_OF_SEQUENCE,
-    STATUS_NOTIFY_ONE,
+    STATUS_NOTIFY_BASE,
     STATUS_OK,
     STATUS_QUEUE_OVERFLOW,
+    notify,
 )
+from rtsoa.kernels.tensors import block_view, value_view
 
 __all__ = [
     "FOLD_SALTS",
+    "GraphArrays",
     "KernelInfo",
     "KernelRegistry",
+    "KernelTables",
     "REGISTRY",
     "Runtime",
-    "STATE_SCRATCH",
-    "STATE_SELECT",
+    "STATUS_BAD_NOTIFY",
     "STATUS_END_OF_SEQUENCE",
-    "STATUS_NOTIFY_ONE",
+    "STATUS_NOTIFY_BASE",
     "STATUS_OK",
     "STATUS_QUEUE_OVERFLOW",
+    "ValueState",
+    "WorkerState",
+    "attribute",
+    "block_view",
     "expected_checksum",
+    "float_attribute",
     "fold",
+    "input_count",
+    "input_value",
     "kernel",
     "mix",
+    "notify",
+    "output_value",
+    "successor_count",
+    "value_view",
 ]

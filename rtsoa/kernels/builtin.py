@@ -9,7 +9,7 @@ import numpy as np
 
 from rtsoa.kernels.checksum import FOLD_SALTS, fold
 from rtsoa.kernels.registry import kernel
-from rtsoa.kernels.runtime import STATE_SCRATCH
+from rtsoa.kernels.runtime import attribute, input_value
 from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE
 
 _BUSY_SALT = np.uint64(FOLD_SALTS["Busy"])
@@ -27,22 +27,22 @@ def noop(rt, node):
 def busy(rt, node):
     """attrs [iterations]: that many rounds of an LCG, then fold the node into the checksum."""
     x = np.uint64(node)
-    for _ in range(rt.attr_pool[rt.attr_offsets[node]]):
+    for _ in range(attribute(rt, node, 0)):
         x = x * _BUSY_MULTIPLIER + _BUSY_INCREMENT
-    rt.state[STATE_SCRATCH] ^= np.int64(x & np.uint64(0x7FFFFFFFFFFFFFFF))
+    rt.worker.scratch[0] ^= np.int64(x & np.uint64(0x7FFFFFFFFFFFFFFF))
     return fold(rt, node, _BUSY_SALT)
 
 
 @kernel("Fail", requires={"attributes": 1})
 def fail(rt, node):
     """attrs [status]: return that status (a failure unless 0)."""
-    return np.int32(rt.attr_pool[rt.attr_offsets[node]])
+    return np.int32(attribute(rt, node, 0))
 
 
 @kernel("FailWhen", requires={"inputs": 1})
 def fail_when(rt, node):
     """input: an INT value; returns it as the status (run-time fault injection)."""
-    return np.int32(rt.value_slots[rt.input_values[rt.input_offsets[node]]])
+    return np.int32(rt.values.slots[input_value(rt, node, 0)])
 
 
 @kernel("EndOfSequence")

@@ -1,8 +1,9 @@
 """The order-independent checksum that work kernels fold node ids into.
 
-`fold(rt, node, salt)` adds `mix(node, salt)` to `rt.checksum[0]` with wrapping uint64
-arithmetic, so the result does not depend on execution order and a vectorized numpy expression
-(`expected_checksum`) reproduces it for any graph where every node runs once.
+`fold(rt, node, salt)` adds `mix(node, salt)` to the worker's `rt.worker.checksum[0]` with
+wrapping uint64 arithmetic (the executor adds the workers' sums), so the result does not
+depend on execution order and a vectorized numpy expression (`expected_checksum`) reproduces
+it for any graph where every node runs once.
 """
 
 import numpy as np
@@ -42,8 +43,8 @@ def mix(node, salt):
 
 @jit
 def fold(rt, node, salt):
-    """Fold `node` into the run's checksum; returns status 0."""
-    rt.checksum[0] += mix(node, salt)
+    """Fold `node` into the running worker's checksum; returns status 0."""
+    rt.worker.checksum[0] += mix(node, salt)
     return np.int32(0)
 
 

@@ -5,9 +5,10 @@ If / Case:  inputs -> SwitchNotify -> one BranchPivot per branch -> branch nodes
 While:      Enter -> WaitAnyone -> LoopCond -> CondSwitchNotify -> {BranchPivot -> body ->
             LoopIncrement -> BranchDone -> WaitAnyone (back edge), Exit}.
 
-A switch kernel stores the chosen successor's index in rt.state[STATE_SELECT] and returns
-STATUS_NOTIFY_ONE: the executor then decrements only that successor, so untaken branches never
-run. Queue executors re-arm a node's in-degree when they push it, so loop bodies run again.
+A switch kernel returns `notify(k)`, a status that carries the chosen successor's index k: the
+executor then decrements only that successor, so untaken branches never run, and no state is
+shared between threads. Queue executors re-arm a node's in-degree when they push it, so loop
+bodies run again.
 Successor order is insertion order (the CSR build is stable): branch k is successor k.
 """
 
@@ -16,28 +17,30 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa.graph.schema import GraphKind, ValueKind
-from rtsoa.kernels.registry import kernel
-from rtsoa.kernels.runtime import STATE_SELECT
-from rtsoa.kernels.status import STATUS_NOTIFY_ONE
+from rtsoa.kernels.registry import REGISTRY, kernel
+from rtsoa.kernels.runtime import attribute, input_value, output_value, successor_count
+from rtsoa.kernels.status import notify
 
 # -- kernels ---------------------------------------------------------------------------------
+
+
+def int_output(builder, node):
+    """Outputs creator of kernels that produce one INT value."""
+    return [builder.add_value(kind=ValueKind.INT, producer=node)]
 
 
 @kernel("SwitchNotify", control_flow=True, requires={"inputs": 1, "successors": 1})
 def switch_notify(rt, node):
     """input: branch index; notifies only that branch's pivot (clamped to the branch count)."""
-    branch = rt.value_slots[rt.input_values[rt.input_offsets[node]]]
-    last = rt.succ_offsets[node + 1] - rt.succ_offsets[node] - 1
-    rt.state[STATE_SELECT] = min(max(branch, 0), last)
-    return np.int32(STATUS_NOTIFY_ONE)
+    branch = rt.values.slots[input_value(rt, node, 0)]
+    return notify(min(max(branch, 0), successor_count(rt, node) - 1))
 
 
 @kernel("CondSwitchNotify", control_flow=True, requires={"inputs": 1, "successors": 2})
 def cond_switch_notify(rt, node):
     """input: condition; notifies successor 0 (loop body) if non-zero, else 1 (exit)."""
-    condition = rt.value_slots[rt.input_values[rt.input_offsets[node]]]
-    rt.state[STATE_SELECT] = np.int64(condition == 0)
-    return np.int32(STATUS_NOTIFY_ONE)
+    condition = rt.values.slots[input_value(rt, node, 0)]
+    return notify(np.int64(condition == 0))
 
 
 @kernel("BranchPivot", control_flow=True)
@@ -58,10 +61,15 @@ def wait_anyone(rt, node):
     return np.int32(0)
 
 
-@kernel("Enter", control_flow=True, requires={"outputs": 1})
+@kernel(
+    "Enter",
+    control_flow=True,
+    requires={"outputs": 1},
+    outputs=int_output,
+)
 def enter(rt, node):
     """Loop entry: output the iteration counter, reset to 0."""
-    rt.value_slots[rt.output_values[rt.output_offsets[node]]] = 0
+    rt.values.slots[output_value(rt, node, 0)] = 0
     return np.int32(0)
 
 
@@ -71,26 +79,35 @@ def exit_loop(rt, node):
     return np.int32(0)
 
 
-@kernel("LoopCond", control_flow=True, requires={"inputs": 1, "outputs": 1, "attributes": 1})
+@kernel(
+    "LoopCond",
+    control_flow=True,
+    requires={"inputs": 1, "outputs": 1, "attributes": 1},
+    outputs=int_output,
+)
 def loop_cond(rt, node):
     """attrs [iterations]; input counter; output 1 while counter < iterations, else 0."""
-    counter = rt.value_slots[rt.input_values[rt.input_offsets[node]]]
-    limit = rt.attr_pool[rt.attr_offsets[node]]
-    rt.value_slots[rt.output_values[rt.output_offsets[node]]] = np.int64(counter < limit)
+    counter = rt.values.slots[input_value(rt, node, 0)]
+    limit = attribute(rt, node, 0)
+    rt.values.slots[output_value(rt, node, 0)] = np.int64(counter < limit)
     return np.int32(0)
 
 
 @kernel("LoopIncrement", control_flow=True, requires={"inputs": 1})
 def loop_increment(rt, node):
     """input: the counter, incremented in place."""
-    rt.value_slots[rt.input_values[rt.input_offsets[node]]] += 1
+    rt.values.slots[input_value(rt, node, 0)] += 1
     return np.int32(0)
 
 
-@kernel("ConstInt", requires={"attributes": 1, "outputs": 1})
+@kernel(
+    "ConstInt",
+    requires={"attributes": 1, "outputs": 1},
+    outputs=int_output,
+)
 def const_int(rt, node):
     """attrs [value]; output: that value."""
-    rt.value_slots[rt.output_values[rt.output_offsets[node]]] = rt.attr_pool[rt.attr_offsets[node]]
+    rt.values.slots[output_value(rt, node, 0)] = attribute(rt, node, 0)
     return np.int32(0)
 
 
@@ -127,8 +144,7 @@ def _leaves(builder, subgraph, pivot, body, *extra):
 
 def add_const_int(builder, value, graph=GraphKind.MAIN, after=()):
     """A ConstInt node; returns (node, value id)."""
-    node = builder.add_node("ConstInt", graph=graph, attributes=[int(value)])
-    out = builder.add_value(kind=ValueKind.INT, producer=node)
+    node, (out,) = REGISTRY.add_node(builder, "ConstInt", graph=graph, attributes=[int(value)])
     for before in after:
         builder.add_edge(before, node)
     return node, out
@@ -171,17 +187,15 @@ def add_while(builder, iterations, body=None, graph=GraphKind.MAIN, after=()):
     INT value holding the iteration number (0-based) inside the body, which nodes of the body
     may read (e.g. as an If condition). Returns WhileNodes; consumers follow `exit`.
     """
-    enter = builder.add_node("Enter", graph=graph)
-    counter = builder.add_value(kind=ValueKind.INT, producer=enter)
+    enter, (counter,) = REGISTRY.add_node(builder, "Enter", graph=graph)
     for before in after:
         builder.add_edge(before, enter)
     cond_graph = builder.add_subgraph(GraphKind.LOOP_COND, parent=graph)
     body_graph = builder.add_subgraph(GraphKind.LOOP_BODY, parent=graph)
     join = builder.add_node("WaitAnyone", graph=graph, wait_anyone=True)
-    cond = builder.add_node(
-        "LoopCond", graph=cond_graph, inputs=[counter], attributes=[int(iterations)]
+    cond, (flag,) = REGISTRY.add_node(
+        builder, "LoopCond", graph=cond_graph, inputs=[counter], attributes=[int(iterations)]
     )
-    flag = builder.add_value(kind=ValueKind.INT, producer=cond)
     switch = builder.add_node("CondSwitchNotify", graph=cond_graph, inputs=[flag])
     pivot = builder.add_node("BranchPivot", graph=body_graph)
     exit_node = builder.add_node("Exit", graph=graph)

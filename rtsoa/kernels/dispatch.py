@@ -1,18 +1,23 @@
-"""The generated dispatch module: an njit switch over dispatch ids plus the executor loops.
+"""Kernel dispatch: the one generated module, and executor loops specialised on it.
 
-For a registry, `load_dispatch(registry)` writes (once) a Python file
-`<cache dir>/rtsoa_dispatch_<hash>.py` that imports every kernel by module and attribute name,
-defines `dispatch(rt, kernel_id, node)` as an if/elif chain, and contains the executor loops of
-`rtsoa/executors/loops.py`, so each loop and its dispatch are one compiled unit. Everything in it
-is `@njit(cache=True)`, so a fresh process with a warm cache loads machine code instead of
-compiling.
+For a registry (and the kernels a graph uses), `load_dispatch` writes once a Python file
+`<cache dir>/rtsoa_dispatch_<key>.py` that imports each kernel by module and attribute name and
+defines `dispatch(rt, kernel_id, node)` as an if/elif chain over dispatch ids. It is the only
+generated code in rtsoa.
 
-The hash covers the registry's entries (names, modules, metadata), the full source of every
-module defining a kernel (plus modules named by `registry.depends_on`), the loop / runtime /
-checksum sources and the numba version: editing any kernel
-gives a new file name, which is how a change invalidates the cache (numba's own check only
-watches the file it compiles). Files are written to a temp file and renamed, so concurrent
-processes never import a half-written module. Cache dir: $RTSOA_CACHE_DIR, else ~/.cache/rtsoa.
+Executor loops are ordinary Python functions in `rtsoa/executors/<name>.py` that call the
+placeholder `dispatch` below. `specialise(loop, module)` compiles a copy of the loop whose
+global `dispatch` is the generated switch (same code object, other globals), named
+`<loop>_<key>` so that each registry gets its own entry in Numba's disk cache. The loop and
+its dispatch then compile as one unit, with the switch inlined, and a fresh process with a warm
+cache loads machine code instead of compiling.
+
+The key hashes the registry's entries (names, modules, metadata), the source of every module
+defining an included kernel (plus modules named by `registry.depends_on`), rtsoa's package
+stamp (every jitted rtsoa source, see `rtsoa._jit`), the Numba and Python versions: editing a
+kernel, a helper it inlines or an executor loop gives a new key, which is how a change
+invalidates the cache. Files are written to a temp file and renamed, so concurrent processes
+never import a half-written module. Cache dir: $RTSOA_CACHE_DIR, else ~/.cache/rtsoa.
 """
 
 import hashlib
@@ -20,30 +25,24 @@ import importlib.util
 import os
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 import numba
 
-from rtsoa.kernels import checksum, clock, runtime, status
+from rtsoa._jit import jit, package_source_stamp
 
-_GENERATOR_VERSION = "1"
-_EXECUTORS_DIR = Path(__file__).resolve().parent.parent / "executors"
-_LOOPS_FILE = _EXECUTORS_DIR / "loops.py"
-_PROFILED_MARK = "# profiled"
-_SHARED_MARK = "# -- shared"
-_LOOPS_MARK = "# -- loops"
-# Sources the generated module depends on besides the kernels' own modules.
-_FIXED_SOURCES = (
-    _LOOPS_FILE,
-    _EXECUTORS_DIR / "heap.py",
-    Path(runtime.__file__),
-    Path(status.__file__),
-    Path(clock.__file__),
-    Path(checksum.__file__),
-    Path(__file__),
-)
+_GENERATOR_VERSION = "2"
 
-_loaded = {}  # hash -> module (one import per registry content per process)
+_loaded = {}  # key -> generated module (one import per registry content per process)
+_specialised = {}  # (loop code, key) -> compiled loop
+_sources = {}  # path -> ((mtime_ns, size), sha256 digest): a source is read once per edit
+_hashes = {}  # (registry id, version, included) -> (source stamps, key)
+
+
+def dispatch(rt, kernel, node):
+    """Placeholder the executor loops call; `specialise` binds the generated switch here."""
+    raise RuntimeError("executor loops run only through rtsoa.kernels.dispatch.specialise")
 
 
 def cache_dir():
@@ -52,12 +51,24 @@ def cache_dir():
     return Path(configured) if configured else Path.home() / ".cache" / "rtsoa"
 
 
-def _module_source_bytes(module_name):
+def _module_path(module_name):
     module = sys.modules[module_name]
     path = getattr(module, "__file__", None)
     if path is None:
         raise ValueError(f"module {module_name!r} has no source file; kernels need one")
-    return Path(path).read_bytes()
+    return path
+
+
+def _source_digest(path):
+    """(stamp, digest) of a source file; re-read only when its mtime or size changed."""
+    stat = os.stat(path)
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    known = _sources.get(path)
+    if known is None or known[0] != stamp:
+        with open(path, "rb") as handle:
+            known = (stamp, hashlib.sha256(handle.read()).digest())
+        _sources[path] = known
+    return known
 
 
 def included_kernels(registry, used=None):
@@ -65,7 +76,7 @@ def included_kernels(registry, used=None):
     module one of them comes from (all kernels when `used` is None).
 
     Whole modules, not single kernels, keep the number of distinct generated modules small
-    while a graph of cheap kernels no longer pays to compile, say, the device-backed ones.
+    while a graph of cheap kernels does not pay to compile, say, the device-backed ones.
     """
     entries = registry.entries()
     if used is None:
@@ -74,57 +85,49 @@ def included_kernels(registry, used=None):
     return tuple(i for i, info in enumerate(entries) if info.module in modules)
 
 
+def _kernel_modules(registry, included):
+    entries = registry.entries()
+    modules = []
+    for index in included:
+        if entries[index].module not in modules:
+            modules.append(entries[index].module)
+    for module_name in registry.dependencies():
+        if module_name not in modules:
+            modules.append(module_name)
+    return modules
+
+
 def registry_hash(registry, included=None):
-    """Hex digest of everything the generated module's machine code depends on."""
+    """Hex key of everything the generated module's machine code depends on (memoized: a
+    call re-reads no source that has not changed on disk)."""
+    if included is None:
+        included = tuple(range(len(registry)))
+    included = tuple(included)
+    paths = [_module_path(name) for name in _kernel_modules(registry, included)]
+    stamps = tuple(_source_digest(path)[0] for path in paths)
+    memo_key = (id(registry), registry.version, included)
+    known = _hashes.get(memo_key)
+    if known is not None and known[0] == stamps:
+        return known[1]
     digest = hashlib.sha256()
-    if included is not None:
-        digest.update(f"kernels {','.join(map(str, included))}\n".encode())
+    digest.update(f"kernels {','.join(map(str, included))}\n".encode())
     digest.update(f"rtsoa-dispatch {_GENERATOR_VERSION} numba {numba.__version__}\n".encode())
     digest.update(f"python {sys.version_info[:2]}\n".encode())
-    modules = []
+    digest.update(f"package {package_source_stamp()}\n".encode())
     for info in registry.entries():
         line = f"{info.name}|{info.module}|{info.attribute}|{int(info.worker)}|"
         line += f"{info.critical_section}|{info.control_flow}\n"
         digest.update(line.encode())
-        if info.module not in modules:
-            modules.append(info.module)
-    for module_name in registry.dependencies():
-        if module_name not in modules:
-            modules.append(module_name)
-    for module_name in modules:
-        digest.update(f"module {module_name}\n".encode())
-        digest.update(_module_source_bytes(module_name))
-    for path in _FIXED_SOURCES:
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:20]
-
-
-def _loop_sections():
-    text = _LOOPS_FILE.read_text()
-    shared_start = text.index("\n" + _SHARED_MARK + "\n")
-    loops_start = text.index("\n" + _LOOPS_MARK + "\n")
-    return text[shared_start:loops_start], text[loops_start:]
-
-
-def _plain(loops):
-    return "\n".join(
-        line for line in loops.splitlines() if not line.rstrip().endswith(_PROFILED_MARK)
-    )
-
-
-def _profiled(loops):
-    out = []
-    for line in loops.splitlines():
-        if line.startswith("def run_"):
-            name, rest = line[4:].split("(", 1)
-            line = f"def {name}_profiled({rest}"
-        out.append(line)
-    return "\n".join(out)
+    for path in paths:
+        digest.update(f"module {path}\n".encode())
+        digest.update(_source_digest(path)[1])
+    key = digest.hexdigest()[:20]
+    _hashes[memo_key] = (stamps, key)
+    return key
 
 
 def generate_source(registry, key, included=None):
-    """The generated module's text for `registry`: a switch over the dispatch ids `included`
-    (default: every entry), then the loops."""
+    """The generated module's text: a switch over the dispatch ids `included` (default: all)."""
     entries = registry.entries()
     if included is None:
         included = range(len(entries))
@@ -146,16 +149,14 @@ def generate_source(registry, key, included=None):
         "",
         "",
         '@njit(cache=True, nogil=True, boundscheck=False, inline="always", _nrt=False)',
+        "def dispatch(rt, kernel, node):",
+        '    """Run kernel `kernel` (a dispatch id) on `node`; returns its status."""',
     ]
-    lines.append("def dispatch(rt, kernel, node):")
-    lines.append('    """Run kernel `kernel` (a dispatch id) on `node`; returns its status."""')
     for position, index in enumerate(included):
         keyword = "if" if position == 0 else "elif"
-        lines.append(f"    {keyword} kernel == {index}:  # {entries[index].name}")
+        lines.append(f"    {keyword} kernel == {index}:  # {entries[index].name!r}")
         lines.append(f"        return _kernel{index}(rt, node)")
-    lines.append("    return np.int32(STATUS_UNKNOWN_KERNEL)")
-    shared, loops = _loop_sections()
-    lines += ["", "", shared, _plain(loops), "", "", _profiled(loops), ""]
+    lines += ["    return np.int32(STATUS_UNKNOWN_KERNEL)", ""]
     return "\n".join(lines)
 
 
@@ -176,10 +177,10 @@ def load_dispatch(registry, used=None):
     """The generated module for `registry` (written on first use, imported once per process).
 
     `used`: dispatch ids the graph runs; the module then holds only their kernel modules'
-    kernels (see `included_kernels`). None: every kernel.
+    kernels (see `included_kernels`). None: every kernel. The module's `KEY` is its key.
     """
     registry.check_importable()
-    included = None if used is None else included_kernels(registry, used)
+    included = included_kernels(registry, used)
     key = registry_hash(registry, included)
     module = _loaded.get(key)
     if module is not None:
@@ -192,5 +193,26 @@ def load_dispatch(registry, used=None):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    module.KEY = key
     _loaded[key] = module
     return module
+
+
+def specialise(loop, module, cache=True):
+    """`loop` (a plain Python executor loop calling `dispatch`) compiled against the generated
+    `module`'s switch; one compiled function per (loop, registry key, cache) and process.
+    `cache=False` compiles in memory only (to inspect the generated code)."""
+    memo_key = (loop.__code__, module.KEY, cache)
+    compiled = _specialised.get(memo_key)
+    if compiled is not None:
+        return compiled
+    bound = dict(loop.__globals__)
+    bound["dispatch"] = module.dispatch
+    name = f"{loop.__name__}_{module.KEY}"
+    function = types.FunctionType(loop.__code__, bound, name, loop.__defaults__)
+    function.__qualname__ = name  # Numba names its cache files after the qualified name
+    function.__module__ = loop.__module__
+    function.__doc__ = loop.__doc__
+    compiled = jit(function, _nrt=False, cache=cache)  # loops allocate: no reference counting
+    _specialised[memo_key] = compiled
+    return compiled

@@ -16,8 +16,10 @@ import rtsoa.device
 from rtsoa.device.allocator import device_free, device_malloc
 from rtsoa.device.hazards import device_access
 from rtsoa.device.streams import event_record, launch_begin, stream_wait_event
+from rtsoa.graph.schema import DType, Placement, ValueKind
 from rtsoa.kernels.checksum import FOLD_SALTS, fold
 from rtsoa.kernels.registry import REGISTRY, kernel
+from rtsoa.kernels.runtime import attribute, input_count, input_value, output_value
 
 # The device functions are compiled into the dispatch module: hash every device source too.
 for _module in pkgutil.iter_modules(rtsoa.device.__path__, "rtsoa.device."):
@@ -31,10 +33,26 @@ _LAUNCH_SALT = np.uint64(FOLD_SALTS["LaunchKernel"])
 _FREE_SALT = np.uint64(FOLD_SALTS["FreeMemory"])
 
 
-@kernel("InferShape", requires={"attributes": 1, "outputs": 1})
+def shape_output(builder, node):
+    """Outputs creator of InferShape: its SHAPE value."""
+    shape = builder.add_value(
+        kind=ValueKind.SHAPE, dtype=DType.INT64, placement=Placement.HOST, producer=node
+    )
+    return [shape]
+
+
+def block_output(builder, node, placement=Placement.DEVICE_HBM):
+    """Outputs creator of AllocMemory: its MEMORY_BLOCK value on `placement`."""
+    value = builder.add_value(
+        kind=ValueKind.MEMORY_BLOCK, dtype=DType.UINT8, placement=placement, producer=node
+    )
+    return [value]
+
+
+@kernel("InferShape", requires={"attributes": 1, "outputs": 1}, outputs=shape_output)
 def infer_shape(rt, node):
     """attrs [nbytes]; output: the SHAPE value, set to the byte size."""
-    rt.value_slots[rt.output_values[rt.output_offsets[node]]] = rt.attr_pool[rt.attr_offsets[node]]
+    rt.values.slots[output_value(rt, node, 0)] = attribute(rt, node, 0)
     return fold(rt, node, _INFER_SALT)
 
 
@@ -43,35 +61,32 @@ def infer_shape(rt, node):
     worker="memory",
     critical_section="memory",
     requires={"attributes": 1, "outputs": 1},
+    outputs=block_output,
 )
 def alloc_memory(rt, node):
     """attrs [nbytes]; input (optional): a SHAPE value whose run-time size wins over the
     attribute; output: the MEMORY_BLOCK value, set to the device block handle."""
-    nbytes = rt.attr_pool[rt.attr_offsets[node]]
-    first_input = rt.input_offsets[node]
-    if rt.input_offsets[node + 1] > first_input:
-        nbytes = rt.value_slots[rt.input_values[first_input]]
-    block = rt.output_values[rt.output_offsets[node]]
-    handle = device_malloc(
-        rt.device, np.int64(rt.value_placement[block]), nbytes, np.int64(rt.node_stream[node])
-    )
+    nbytes = attribute(rt, node, 0)
+    if input_count(rt, node) > 0:
+        nbytes = rt.values.slots[input_value(rt, node, 0)]
+    block = output_value(rt, node, 0)
+    placement = np.int64(rt.graph.value_placement[block])
+    handle = device_malloc(rt.device, placement, nbytes, np.int64(rt.graph.node_stream[node]))
     if handle < 0:
         return np.int32(-handle)
-    rt.value_slots[block] = handle
+    rt.values.slots[block] = handle
     return fold(rt, node, _ALLOC_SALT)
 
 
 @kernel("LaunchKernel", worker="launch", critical_section="launch", requires={"attributes": 2})
 def launch_kernel(rt, node):
     """attrs [bytes_moved, flops]; inputs: its own block (written), then producers' (read)."""
-    stream = np.int64(rt.node_stream[node])
-    attributes = rt.attr_offsets[node]
-    task = launch_begin(rt.device, stream, rt.attr_pool[attributes], rt.attr_pool[attributes + 1])
+    stream = np.int64(rt.graph.node_stream[node])
+    task = launch_begin(rt.device, stream, attribute(rt, node, 0), attribute(rt, node, 1))
     if task < 0:
         return np.int32(-task)
-    first = rt.input_offsets[node]
-    for i in range(first, rt.input_offsets[node + 1]):
-        status = device_access(rt.device, stream, rt.value_slots[rt.input_values[i]], i == first)
+    for k in range(input_count(rt, node)):
+        status = device_access(rt.device, stream, rt.values.slots[input_value(rt, node, k)], k == 0)
         if status != 0:
             return np.int32(status)
     return fold(rt, node, _LAUNCH_SALT)
@@ -80,27 +95,23 @@ def launch_kernel(rt, node):
 @kernel("FreeMemory", worker="memory", critical_section="memory", requires={"inputs": 1})
 def free_memory(rt, node):
     """input: the block; freed on the node's stream, and its slot set to NO_BLOCK."""
-    block = rt.input_values[rt.input_offsets[node]]
-    status = device_free(rt.device, rt.value_slots[block], np.int64(rt.node_stream[node]))
+    block = input_value(rt, node, 0)
+    status = device_free(rt.device, rt.values.slots[block], np.int64(rt.graph.node_stream[node]))
     if status != 0:
         return np.int32(status)
-    rt.value_slots[block] = NO_BLOCK
+    rt.values.slots[block] = NO_BLOCK
     return fold(rt, node, _FREE_SALT)
 
 
 @kernel("RecordEvent", worker="launch", critical_section="launch", requires={"attributes": 1})
 def record_event(rt, node):
     """attrs [event]; records the event on the node's stream (cross-stream producer side)."""
-    return np.int32(
-        event_record(rt.device, rt.attr_pool[rt.attr_offsets[node]], np.int64(rt.node_stream[node]))
-    )
+    stream = np.int64(rt.graph.node_stream[node])
+    return np.int32(event_record(rt.device, attribute(rt, node, 0), stream))
 
 
 @kernel("StreamWaitEvent", worker="launch", critical_section="launch", requires={"attributes": 1})
 def stream_wait(rt, node):
     """attrs [event]; the node's stream waits for the event (cross-stream consumer side)."""
-    return np.int32(
-        stream_wait_event(
-            rt.device, np.int64(rt.node_stream[node]), rt.attr_pool[rt.attr_offsets[node]]
-        )
-    )
+    stream = np.int64(rt.graph.node_stream[node])
+    return np.int32(stream_wait_event(rt.device, stream, attribute(rt, node, 0)))

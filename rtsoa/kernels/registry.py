@@ -10,7 +10,7 @@ defined at module level in an importable module, registered with the `kernel` de
 
 The generated dispatch (`rtsoa.kernels.dispatch`) imports every kernel by module and attribute
 name, so user kernels work exactly like the built-ins. A kernel's dispatch id is its position in
-the registry.
+the registry's names sorted, so ids do not depend on the order modules were imported in.
 """
 
 import sys
@@ -28,7 +28,18 @@ _WORKERS = {
     "memory": WorkerClass.MEMORY,
     "launch": WorkerClass.LAUNCH,
 }
-_REQUIREMENTS = ("inputs", "outputs", "attributes", "successors")
+_REQUIREMENTS = ("inputs", "outputs", "attributes", "successors")  # columns of requires
+# Critical-section keys: kernels with the same non-zero code never run at the same time.
+CRITICAL_SECTIONS = {None: 0, "memory": 1, "launch": 2}
+
+
+class KernelTables(NamedTuple):
+    """Registry metadata as arrays indexed by dispatch id (see `KernelRegistry.tables`)."""
+
+    requires: np.ndarray
+    worker: np.ndarray
+    critical_section: np.ndarray
+    control_flow: np.ndarray
 
 
 class KernelInfo(NamedTuple):
@@ -40,7 +51,7 @@ class KernelInfo(NamedTuple):
     attribute: str  # module-level name of the function
     worker: WorkerClass  # which worker of the multi-thread executor runs it
     critical_section: str | None  # "memory" / "launch" / None (reference's critical-section key)
-    outputs: object  # outputs creator / shape inference hook: callable(graph, node) or None
+    outputs: object  # outputs creator: callable(builder, node, **options) -> value ids, or None
     trace: object  # trace printer: callable(graph, node) -> str, or None
     requires: dict  # minimum inputs / outputs / attributes / successors, checked at load
     control_flow: bool  # switch / pivot / loop kernels: the graph needs a queue executor
@@ -58,6 +69,36 @@ class KernelRegistry:
     def __init__(self):
         self._entries = {}
         self._dependencies = []
+        self._sorted = ()
+        self._ids = {}
+        self._tables = None
+        self.version = 0  # bumped on every change (memoized dispatch keys use it)
+
+    def _changed(self):
+        self._sorted = tuple(self._entries[name] for name in sorted(self._entries))
+        self._ids = {info.name: index for index, info in enumerate(self._sorted)}
+        self._tables = None
+        self.version += 1
+
+    def tables(self):
+        """Per dispatch id, as arrays for vectorized and jitted use at prepare (memoized):
+        `requires` int64[k, 4] (inputs, outputs, attributes, successors), `worker` int8
+        (WorkerClass), `critical_section` int8 (CRITICAL_SECTIONS code, which the multi-thread
+        executor serialises on), `control_flow` bool."""
+        if self._tables is None:
+            entries = self._sorted
+            self._tables = KernelTables(
+                requires=np.array(
+                    [[info.requires[key] for key in _REQUIREMENTS] for info in entries],
+                    dtype=np.int64,
+                ).reshape(len(entries), len(_REQUIREMENTS)),
+                worker=np.array([int(info.worker) for info in entries], dtype=np.int8),
+                critical_section=np.array(
+                    [CRITICAL_SECTIONS[info.critical_section] for info in entries], dtype=np.int8
+                ),
+                control_flow=np.array([info.control_flow for info in entries], dtype=bool),
+            )
+        return self._tables
 
     def depends_on(self, *modules):
         """Hash these modules' sources too (helpers in modules that define no kernel)."""
@@ -65,6 +106,7 @@ class KernelRegistry:
             name = module if isinstance(module, str) else module.__name__
             if name not in self._dependencies:
                 self._dependencies.append(name)
+                self.version += 1
 
     def dependencies(self):
         """Module names, besides the kernels' own, whose source the dispatch cache key covers."""
@@ -86,7 +128,7 @@ class KernelRegistry:
             raise TypeError(f"kernel {name!r} must be an njit function, got {type(function)}")
         if worker not in _WORKERS:
             raise ValueError(f"kernel {name!r}: worker must be one of {sorted(_WORKERS)}")
-        if critical_section not in (None, "memory", "launch"):
+        if critical_section not in CRITICAL_SECTIONS:
             raise ValueError(f"kernel {name!r}: critical_section must be None, memory or launch")
         requires = dict(requires or {})
         unknown = sorted(set(requires) - set(_REQUIREMENTS))
@@ -112,12 +154,27 @@ class KernelRegistry:
             raise ValueError(
                 f"kernel {name!r} is already registered by {old.module}.{old.attribute}"
             )
-        self._entries[info.name] = info
+        if old != info:
+            self._entries[info.name] = info
+            self._changed()
         return info
 
+    def add_node(self, builder, name, output_options=None, **fields):
+        """Add a node running kernel `name` to `builder` (`fields` as for
+        `GraphBuilder.add_node`) and create its output values with the kernel's outputs
+        creator, given `output_options`; returns (node, output value ids)."""
+        if name not in self._entries:
+            raise UnknownKernelError(f"unknown kernel {name!r}")
+        info = self._entries[name]
+        node = builder.add_node(name, **fields)
+        if info.outputs is None:
+            return node, []
+        return node, list(info.outputs(builder, node, **(output_options or {})))
+
     def unregister(self, name):
-        """Remove a kernel (tests); later kernels shift their dispatch ids."""
+        """Remove a kernel (tests); kernels sorted after it shift their dispatch ids."""
         del self._entries[name]
+        self._changed()
 
     def __contains__(self, name):
         return name in self._entries
@@ -129,15 +186,16 @@ class KernelRegistry:
         return len(self._entries)
 
     def entries(self):
-        """The KernelInfo tuple in dispatch-id order."""
-        return tuple(self._entries.values())
+        """The KernelInfo tuple in dispatch-id order (sorted by name)."""
+        return self._sorted
 
     def names(self):
-        return tuple(self._entries)
+        """Kernel names in dispatch-id order."""
+        return tuple(info.name for info in self._sorted)
 
     def bind(self, kernel_names):
         """Dispatch id for each of a graph's kernel names; UnknownKernelError lists the unknown."""
-        ids = {name: index for index, name in enumerate(self._entries)}
+        ids = self._ids
         unknown = [name for name in kernel_names if name not in ids]
         if unknown:
             raise UnknownKernelError(

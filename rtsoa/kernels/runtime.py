@@ -1,45 +1,80 @@
-"""`Runtime`: the one argument every kernel receives, a NamedTuple of the runtime's arrays.
+"""The kernel ABI: `Runtime`, the one argument every kernel receives besides its node id.
 
-Kernels read it by field name (`rt.attr_pool`, `rt.value_slots`...), so adding a field (for
-example `device`, the simulated device's `DeviceState`) means: add it here with its comment, fill
-it in `make_runtime`, and nothing else. The field set is part of the compiled type, and this
-file's text is part of the dispatch cache key, so a change recompiles the dispatch once.
+A kernel is `run(rt, node) -> int32 status`. `rt` is a NamedTuple of four parts, split by who
+owns them and who may write them:
 
-Graph columns are passed as read-only views: a graph loaded from disk is read-only anyway, and
-making built graphs read-only too keeps one numba type (one compile) for both.
+- `rt.graph` (`GraphArrays`): the prepared graph's columns. Shared by every run, worker and
+  session of one prepared graph, read-only (the arrays are read-only views: a write does not
+  compile).
+- `rt.values` (`ValueState`): what one run produces: the 8-byte slot of every value (an
+  integer, a shape size, a device block handle). Owned by one run (later: one session);
+  the workers of a run share it, each value is written by its producer only.
+- `rt.worker` (`WorkerState`): what belongs to the thread running the kernel: the checksum
+  the kernel folds its work into and a scratch area. Never shared between threads; the
+  executor folds the workers' checksums at the end of a run.
+- `rt.device` (`rtsoa.device.DeviceState`): the simulated device, written only through the
+  device API (`device_malloc`, `device_free`, `launch_begin`, `device_access`, ...).
+
+A kernel returns STATUS_OK (0), a failure code (any other int32 below RESERVED_STATUS_BASE),
+`notify(k)` to continue on its k-th successor only (switch kernels), or
+STATUS_END_OF_SEQUENCE to end the run without error. It never raises and never allocates
+(unless registered with `allocates=True`); tensors are read and written through the typed
+views of `rtsoa.kernels.tensors`, which need no reference counting.
+
+Adding a field: add it to the part it belongs to, fill it in `make_runtime` (or the part's
+constructor). Fields a kernel does not read cost nothing: the dispatch is inlined into the
+executor loop and LLVM drops what is unused (asv `KernelAbi` measures it).
 """
 
 from typing import NamedTuple
 
 import numpy as np
 
-# Slots of `Runtime.state` (int64): small per-run scalars shared by kernels and executors.
-STATE_SELECT = 0  # successor index chosen by a switch kernel (with STATUS_NOTIFY_ONE)
-STATE_SCRATCH = 1  # sink for busy-work results, so the work is not optimized away
-STATE_STEP_LIMIT = 2  # queue executors stop with STATUS_STEP_LIMIT after this many steps (-1: none)
-STATE_SIZE = 8
+from rtsoa._jit import jit
+
+SCRATCH_SIZE = 8  # int64 words of WorkerState.scratch
+
+
+class GraphArrays(NamedTuple):
+    """Columns of the prepared graph kernels read (all read-only, shared by every worker)."""
+
+    node_dispatch: np.ndarray  # int32: registry dispatch id of each node (bound at prepare)
+    node_stream: np.ndarray  # int32: the stream each node issues its device work on
+    succ_offsets: np.ndarray  # int64 CSR of successors
+    succ_targets: np.ndarray  # int32
+    input_offsets: np.ndarray  # int64 CSR of input value ids
+    input_values: np.ndarray  # int32
+    output_offsets: np.ndarray  # int64 CSR of output value ids
+    output_values: np.ndarray  # int32
+    attr_offsets: np.ndarray  # int64 CSR of attribute slots
+    attr_pool: np.ndarray  # int64 attribute slots
+    attr_float: np.ndarray  # float64 view of attr_pool (float attributes)
+    constants: np.ndarray  # uint8 constant blob
+    value_kind: np.ndarray  # int8 per value: ValueKind
+    value_dtype: np.ndarray  # int8 per value: DType
+    value_placement: np.ndarray  # int8 per value: Placement (where its memory is allocated)
+
+
+class ValueState(NamedTuple):
+    """What one run produces (shared by the workers of that run, written by producers)."""
+
+    slots: np.ndarray  # int64 per value: its 8-byte inline slot
+
+
+class WorkerState(NamedTuple):
+    """What belongs to the thread running a kernel (never shared between threads)."""
+
+    checksum: np.ndarray  # uint64[1]: order-independent fold of the nodes this worker ran
+    scratch: np.ndarray  # int64[SCRATCH_SIZE]: sink for work that must not be optimized away
 
 
 class Runtime(NamedTuple):
-    """Arrays a kernel may use. Graph columns are read-only; the rest is per-executor state."""
+    """The argument of every kernel: see the module docstring for who owns each part."""
 
-    node_kernel: np.ndarray  # int32: registry dispatch id of each node (bound at prepare)
-    node_stream: np.ndarray  # int32: the stream each node issues its device work on (read-only)
-    succ_offsets: np.ndarray  # int64 CSR of successors (read-only)
-    succ_targets: np.ndarray  # int32
-    input_offsets: np.ndarray  # int64 CSR of input value ids (read-only)
-    input_values: np.ndarray  # int32
-    output_offsets: np.ndarray  # int64 CSR of output value ids (read-only)
-    output_values: np.ndarray  # int32
-    attr_offsets: np.ndarray  # int64 CSR of attribute slots (read-only)
-    attr_pool: np.ndarray  # int64 attribute slots
-    attr_float: np.ndarray  # float64 view of attr_pool (float attributes)
-    constants: np.ndarray  # uint8 constant blob (read-only)
-    value_placement: np.ndarray  # int8 per value: Placement (where its memory is allocated)
-    value_slots: np.ndarray  # int64 per value: the 8-byte inline slot of each value (writable)
-    state: np.ndarray  # int64[STATE_SIZE], see STATE_* (writable)
-    checksum: np.ndarray  # uint64[1]: order-independent fold of the executed nodes (writable)
-    device: object  # rtsoa.device.DeviceState: arenas, allocator, streams, hazard checker
+    graph: GraphArrays
+    values: ValueState
+    worker: WorkerState
+    device: object  # rtsoa.device.DeviceState
 
 
 def read_only(array):
@@ -49,12 +84,15 @@ def read_only(array):
     return view
 
 
-def make_runtime(graph, node_kernel, device_state):
-    """The Runtime for `graph`, with `node_kernel` the dispatch id of every node and
-    `device_state` the simulated device's `DeviceState` (`Device.state`)."""
+def graph_arrays(graph, node_dispatch):
+    """The read-only `GraphArrays` of `graph`, `node_dispatch` the dispatch id of every node.
+
+    Built graphs and memory-mapped ones both become read-only views, so they share one
+    compiled type (one compile).
+    """
     attr_pool = read_only(np.ascontiguousarray(graph.attr_pool))
-    return Runtime(
-        node_kernel=read_only(np.ascontiguousarray(node_kernel, dtype=np.int32)),
+    return GraphArrays(
+        node_dispatch=read_only(np.ascontiguousarray(node_dispatch, dtype=np.int32)),
         node_stream=read_only(graph.node_stream),
         succ_offsets=read_only(graph.succ_offsets),
         succ_targets=read_only(graph.succ_targets),
@@ -66,15 +104,75 @@ def make_runtime(graph, node_kernel, device_state):
         attr_pool=attr_pool,
         attr_float=attr_pool.view(np.float64),
         constants=read_only(graph.constants),
+        value_kind=read_only(graph.value_kind),
+        value_dtype=read_only(graph.value_dtype),
         value_placement=read_only(graph.value_placement),
-        value_slots=np.zeros(max(graph.num_values, 1), dtype=np.int64),
-        state=np.zeros(STATE_SIZE, dtype=np.int64),
-        checksum=np.zeros(1, dtype=np.uint64),
+    )
+
+
+def new_values(num_values):
+    """Fresh value slots for one run (zeros)."""
+    return ValueState(slots=np.zeros(max(int(num_values), 1), dtype=np.int64))
+
+
+def new_worker():
+    """Fresh per-thread state."""
+    return WorkerState(
+        checksum=np.zeros(1, dtype=np.uint64), scratch=np.zeros(SCRATCH_SIZE, dtype=np.int64)
+    )
+
+
+def make_runtime(graph, node_dispatch, device_state, values=None, worker=None):
+    """The Runtime of `graph` on `device_state` (`Device.state`); new value slots and worker
+    state unless given (a session passes its own values, a worker thread its own worker)."""
+    return Runtime(
+        graph=graph_arrays(graph, node_dispatch),
+        values=values if values is not None else new_values(graph.num_values),
+        worker=worker if worker is not None else new_worker(),
         device=device_state,
     )
 
 
-def reset_runtime(rt):
-    """Per-run reset of the scalar state (no allocation; value slots are written by producers)."""
-    rt.state[:] = 0
-    rt.checksum[0] = 0
+def reset_worker(worker):
+    """Per-run reset of a worker's state (no allocation)."""
+    worker.checksum[0] = 0
+    worker.scratch[:] = 0
+
+
+# -- accessors kernels use (inlined; they assume the node's requirements were checked) --------
+
+
+@jit(_nrt=False, inline="always")
+def attribute(rt, node, k):
+    """Integer attribute `k` of `node`."""
+    return rt.graph.attr_pool[rt.graph.attr_offsets[node] + k]
+
+
+@jit(_nrt=False, inline="always")
+def float_attribute(rt, node, k):
+    """Float attribute `k` of `node` (the same slot viewed as float64)."""
+    return rt.graph.attr_float[rt.graph.attr_offsets[node] + k]
+
+
+@jit(_nrt=False, inline="always")
+def input_value(rt, node, k):
+    """Value id of input `k` of `node`."""
+    return rt.graph.input_values[rt.graph.input_offsets[node] + k]
+
+
+@jit(_nrt=False, inline="always")
+def output_value(rt, node, k):
+    """Value id of output `k` of `node`."""
+    return rt.graph.output_values[rt.graph.output_offsets[node] + k]
+
+
+@jit(_nrt=False, inline="always")
+def input_count(rt, node):
+    """How many inputs `node` has."""
+    return rt.graph.input_offsets[node + 1] - rt.graph.input_offsets[node]
+
+
+@jit(_nrt=False, inline="always")
+def successor_count(rt, node):
+    """How many successors `node` has (the range of `notify`)."""
+    return rt.graph.succ_offsets[node + 1] - rt.graph.succ_offsets[node]

@@ -1,0 +1,341 @@
+"""What every executor shares: binding a graph to the registry, the checks before any jitted
+code runs, the runtime tuple, running the compiled loop and turning its status into a result.
+
+An executor is a subclass in its own file (`sequential.py`, `topological.py`, `priority.py`)
+holding its preparation (`_prepare`, which sizes all run state once) and its loop (a plain
+Python function compiled against the registry's dispatch by `rtsoa.kernels.dispatch.specialise`).
+Subclasses register themselves in `EXECUTORS` with `@register_executor`.
+
+A loop takes `(rt, *arguments, record)` and returns (status, failing or last node, nodes
+executed). `record` is None for plain runs, which Numba prunes at compile time, or a
+(capacity, 3) int64 array the loop fills with (node, start ns, end ns) per step (subscribers).
+"""
+
+import abc
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from rtsoa._jit import jit
+from rtsoa.errors import GraphFormatError
+from rtsoa.executors.errors import KernelError
+from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
+from rtsoa.kernels import REGISTRY
+from rtsoa.kernels.dispatch import load_dispatch, specialise
+from rtsoa.kernels.lowered import NO_BLOCK
+from rtsoa.kernels.runtime import make_runtime, reset_worker
+from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK
+
+EXECUTORS = {}  # name -> Executor subclass, filled by @register_executor
+# The reference's automatic choice: control flow with this many launch nodes -> priority.
+AUTO_PRIORITY_MIN_LAUNCHES = 5
+# Default step limit of a run with control flow (an acyclic graph runs each node once and needs
+# none): a loop that never exits then fails with STATUS_STEP_LIMIT instead of hanging.
+DEFAULT_MAX_STEPS = 1_000_000_000
+_REQUIREMENT_NAMES = ("inputs", "outputs", "attributes", "successors")  # registry columns
+
+
+def register_executor(cls):
+    """Class decorator: make an executor available under `cls.name`."""
+    EXECUTORS[cls.name] = cls
+    return cls
+
+
+class RunResult(NamedTuple):
+    """Outcome of one successful run (failures raise KernelError instead)."""
+
+    status: int  # 0, or STATUS_END_OF_SEQUENCE when a kernel ended the run early
+    nodes_executed: int
+    checksum: int  # the order-independent fold of the executed nodes (uint64 as int)
+    end_of_sequence: bool
+
+
+def default_device(graph):
+    """A simulated device sized for `graph` (see `rtsoa.device`)."""
+    from rtsoa.device import Device
+    from rtsoa.graph.schema import ValueKind
+
+    streams = max(int(graph.meta.stream_count), 1)
+    events = max(int(graph.meta.event_count), 1)
+    if (graph.value_kind == ValueKind.MEMORY_BLOCK).any():
+        return Device(num_streams=streams, num_events=events)
+    return Device(
+        hbm_bytes=1 << 16,
+        p2p_bytes=1 << 12,
+        host_bytes=1 << 12,
+        num_streams=streams,
+        num_events=events,
+        max_blocks=16,
+        max_segments=4,
+        trace_capacity=16,
+        hazard_capacity=16,
+        hazards=False,
+        trace=False,
+    )
+
+
+def resolve_executor(executor, control_flow, launch_count):
+    """The executor name `auto` stands for, or `executor` itself after checking it."""
+    if executor == "auto":
+        if not control_flow:
+            return "sequential"
+        return "priority" if launch_count >= AUTO_PRIORITY_MIN_LAUNCHES else "topological"
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; choose auto or one of {tuple(EXECUTORS)}")
+    if control_flow and not EXECUTORS[executor].runs_control_flow:
+        raise ValueError(
+            f"the {executor} executor cannot run control flow; use topological or priority"
+        )
+    return executor
+
+
+@jit(_nrt=False)
+def _first_unmet(nodes, node_dispatch, requires, inputs, outputs, attributes, successors):
+    """First (row of `nodes`, requirement column) whose CSR count is below its kernel's
+    minimum, or (-1, -1)."""
+    for row in range(nodes.shape[0]):
+        node = nodes[row]
+        minimum = requires[node_dispatch[node]]
+        if inputs[node + 1] - inputs[node] < minimum[0]:
+            return row, 0
+        if outputs[node + 1] - outputs[node] < minimum[1]:
+            return row, 1
+        if attributes[node + 1] - attributes[node] < minimum[2]:
+            return row, 2
+        if successors[node + 1] - successors[node] < minimum[3]:
+            return row, 3
+    return -1, -1
+
+
+def check_requirements(graph, nodes, node_dispatch, registry):
+    """Every node has the inputs / outputs / attributes / successors its kernel reads."""
+    requires = registry.tables().requires
+    if not requires.any():
+        return
+    row, column = _first_unmet(
+        nodes,
+        node_dispatch,
+        requires,
+        graph.input_offsets,
+        graph.output_offsets,
+        graph.attr_offsets,
+        graph.succ_offsets,
+    )
+    if row < 0:
+        return
+    node = int(nodes[row])
+    info = registry.entries()[int(node_dispatch[node])]
+    requirement = _REQUIREMENT_NAMES[column]
+    offsets = getattr(graph, ("input", "output", "attr", "succ")[column] + "_offsets")
+    raise GraphFormatError(
+        f"node {node} runs kernel {info.name!r}, which needs at least "
+        f"{info.requires[requirement]} {requirement}; it has "
+        f"{int(offsets[node + 1] - offsets[node])}",
+        table="nodes",
+        column="kernel",
+        row=node,
+    )
+
+
+class Executor(abc.ABC):
+    """A graph's root (Main by default) prepared for one executor. Create with
+    `prepare_executor`; subclasses define `name`, `control_flow`, `loop` and `_prepare`."""
+
+    name = None  # registry name
+    runs_control_flow = False  # can it run switch / loop kernels?
+    loop = None  # the plain Python loop function `specialise` compiles
+
+    def __init__(self, graph, binding, record_capacity=None, max_steps=None, device=None):
+        self.graph = graph
+        self.root = binding.root
+        self.registry = binding.registry
+        self.nodes = binding.nodes
+        self.starts = binding.starts
+        self.control_flow = binding.control_flow
+        self.launch_count = binding.launch_count
+        self.device = device if device is not None else default_device(graph)
+        self.runtime = make_runtime(graph, binding.node_dispatch, self.device.state)
+        self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
+        self.runtime.values.slots[self._memory_values] = NO_BLOCK
+        module = load_dispatch(self.registry, used=binding.used)
+        self._dispatch = module.dispatch
+        self._loop = specialise(type(self).loop, module)
+        if record_capacity is None:
+            n = graph.num_nodes
+            record_capacity = self.nodes.shape[0] if not self.control_flow else 8 * n + 1024
+        self.record_capacity = int(record_capacity)
+        if max_steps is None:
+            max_steps = DEFAULT_MAX_STEPS if self.control_flow else -1
+        if max_steps != -1 and max_steps < 1:
+            raise ValueError("max_steps must be >= 1 (or -1 for no limit)")
+        self.max_steps = int(max_steps)
+        self._arguments = self._prepare()
+        self._record = None  # (capacity, 3) int64: node, start ns, end ns; made on first use
+        self.dropped_steps = 0
+
+    @abc.abstractmethod
+    def _prepare(self):
+        """Allocate this executor's run state; returns the loop's arguments after `rt`."""
+
+    def __repr__(self):
+        return (
+            f"<Executor {self.name} root={self.root.name} nodes={self.nodes.shape[0]} "
+            f"control_flow={self.control_flow}>"
+        )
+
+    def kernel_name(self, node):
+        """Name of the kernel `node` runs."""
+        return self.graph.kernel_names[int(self.graph.node_kernel[node])]
+
+    def _checksum(self):
+        return int(self.runtime.worker.checksum[0])
+
+    def _finish(self, status, node, executed):
+        if status == STATUS_OK or status == STATUS_END_OF_SEQUENCE:
+            return RunResult(
+                status=int(status),
+                nodes_executed=int(executed),
+                checksum=self._checksum(),
+                end_of_sequence=status == STATUS_END_OF_SEQUENCE,
+            )
+        self.release_blocks()
+        raise KernelError(
+            status, node, self.kernel_name(node), self.graph.node_compute[node], executed
+        )
+
+    def release_blocks(self):
+        """Free the device blocks a failed run left allocated (so the next run starts clean).
+
+        Returns how many were freed. Blocks are freed on the stream of the node that allocated
+        them; stale handles are skipped.
+        """
+        from rtsoa.device import device_free
+
+        slots = self.runtime.values.slots
+        live = self._memory_values[slots[self._memory_values] != NO_BLOCK]
+        freed = 0
+        for value in live.tolist():
+            producer = int(self.graph.value_producer[value])
+            stream = int(self.graph.node_stream[producer]) if producer >= 0 else 0
+            if device_free(self.device.state, int(slots[value]), stream) == 0:
+                freed += 1
+            slots[value] = NO_BLOCK
+        return freed
+
+    def run(self, subscriber=None):
+        """Run once. Returns RunResult; raises KernelError on a kernel failure.
+
+        With `subscriber` (one or a list of `rtsoa.executors.Subscriber`) the loop records
+        every step and the subscribers get the events (see subscribers.py). The executor stays
+        usable after a failure.
+        """
+        reset_worker(self.runtime.worker)
+        if subscriber is None:
+            status, node, executed = self._loop(self.runtime, *self._arguments, None)
+            return self._finish(status, node, executed)
+        return self._run_subscribed(subscriber)
+
+    def record(self):
+        """The step record of subscribed runs (allocated on first use, then reused)."""
+        if self._record is None:
+            self._record = np.zeros((max(self.record_capacity, 1), 3), dtype=np.int64)
+        return self._record
+
+    def _run_subscribed(self, subscriber):
+        subscribers = list(subscriber) if isinstance(subscriber, list | tuple) else [subscriber]
+        record = self.record()
+        start = time.monotonic_ns()
+        for each in subscribers:
+            each.on_model_start(self, start)
+        status, node, executed = self._loop(self.runtime, *self._arguments, record)
+        end = time.monotonic_ns()
+        kept = min(int(executed), record.shape[0])
+        self.dropped_steps = int(executed) - kept
+        steps = record[:kept]
+        result = RunResult(
+            status=int(status),
+            nodes_executed=int(executed),
+            checksum=self._checksum(),
+            end_of_sequence=status == STATUS_END_OF_SEQUENCE,
+        )
+        for each in subscribers:
+            each.replay_nodes(self, steps)
+            each.on_model_end(self, result, steps, end)
+        return self._finish(status, node, executed)
+
+
+class Binding(NamedTuple):
+    """A graph's root bound to a registry: what every executor's preparation starts from."""
+
+    registry: object
+    root: GraphKind
+    node_dispatch: np.ndarray  # int32 dispatch id per node of the whole graph
+    used: list  # distinct dispatch ids of the root's nodes
+    nodes: np.ndarray  # int32 ids of the root's nodes (sorted)
+    starts: np.ndarray  # int32 root nodes with in-degree 0
+    control_flow: bool
+    launch_count: int
+
+
+def bind(graph, root=GraphKind.MAIN, registry=None):
+    """Bind kernel names to `registry` (UnknownKernelError if one is missing) and check the
+    root's nodes (requirements, no unconditional node inside a subgraph)."""
+    registry = registry if registry is not None else REGISTRY
+    table = registry.bind(graph.kernel_names)
+    node_dispatch = table[graph.node_kernel] if graph.num_nodes else np.zeros(0, np.int32)
+    nodes = graph.nodes_of(root)
+    check_requirements(graph, nodes, node_dispatch, registry)
+    root_dispatch = node_dispatch[nodes]
+    used = np.flatnonzero(np.bincount(root_dispatch, minlength=len(registry))).tolist()
+    tables = registry.tables()
+    subgraph_kinds = graph.graph_kind >= GraphKind.BRANCH
+    in_subgraph = subgraph_kinds[graph.node_graph[nodes]]
+    control_flow = bool(tables.control_flow[used].any() or in_subgraph.any())
+    launch_kernel = tables.worker == WorkerClass.LAUNCH
+    is_launch = launch_kernel[root_dispatch] | (graph.node_worker[nodes] == WorkerClass.LAUNCH)
+    starts = nodes[graph.in_degree[nodes] == 0].astype(np.int32)
+    inside = subgraph_kinds[graph.node_graph[starts]]
+    if inside.any():
+        node = int(starts[np.argmax(inside)])
+        raise GraphFormatError(
+            f"node {node} inside a branch or loop subgraph has no predecessor, so it would "
+            "run unconditionally; connect it after its pivot",
+            table="nodes",
+            column="in_degree",
+            row=node,
+        )
+    return Binding(
+        registry=registry,
+        root=GraphKind(root),
+        node_dispatch=node_dispatch,
+        used=used,
+        nodes=nodes,
+        starts=starts,
+        control_flow=control_flow,
+        launch_count=int(is_launch.sum()),
+    )
+
+
+def prepare_executor(
+    graph,
+    executor="auto",
+    root=GraphKind.MAIN,
+    registry=None,
+    record_capacity=None,
+    max_steps=None,
+    device=None,
+):
+    """Prepare `graph`'s root `root` for `executor` (auto, or a name in `EXECUTORS`).
+
+    Binds kernel names to `registry` (default: the global one; UnknownKernelError if a name is
+    missing), checks every node has what its kernel reads, allocates all run state, and loads the
+    compiled loop. `record_capacity`: steps a subscribed run can record (default: the node
+    count, or 8 n + 1024 with control flow). `max_steps`: the topological / priority loops stop
+    with a KernelError (STATUS_STEP_LIMIT) after this many steps; default DEFAULT_MAX_STEPS with
+    control flow, none (-1) without, where every node runs at most once. `device`: the
+    `rtsoa.device.Device` the kernels run against (default: `default_device(graph)`).
+    """
+    binding = bind(graph, root, registry)
+    name = resolve_executor(executor, binding.control_flow, binding.launch_count)
+    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device)

@@ -1,0 +1,125 @@
+"""The sequential executor: a topological order computed once at prepare, then a plain loop.
+
+The order is Kahn's with a ready set ordered by (priority, then the time a node became ready),
+so equal priorities keep FIFO order; when every node has the same priority the ready set is a
+plain FIFO, which gives the same order without the heap. The fastest executor; it cannot run
+control flow (a switch needs a queue to skip the untaken branches).
+"""
+
+import numpy as np
+
+from rtsoa._jit import jit
+from rtsoa.errors import GraphFormatError
+from rtsoa.executors.base import Executor, register_executor
+from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push
+from rtsoa.executors.steps import record_step
+from rtsoa.kernels.clock import monotonic_ns
+from rtsoa.kernels.dispatch import dispatch
+from rtsoa.kernels.status import STATUS_OK
+
+
+def run_sequential(rt, order, record):
+    """Run `order` (a precomputed topological order) to the end or the first non-zero status."""
+    node_dispatch = rt.graph.node_dispatch
+    executed = 0
+    for i in range(order.shape[0]):
+        node = order[i]
+        if record is not None:
+            start = monotonic_ns()
+        status = dispatch(rt, node_dispatch[node], node)
+        if record is not None:
+            record_step(record, executed, node, start, monotonic_ns())
+        executed += 1
+        if status != STATUS_OK:
+            return np.int64(status), np.int64(node), np.int64(executed)
+    return np.int64(STATUS_OK), np.int64(-1), np.int64(executed)
+
+
+@jit
+def _kahn_priority_order(succ_offsets, succ_targets, in_degree, priority, starts, count):
+    """Up to `count` nodes in (priority, then ready time) order; shorter on a cycle."""
+    degree = in_degree.copy()
+    heap = np.empty(count + 1, dtype=np.int64)
+    ready_node = np.empty(count, dtype=np.int32)  # FIFO ticket -> node
+    order = np.empty(count, dtype=np.int32)
+    tickets = 0
+    size = 0
+    for i in range(starts.shape[0]):
+        node = starts[i]
+        ready_node[tickets] = node
+        size = heap_push(heap, size, (np.int64(priority[node]) << 32) | tickets)
+        tickets += 1
+    done = 0
+    while size > 0:
+        key, size = heap_pop(heap, size)
+        node = ready_node[key & TIE_MASK]
+        order[done] = node
+        done += 1
+        for e in range(succ_offsets[node], succ_offsets[node + 1]):
+            target = succ_targets[e]
+            degree[target] -= 1
+            if degree[target] == 0:
+                ready_node[tickets] = target
+                size = heap_push(heap, size, (np.int64(priority[target]) << 32) | tickets)
+                tickets += 1
+    return order[:done].copy()
+
+
+@jit
+def _kahn_fifo_order(succ_offsets, succ_targets, in_degree, starts, count):
+    """Kahn with a FIFO ready set (the priority order when all priorities are equal)."""
+    degree = in_degree.copy()
+    order = np.empty(count, dtype=np.int32)
+    tail = 0
+    for i in range(starts.shape[0]):
+        order[tail] = starts[i]
+        tail += 1
+    head = 0
+    while head < tail:
+        node = order[head]
+        head += 1
+        for e in range(succ_offsets[node], succ_offsets[node + 1]):
+            target = succ_targets[e]
+            degree[target] -= 1
+            if degree[target] == 0 and tail < count:
+                order[tail] = target
+                tail += 1
+    return order[:tail].copy()
+
+
+def priority_order(graph, nodes, starts):
+    """Kahn order of `nodes` (one root graph) from `starts`; None if they contain a cycle."""
+    starts = np.ascontiguousarray(starts, dtype=np.int32)
+    count = int(nodes.shape[0])
+    priority = graph.node_priority[nodes]
+    if count == 0 or priority.min() == priority.max():
+        order = _kahn_fifo_order(
+            graph.succ_offsets, graph.succ_targets, graph.in_degree, starts, count
+        )
+    else:
+        order = _kahn_priority_order(
+            graph.succ_offsets,
+            graph.succ_targets,
+            graph.in_degree,
+            graph.node_priority,
+            starts,
+            count,
+        )
+    if order.shape[0] != count:
+        return None
+    return order
+
+
+@register_executor
+class SequentialExecutor(Executor):
+    """Runs a precomputed (priority, FIFO) topological order; no control flow."""
+
+    name = "sequential"
+    runs_control_flow = False
+    loop = run_sequential
+
+    def _prepare(self):
+        order = priority_order(self.graph, self.nodes, self.starts)
+        if order is None:
+            raise GraphFormatError("the Main graph has a cycle", "edges", "target")
+        return (order,)

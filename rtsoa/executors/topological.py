@@ -1,0 +1,88 @@
+"""The topological executor: Kahn's algorithm with a FIFO ring buffer, run inside the loop.
+
+In-degrees are copied from the template at the start of a run and re-armed when a node is
+pushed, so a node can run again (loops). A switch kernel's `notify(k)` status makes the loop
+decrement only successor k, so untaken branches never run.
+"""
+
+import numpy as np
+
+from rtsoa.executors.base import Executor, register_executor
+from rtsoa.executors.steps import record_step
+from rtsoa.kernels.clock import monotonic_ns
+from rtsoa.kernels.dispatch import dispatch
+from rtsoa.kernels.runtime import read_only
+from rtsoa.kernels.status import (
+    STATUS_BAD_NOTIFY,
+    STATUS_NOTIFY_BASE,
+    STATUS_OK,
+    STATUS_QUEUE_OVERFLOW,
+    STATUS_STEP_LIMIT,
+)
+
+
+def run_topological(rt, starts, template, in_degree, queue, max_steps, record):
+    """Kahn with a FIFO ring buffer (capacity n + 1); a pushed node's in-degree is re-armed."""
+    for i in range(template.shape[0]):  # a slice copy would need NRT
+        in_degree[i] = template[i]
+    offsets = rt.graph.succ_offsets
+    targets = rt.graph.succ_targets
+    node_dispatch = rt.graph.node_dispatch
+    capacity = queue.shape[0]
+    head = 0
+    tail = 0
+    for i in range(starts.shape[0]):
+        queue[tail] = starts[i]
+        tail += 1
+    executed = 0
+    while head != tail:
+        node = queue[head]
+        if executed == max_steps:
+            return np.int64(STATUS_STEP_LIMIT), np.int64(node), np.int64(executed)
+        head += 1
+        if head == capacity:
+            head = 0
+        if record is not None:
+            start = monotonic_ns()
+        status = dispatch(rt, node_dispatch[node], node)
+        if record is not None:
+            record_step(record, executed, node, start, monotonic_ns())
+        executed += 1
+        first = offsets[node]
+        last = offsets[node + 1]
+        if status != STATUS_OK:
+            if status < STATUS_NOTIFY_BASE:
+                return np.int64(status), np.int64(node), np.int64(executed)
+            first += status - STATUS_NOTIFY_BASE
+            if first >= last:
+                return np.int64(STATUS_BAD_NOTIFY), np.int64(node), np.int64(executed)
+            last = first + 1
+        for e in range(first, last):
+            target = targets[e]
+            remaining = in_degree[target] - 1
+            if remaining == 0:
+                queue[tail] = target
+                tail += 1
+                if tail == capacity:
+                    tail = 0
+                if tail == head:
+                    return np.int64(STATUS_QUEUE_OVERFLOW), np.int64(target), np.int64(executed)
+                remaining = template[target]
+            in_degree[target] = remaining
+    return np.int64(STATUS_OK), np.int64(-1), np.int64(executed)
+
+
+@register_executor
+class TopologicalExecutor(Executor):
+    """FIFO Kahn inside the loop; runs control flow and loops."""
+
+    name = "topological"
+    runs_control_flow = True
+    loop = run_topological
+
+    def _prepare(self):
+        n = self.graph.num_nodes
+        template = read_only(np.ascontiguousarray(self.graph.in_degree, dtype=np.int32))
+        in_degree = np.empty(n, dtype=np.int32)
+        queue = np.empty(n + 1, dtype=np.int32)
+        return (read_only(self.starts), template, in_degree, queue, np.int64(self.max_steps))
