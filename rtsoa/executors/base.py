@@ -34,6 +34,8 @@ AUTO_PRIORITY_MIN_LAUNCHES = 5
 # none): a loop that never exits then fails with STATUS_STEP_LIMIT instead of hanging.
 DEFAULT_MAX_STEPS = 1_000_000_000
 _REQUIREMENT_NAMES = ("inputs", "outputs", "attributes", "successors")  # registry columns
+_REQUIREMENT_OFFSETS = ("input_offsets", "output_offsets", "attr_offsets", "succ_offsets")
+_LAUNCH = int(WorkerClass.LAUNCH)
 
 
 def register_executor(cls):
@@ -91,51 +93,55 @@ def resolve_executor(executor, control_flow, launch_count):
 
 
 @jit(_nrt=False)
-def _first_unmet(nodes, node_dispatch, requires, inputs, outputs, attributes, successors):
-    """First (row of `nodes`, requirement column) whose CSR count is below its kernel's
-    minimum, or (-1, -1)."""
-    for row in range(nodes.shape[0]):
-        node = nodes[row]
-        minimum = requires[node_dispatch[node]]
-        if inputs[node + 1] - inputs[node] < minimum[0]:
-            return row, 0
-        if outputs[node + 1] - outputs[node] < minimum[1]:
-            return row, 1
-        if attributes[node + 1] - attributes[node] < minimum[2]:
-            return row, 2
-        if successors[node + 1] - successors[node] < minimum[3]:
-            return row, 3
-    return -1, -1
+def _bind_nodes(columns, kernel_dispatch, graph_root, graph_in_subgraph, root, tables, out):
+    """One pass over every node: dispatch ids of all nodes, and for the nodes of `root` their
+    ids, starts, kernels used, control flow, launch count and the first node breaking a rule.
 
-
-def check_requirements(graph, nodes, node_dispatch, registry):
-    """Every node has the inputs / outputs / attributes / successors its kernel reads."""
-    requires = registry.tables().requires
-    if not requires.any():
-        return
-    row, column = _first_unmet(
-        nodes,
-        node_dispatch,
-        requires,
-        graph.input_offsets,
-        graph.output_offsets,
-        graph.attr_offsets,
-        graph.succ_offsets,
+    Fills `out` = (node_dispatch, nodes, starts, used); returns (node count, start count,
+    has control flow, launch count, first unmet requirement node, its requirement column,
+    first start node inside a subgraph), -1 where nothing is wrong.
+    """
+    node_kernel, node_graph, node_worker, in_degree, inputs, outputs, attributes, successors = (
+        columns
     )
-    if row < 0:
-        return
-    node = int(nodes[row])
-    info = registry.entries()[int(node_dispatch[node])]
-    requirement = _REQUIREMENT_NAMES[column]
-    offsets = getattr(graph, ("input", "output", "attr", "succ")[column] + "_offsets")
-    raise GraphFormatError(
-        f"node {node} runs kernel {info.name!r}, which needs at least "
-        f"{info.requires[requirement]} {requirement}; it has "
-        f"{int(offsets[node + 1] - offsets[node])}",
-        table="nodes",
-        column="kernel",
-        row=node,
-    )
+    node_dispatch, nodes, starts, used = out
+    requires = tables.requires
+    count = 0
+    start_count = 0
+    control_flow = False
+    launches = 0
+    unmet = -1
+    unmet_column = -1
+    bad_start = -1
+    for node in range(node_kernel.shape[0]):
+        dispatch_id = kernel_dispatch[node_kernel[node]]
+        node_dispatch[node] = dispatch_id
+        owner = node_graph[node]
+        if graph_root[owner] != root:
+            continue
+        nodes[count] = node
+        count += 1
+        used[dispatch_id] = True
+        inside = graph_in_subgraph[owner]
+        control_flow = control_flow or inside or tables.control_flow[dispatch_id]
+        if tables.worker[dispatch_id] == _LAUNCH or node_worker[node] == _LAUNCH:
+            launches += 1
+        if in_degree[node] == 0:
+            starts[start_count] = node
+            start_count += 1
+            if inside and bad_start < 0:
+                bad_start = node
+        if unmet < 0:
+            minimum = requires[dispatch_id]
+            if inputs[node + 1] - inputs[node] < minimum[0]:
+                unmet, unmet_column = node, 0
+            elif outputs[node + 1] - outputs[node] < minimum[1]:
+                unmet, unmet_column = node, 1
+            elif attributes[node + 1] - attributes[node] < minimum[2]:
+                unmet, unmet_column = node, 2
+            elif successors[node + 1] - successors[node] < minimum[3]:
+                unmet, unmet_column = node, 3
+    return count, start_count, control_flow, launches, unmet, unmet_column, bad_start
 
 
 class Executor(abc.ABC):
@@ -280,40 +286,63 @@ class Binding(NamedTuple):
 
 def bind(graph, root=GraphKind.MAIN, registry=None):
     """Bind kernel names to `registry` (UnknownKernelError if one is missing) and check the
-    root's nodes (requirements, no unconditional node inside a subgraph)."""
+    root's nodes: each has what its kernel reads, none inside a subgraph runs unconditionally.
+    One jitted pass over the nodes (prepare must stay well under the cost of a run)."""
     registry = registry if registry is not None else REGISTRY
-    table = registry.bind(graph.kernel_names)
-    node_dispatch = table[graph.node_kernel] if graph.num_nodes else np.zeros(0, np.int32)
-    nodes = graph.nodes_of(root)
-    check_requirements(graph, nodes, node_dispatch, registry)
-    root_dispatch = node_dispatch[nodes]
-    used = np.flatnonzero(np.bincount(root_dispatch, minlength=len(registry))).tolist()
+    kernel_dispatch = registry.bind(graph.kernel_names)
     tables = registry.tables()
-    subgraph_kinds = graph.graph_kind >= GraphKind.BRANCH
-    in_subgraph = subgraph_kinds[graph.node_graph[nodes]]
-    control_flow = bool(tables.control_flow[used].any() or in_subgraph.any())
-    launch_kernel = tables.worker == WorkerClass.LAUNCH
-    is_launch = launch_kernel[root_dispatch] | (graph.node_worker[nodes] == WorkerClass.LAUNCH)
-    starts = nodes[graph.in_degree[nodes] == 0].astype(np.int32)
-    inside = subgraph_kinds[graph.node_graph[starts]]
-    if inside.any():
-        node = int(starts[np.argmax(inside)])
+    n = graph.num_nodes
+    out = (
+        np.empty(n, dtype=np.int32),
+        np.empty(n, dtype=np.int32),
+        np.empty(n, dtype=np.int32),
+        np.zeros(len(registry), dtype=np.bool_),
+    )
+    graph_root = graph.root_of_graph()
+    in_subgraph = graph.graph_kind >= GraphKind.BRANCH
+    columns = (
+        graph.node_kernel,
+        graph.node_graph,
+        graph.node_worker,
+        graph.in_degree,
+        graph.input_offsets,
+        graph.output_offsets,
+        graph.attr_offsets,
+        graph.succ_offsets,
+    )
+    count, start_count, control_flow, launches, unmet, column, bad_start = _bind_nodes(
+        columns, kernel_dispatch, graph_root, in_subgraph, np.int32(root), tables, out
+    )
+    node_dispatch, nodes, starts, used = out
+    if unmet >= 0:
+        info = registry.entries()[int(node_dispatch[unmet])]
+        requirement = _REQUIREMENT_NAMES[column]
+        offsets = getattr(graph, _REQUIREMENT_OFFSETS[column])
         raise GraphFormatError(
-            f"node {node} inside a branch or loop subgraph has no predecessor, so it would "
-            "run unconditionally; connect it after its pivot",
+            f"node {unmet} runs kernel {info.name!r}, which needs at least "
+            f"{info.requires[requirement]} {requirement}; it has "
+            f"{int(offsets[unmet + 1] - offsets[unmet])}",
+            table="nodes",
+            column="kernel",
+            row=unmet,
+        )
+    if bad_start >= 0:
+        raise GraphFormatError(
+            f"node {bad_start} inside a branch or loop subgraph has no predecessor, so it "
+            "would run unconditionally; connect it after its pivot",
             table="nodes",
             column="in_degree",
-            row=node,
+            row=bad_start,
         )
     return Binding(
         registry=registry,
         root=GraphKind(root),
         node_dispatch=node_dispatch,
-        used=used,
-        nodes=nodes,
-        starts=starts,
-        control_flow=control_flow,
-        launch_count=int(is_launch.sum()),
+        used=np.flatnonzero(used).tolist(),
+        nodes=nodes[:count],
+        starts=starts[:start_count],
+        control_flow=bool(control_flow),
+        launch_count=int(launches),
     )
 
 
