@@ -45,28 +45,10 @@ class RunResult(NamedTuple):
 
 
 def default_device(graph):
-    """A simulated device sized for `graph`: full arenas when it has memory values, tiny
-    otherwise (the type is the same, so both share one compiled loop)."""
-    from rtsoa.device import Device
-    from rtsoa.graph.schema import ValueKind
+    """A simulated device sized for `graph` (see `rtsoa.device.device_for_graph`)."""
+    from rtsoa.device import device_for_graph
 
-    streams = max(int(graph.meta.stream_count), 1)
-    events = max(int(graph.meta.event_count), 1)
-    if (graph.value_kind == ValueKind.MEMORY_BLOCK).any():
-        return Device(num_streams=streams, num_events=events)
-    return Device(
-        hbm_bytes=1 << 16,
-        p2p_bytes=1 << 12,
-        host_bytes=1 << 12,
-        num_streams=streams,
-        num_events=events,
-        max_blocks=16,
-        max_segments=4,
-        trace_capacity=16,
-        hazard_capacity=16,
-        hazards=False,
-        trace=False,
-    )
+    return device_for_graph(graph)
 
 
 def resolve_executor(executor, control_flow, launch_count):
