@@ -11,7 +11,7 @@ Design (PyTorch's CUDA caching allocator and the reference's page allocator, on 
     (`release_before_grow`, on by default), where they merge with free address neighbours: the
     cache never holds idle segments while it grows, so reserved memory tracks what is live.
     Segments whose uses the host has not seen complete (an executor run never synchronises)
-    cannot be released; they are reused stream-ordered instead (`_carve_cached`): adjacent
+    cannot be released; they are reused stream-ordered instead (`growth.carve_cached`): adjacent
     free segments merge, the lowest fitting one is cut to the request's segment size, the top
     one grows into the arena, and for a large request the allocator may order the stream after
     pending uses on other streams (an inserted event wait) rather than grow.
