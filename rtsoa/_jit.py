@@ -11,6 +11,12 @@ The cache locators `_install_locators` puts first in Numba's list stamp every ca
 function with one hash over all rtsoa sources that hold jitted code instead, so any change to
 any of them recompiles everything that might have inlined it. The generated executor dispatch
 module lives outside the package and keys its own cache (see `kernels.dispatch`).
+
+Profiles. Every jitted function of the device (and of the tooling that drives it) is decorated
+with one of the named `JitProfile`s below instead of an option literal, so the inlining choice
+reads as a decision: `jit_inline_ir`, `jit_inline_llvm`, `jit_out_of_line`, `jit_with_nrt`.
+Each states `forceinline` (or `inline`) explicitly: left unset, Numba inherits the flag from
+whichever caller compiles the function first.
 """
 
 import hashlib
@@ -130,3 +136,45 @@ def jit(fn=None, **overrides):
     if fn is None:
         return njit(**options)
     return njit(**options)(fn)
+
+
+class JitProfile:
+    """A named set of jit options: `@profile` compiles a function with rtsoa's options plus
+    `overrides`. The profile's docstring says when to use it."""
+
+    def __init__(self, name, doc, **overrides):
+        self.name = name
+        self.__doc__ = doc
+        self.options = {**JIT_OPTIONS, **overrides}
+
+    def __call__(self, fn):
+        return njit(**self.options)(fn)
+
+    def __repr__(self):
+        return f"<JitProfile {self.name} {self.options}>"
+
+
+jit_inline_ir = JitProfile(
+    "jit_inline_ir",
+    "Small no-allocation helpers inlined at Numba IR level into every caller (re-typed there).",
+    _nrt=False,
+    inline="always",
+)
+jit_inline_llvm = JitProfile(
+    "jit_inline_llvm",
+    "Big hot-path bodies typed once, then inlined by LLVM (alwaysinline) into their callers.",
+    _nrt=False,
+    forceinline=True,
+)
+jit_out_of_line = JitProfile(
+    "jit_out_of_line",
+    "Real calls without the reference-counting runtime: cold paths and entry points.",
+    _nrt=False,
+    forceinline=False,
+)
+jit_with_nrt = JitProfile(
+    "jit_with_nrt",
+    "Real calls that create or return arrays, so they need the reference-counting runtime.",
+    forceinline=False,
+)
+PROFILES = (jit_inline_ir, jit_inline_llvm, jit_out_of_line, jit_with_nrt)

@@ -106,23 +106,14 @@ def _run(args):
     start = time.perf_counter()
     graph = load_graph(args.file)
     loaded = time.perf_counter()
-    device = None
-    allocator = _allocator_config(args.allocator, args.quick_depth)
-    if (
-        args.device_hbm is not None
-        or not args.hazard_check
-        or args.allocator != "default"
-        or args.quick_depth is not None
-    ):
-        from rtsoa.device import Device
+    from rtsoa.device import device_for_graph
 
-        device = Device(
-            hbm_bytes=args.device_hbm if args.device_hbm is not None else 1 << 30,
-            num_streams=max(graph.meta.stream_count, 1),
-            num_events=max(graph.meta.event_count, 1),
-            hazards=args.hazard_check,
-            allocator=allocator,
-        )
+    device = device_for_graph(  # options left out (None) keep the factory's defaults
+        graph,
+        hbm_bytes=args.device_hbm,
+        hazards=None if args.hazard_check else False,
+        allocator=_allocator_config(args.allocator, args.quick_depth),
+    )
     executor = prepare_executor(graph, executor=args.executor, device=device)
     prepared = time.perf_counter()
     first = executor.run()  # the first run pays any remaining JIT load; it is reported apart
@@ -232,7 +223,7 @@ def _device_summary(device, time_ns_per_run, waits_start, profile):
     """Peak memory per placement and in total, simulated time per run, hazard count, the
     cross-stream waits the allocator inserted to reuse cached memory during the timed runs, and
     the allocator profile with its effective quick-list depth (0 where no size has a list)."""
-    from rtsoa.device.status import PCFG_QUICK_LIMIT
+    from rtsoa.device.layout import PCFG_QUICK_LIMIT
 
     stats = device.stats()
     quick_on = bool(device.state.placement_config[:, PCFG_QUICK_LIMIT].any())  # page mode: none
@@ -282,6 +273,8 @@ def _byte_size(text):
 
 
 def build_parser():
+    from rtsoa.device.defaults import HBM_BYTES
+
     parser = argparse.ArgumentParser(prog="rtsoa", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
@@ -317,7 +310,9 @@ def build_parser():
         "here (.npz), to replay on the same or another allocator",
     )
     run.add_argument(
-        "--device-hbm", type=_byte_size, help="simulated HBM arena size, e.g. 512MiB (1GiB)"
+        "--device-hbm",
+        type=_byte_size,
+        help=f"simulated HBM arena size, e.g. 512MiB ({HBM_BYTES / (1 << 30):g}GiB)",
     )
     run.add_argument(
         "--no-hazard-check",

@@ -3,7 +3,7 @@ block written and freed on a stream."""
 
 import numpy as np
 
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     BLK_FREE_NEXT,
     BLK_SIZE,
     BLK_STATE,

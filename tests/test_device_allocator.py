@@ -5,8 +5,8 @@ import pytest
 from device_checks import check_invariants
 
 from rtsoa.device import AllocatorConfig, Device, InvalidBlock
+from rtsoa.device.layout import BLOCK_ALLOCATED, PLACEMENT_HBM
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
-from rtsoa.device.status import BLOCK_ALLOCATED, PLACEMENT_HBM
 from rtsoa.testing.workloads import OP_ALLOC, random_sequence
 
 KiB = 1 << 10

@@ -15,7 +15,7 @@ from rtsoa.device import (
     plan_greedy_by_size,
     replay_trace,
 )
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     EV_ALLOC,
     TRACE_ALLOCATED_AFTER,
     TRACE_KIND,

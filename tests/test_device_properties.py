@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rtsoa.device import AllocatorConfig, Device, DeviceOutOfMemory
+from rtsoa.device.layout import PLACEMENT_HBM
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
-from rtsoa.device.status import PLACEMENT_HBM
 
 KiB = 1 << 10
 MiB = 1 << 20

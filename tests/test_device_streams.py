@@ -5,7 +5,7 @@ import pytest
 from device_checks import written_and_freed
 
 from rtsoa.device import AllocatorConfig, CostModel, Device, DeviceError, DeviceOutOfMemory
-from rtsoa.device.status import BLK_OFFSET
+from rtsoa.device.layout import BLK_OFFSET
 
 MiB = 1 << 20
 

@@ -9,6 +9,7 @@ from abi_kernels import ABI_REGISTRY
 from numba import types
 
 from rtsoa import GraphBuilder
+from rtsoa.device.status import STATUS_VIEW_TOO_LARGE
 from rtsoa.errors import UnknownKernelError
 from rtsoa.executors import EXECUTORS, KernelError, Profiler, prepare_executor
 from rtsoa.graph.generators import generate
@@ -16,7 +17,7 @@ from rtsoa.graph.schema import Placement, ValueKind
 from rtsoa.kernels import REGISTRY, KernelRegistry, builtin, control_flow, lowered
 from rtsoa.kernels.checksum import expected_checksum, mix_numpy
 from rtsoa.kernels.dispatch import dispatch, load_dispatch, specialise
-from rtsoa.kernels.status import STATUS_BAD_NOTIFY, STATUS_VIEW_TOO_LARGE
+from rtsoa.kernels.status import STATUS_BAD_NOTIFY
 
 QUEUE_EXECUTORS = ("topological", "priority")
 

@@ -4,17 +4,11 @@ happens-before hazard checker, statistics, a replayable trace and a static memor
 Kernels (njit) call the functions re-exported here on `rt.device` (a `DeviceState`):
 `device_malloc`, `device_free`, `device_launch`, `device_access`, `event_record`,
 `stream_wait_event`, `stream_synchronize`, `device_synchronize`, `event_synchronize`,
-`event_query`, `block_location`, `block_bytes`. Python code uses `Device`.
+`event_query`, `block_location`, `block_bytes`. Python code uses `Device` (built for a graph
+by `device_for_graph`); `check_state` checks a `DeviceState` before jitted code runs on it.
 """
 
-from rtsoa.device.allocator import (
-    block_bytes,
-    block_location,
-    device_free,
-    device_malloc,
-    release_cached,
-    round_request,
-)
+from rtsoa.device.allocator import device_free, device_malloc, release_cached, round_request
 from rtsoa.device.allocators import (
     Allocator,
     CachingAllocator,
@@ -24,11 +18,14 @@ from rtsoa.device.allocators import (
 )
 from rtsoa.device.config import AllocatorConfig
 from rtsoa.device.cost import CostModel
-from rtsoa.device.device import Device, DeviceError, DeviceOutOfMemory, InvalidBlock
+from rtsoa.device.defaults import device_for_graph
+from rtsoa.device.device import Device
+from rtsoa.device.errors import DeviceError, DeviceOutOfMemory, DeviceStateError, InvalidBlock
+from rtsoa.device.handles import block_bytes, block_location
 from rtsoa.device.hazards import device_access
 from rtsoa.device.planner import MemoryPlan, live_bytes_peak, plan_greedy_by_size
 from rtsoa.device.replay import replay_trace
-from rtsoa.device.state import DeviceState
+from rtsoa.device.state import DeviceState, check_state
 from rtsoa.device.streams import (
     DEFAULT_STREAM,
     device_launch,
@@ -53,14 +50,17 @@ __all__ = [
     "DeviceError",
     "DeviceOutOfMemory",
     "DeviceState",
+    "DeviceStateError",
     "ExternalAllocator",
     "InvalidBlock",
     "MemoryPlan",
     "allocator_for",
     "block_bytes",
     "block_location",
+    "check_state",
     "create_external_allocator",
     "device_access",
+    "device_for_graph",
     "device_free",
     "device_launch",
     "device_malloc",

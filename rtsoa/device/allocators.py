@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from rtsoa.device.device import Device, placement_index
-from rtsoa.device.status import PLACEMENT_FOLLOWING, PLACEMENT_HOST, PLACEMENT_NAMES
+from rtsoa.device.layout import PLACEMENT_FOLLOWING, PLACEMENT_HOST, PLACEMENT_NAMES
 
 
 class Allocator(ABC):

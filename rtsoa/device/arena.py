@@ -5,11 +5,11 @@ by best fit and given back on release, merging with address neighbours. Segment 
 (only on cache misses and cache flushes), so a sorted array scanned linearly is enough.
 """
 
-from rtsoa._jit import jit
-from rtsoa.device.status import PLACEMENT_FOLLOWING, PLACEMENT_HOST, PLACEMENT_P2P
+from rtsoa._jit import jit_inline_ir, jit_out_of_line, jit_with_nrt
+from rtsoa.device.layout import PLACEMENT_FOLLOWING, PLACEMENT_HOST, PLACEMENT_P2P
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def resolve_placement(placement):
     """Map "following" onto host; other placements are their own arena."""
     if placement == PLACEMENT_FOLLOWING:
@@ -17,7 +17,7 @@ def resolve_placement(placement):
     return placement
 
 
-@jit(forceinline=False)  # returns an array view: needs the reference-counting runtime
+@jit_with_nrt  # returns an array view: needs the reference-counting runtime
 def arena_of(dev, placement):
     """The byte array of a (resolved) placement."""
     if placement == PLACEMENT_HOST:
@@ -27,7 +27,7 @@ def arena_of(dev, placement):
     return dev.arena_hbm
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def arena_take(dev, placement, size):
     """Carve `size` bytes from the best-fitting free range; returns the offset or -1."""
     count = dev.range_count[placement]
@@ -45,7 +45,7 @@ def arena_take(dev, placement, size):
     return _take_front(dev, placement, best, size)
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def _take_front(dev, placement, k, size):
     """Carve `size` bytes from the front of free range `k` (dropping the range when it is used
     up, which keeps the array sorted); returns their offset."""
@@ -62,7 +62,7 @@ def _take_front(dev, placement, k, size):
     return offset
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def arena_free_at(dev, placement, offset):
     """Size of the free range starting exactly at `offset` (0 if none)."""
     for k in range(dev.range_count[placement]):
@@ -71,7 +71,7 @@ def arena_free_at(dev, placement, offset):
     return 0
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def arena_take_at(dev, placement, offset, size):
     """Carve `size` bytes from the front of the free range starting at `offset` (the caller
     checked `arena_free_at(...) >= size`)."""
@@ -81,7 +81,7 @@ def arena_take_at(dev, placement, offset, size):
             return
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def arena_give_back(dev, placement, offset, size):
     """Return a range to the arena, merging with free neighbours (kept sorted by offset)."""
     count = dev.range_count[placement]
@@ -113,7 +113,7 @@ def arena_give_back(dev, placement, offset, size):
         dev.range_count[placement] = count + 1
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def arena_largest_free(dev, placement):
     """Largest free range of the arena (bytes not yet carved into any segment)."""
     largest = 0

@@ -9,16 +9,16 @@ from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_inline_ir
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def floor_log2(value):
     """Index of the highest set bit of a positive int64."""
     return 63 - leading_zeros(value)
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def lowest_bit(value):
     """Index of the lowest set bit of a non-zero int64."""
     return trailing_zeros(value)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     CFG_HAZARDS,
     CFG_LARGE_MIN_REMAINDER,
     CFG_LARGE_ROUND,

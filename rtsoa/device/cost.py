@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     COST_BYTES_PER_NS,
     COST_EVENT_RECORD_NS,
     COST_FLOPS_PER_NS,

@@ -10,13 +10,14 @@ import json
 import numpy as np
 
 from rtsoa.device import allocator as _allocator
+from rtsoa.device import defaults
 from rtsoa.device import streams as _streams
 from rtsoa.device.config import AllocatorConfig, resolve_cap
 from rtsoa.device.cost import CostModel
+from rtsoa.device.errors import DeviceError, DeviceOutOfMemory, InvalidBlock
+from rtsoa.device.handles import block_location
 from rtsoa.device.hazards import device_access
-from rtsoa.device.state import create_state
-from rtsoa.device.stats import device_stats, free_memory_summary, snapshot
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     CNT_HAZARDS,
     HAZ_BLOCK,
     HAZ_IS_WRITE,
@@ -32,8 +33,11 @@ from rtsoa.device.status import (
     PLACEMENT_FOLLOWING,
     PLACEMENT_HOST,
     PLACEMENT_NAMES,
+)
+from rtsoa.device.state import create_state
+from rtsoa.device.stats import device_stats, free_memory_summary, snapshot
+from rtsoa.device.status import (
     STATUS_INVALID_BLOCK,
-    STATUS_NAMES,
     STATUS_NOT_READY,
     STATUS_OK,
     STATUS_OUT_OF_MEMORY,
@@ -47,47 +51,6 @@ from rtsoa.device.trace import (
 )
 
 _EMPTY = np.zeros(0, dtype=np.int64)
-
-
-class DeviceError(RuntimeError):
-    """A device call failed; `status` is the device status code."""
-
-    def __init__(self, status, message):
-        super().__init__(f"{STATUS_NAMES.get(status, status)}: {message}")
-        self.status = status
-
-
-class InvalidBlock(DeviceError):
-    """Stale, double-freed or unknown block handle."""
-
-
-class DeviceOutOfMemory(DeviceError):
-    """No memory after the wait -> sync -> release -> retry path; the device stays usable."""
-
-    def __init__(self, placement, requested, allocated, reserved, cap, largest_free, fragmentation):
-        self.placement = placement
-        self.requested = requested
-        self.allocated = allocated
-        self.reserved = reserved
-        self.cap = cap
-        self.largest_free = largest_free
-        self.fragmentation = fragmentation
-        super().__init__(
-            STATUS_OUT_OF_MEMORY,
-            f"tried to allocate {_human(requested)} on {placement}: "
-            f"{_human(allocated)} allocated, {_human(reserved)} reserved "
-            f"(cap {_human(cap)}), largest free block {_human(largest_free)}, "
-            f"fragmentation {fragmentation:.1%}",
-        )
-
-
-def _human(nbytes):
-    value = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} B" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1024
-    return f"{value:.2f} GiB"
 
 
 def placement_index(placement):
@@ -110,26 +73,28 @@ class Device:
     cheap until touched). `caps` maps a placement name to an absolute cap (int bytes) or a
     fraction of the arena (float); the default is the whole arena (the reference uses 95 %).
     `hazards` switches the hazard checker, `trace` the trace ring (both on by default; both off
-    for speed).
+    for speed). Default sizes are those of `defaults.py` (`device_for_graph` sizes a device for
+    a graph); `create_state` runs `check_state` on the state it builds, so a device whose sizes
+    jitted code cannot run on raises `DeviceStateError` here, before any jitted call.
     """
 
     def __init__(
         self,
-        hbm_bytes=1 << 30,
-        p2p_bytes=64 << 20,
-        host_bytes=256 << 20,
+        hbm_bytes=defaults.HBM_BYTES,
+        p2p_bytes=defaults.P2P_BYTES,
+        host_bytes=defaults.HOST_BYTES,
         *,
         allocator=None,
         cost=None,
         caps=None,
         hazards=True,
         trace=True,
-        num_streams=4,
-        num_events=64,
-        max_blocks=1 << 16,
-        max_segments=4096,
-        trace_capacity=1 << 16,
-        hazard_capacity=1024,
+        num_streams=defaults.NUM_STREAMS,
+        num_events=defaults.NUM_EVENTS,
+        max_blocks=defaults.MAX_BLOCKS,
+        max_segments=defaults.MAX_SEGMENTS,
+        trace_capacity=defaults.TRACE_CAPACITY,
+        hazard_capacity=defaults.HAZARD_CAPACITY,
     ):
         if not 1 <= num_streams <= MAX_STREAMS:
             raise ValueError(f"num_streams must be in 1..{MAX_STREAMS}")
@@ -179,7 +144,9 @@ class Device:
     @classmethod
     def from_trace(cls, path):
         """A fresh device with the settings of the device that wrote the trace at `path`
-        (arenas, caps, streams, table sizes, allocator and cost model), to replay it on."""
+        (arenas, caps, streams, table sizes, allocator and cost model), to replay it on. The
+        settings come from a file: the new state is checked like any other (`DeviceStateError`
+        for sizes jitted code cannot run on)."""
         loaded = load_trace(path)
         if "settings" not in loaded:
             raise ValueError(
@@ -227,7 +194,7 @@ class Device:
 
     def view(self, handle, dtype=np.uint8):
         """The block's arena bytes (its requested length) viewed as `dtype`; writable."""
-        placement, offset, size = _allocator.block_location(self.state, int(handle))
+        placement, offset, size = block_location(self.state, int(handle))
         if placement < 0:
             raise InvalidBlock(STATUS_INVALID_BLOCK, f"stale or unknown handle {handle}")
         arena = (self.state.arena_hbm, self.state.arena_p2p, self.state.arena_host)[placement]
@@ -235,7 +202,7 @@ class Device:
 
     def location(self, handle):
         """(placement name, offset, requested bytes) of a live block."""
-        placement, offset, size = _allocator.block_location(self.state, int(handle))
+        placement, offset, size = block_location(self.state, int(handle))
         if placement < 0:
             raise InvalidBlock(STATUS_INVALID_BLOCK, f"stale or unknown handle {handle}")
         return PLACEMENT_NAMES[placement], int(offset), int(size)

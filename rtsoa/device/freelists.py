@@ -17,13 +17,13 @@ Quick lists (`quick_push` / `quick_pop`) sit in front of the free lists: per pla
 LIFO list per exact size of 1..QUICK_CLASSES allocation units, linked through BLK_FREE_NEXT.
 A freed block parked there is not merged with its neighbours (they see BLOCK_QUICK, not
 BLOCK_FREE) and costs a push; a request of its size pops it when it is usable on the requesting
-stream. The allocator flushes them (`allocator.quick_flush`) before it grows or releases.
+stream. The allocator flushes them (`blocks.quick_flush`) before it grows or releases.
 """
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_inline_ir
 from rtsoa.device.bits import floor_log2, lowest_bit
 from rtsoa.device.hazards import reusable_on
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     BLK_BIN,
     BLK_FREE_NEXT,
     BLK_FREE_PREV,
@@ -50,7 +50,7 @@ _WORD_SHIFT = 5  # 32 classes per bitmap word (status.BITMAP_BITS)
 _WORD_MASK = 31
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def size_class(size):
     """Free-list class of a size: exact below 16, then 16 classes per power of two."""
     if size < 16:
@@ -60,7 +60,7 @@ def size_class(size):
     return (exponent << SUB_BINS_LOG2) + sub
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def bin_push(dev, slot, group):
     """Put a free block at the head of its class list (LIFO)."""
     blocks = dev.blocks
@@ -75,7 +75,7 @@ def bin_push(dev, slot, group):
     dev.bin_bitmap[index >> _WORD_SHIFT] |= 1 << (index & _WORD_MASK)
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def bin_remove(dev, slot):
     """Unlink a free block from its class list (clearing the bitmap bit of an emptied class)."""
     blocks = dev.blocks
@@ -93,7 +93,7 @@ def bin_remove(dev, slot):
     # BLK_BIN and the links are left stale: they are read only while the block is listed
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def eligible(dev, slot, size, stream, max_split):
     """The free block may serve a `size`-byte request on `stream` (see module docstring)."""
     blocks = dev.blocks
@@ -113,7 +113,7 @@ def eligible(dev, slot, size, stream, max_split):
     return reusable_on(dev, slot, stream)
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def find_block(dev, group, size, stream):
     """An eligible free block of at least `size` bytes in the group's lists, or -1."""
     blocks = dev.blocks
@@ -157,7 +157,7 @@ def find_block(dev, group, size, stream):
     return -1
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def quick_index(dev, placement, size):
     """Quick list of a rounded size of `placement`, or -1 when the size has none."""
     if size > dev.placement_config[placement, PCFG_QUICK_LIMIT]:
@@ -167,7 +167,7 @@ def quick_index(dev, placement, size):
     )
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def quick_push(dev, slot, index):
     """Park a freed block (neither merged nor listed) in quick list `index`; False when full."""
     count = dev.quick_count[index]
@@ -180,7 +180,7 @@ def quick_push(dev, slot, index):
     return True
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def quick_pop(dev, index, stream):
     """Take the head of quick list `index` if it is usable on `stream`, else -1."""
     slot = dev.quick_head[index]

@@ -12,9 +12,9 @@ An access by a task on stream `t` is a hazard when:
 Hazards are recorded (first `capacity` rows kept, all counted), never raised, like a sanitizer.
 """
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_inline_ir, jit_out_of_line
 from rtsoa.device.bits import lowest_bit
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     BLK_GENERATION,
     BLK_STATE,
     BLK_STREAM_MASK,
@@ -35,13 +35,11 @@ from rtsoa.device.status import (
     HIST_TASK,
     HIST_USE,
     HIST_WRITE,
-    STATUS_INVALID_BLOCK,
-    STATUS_INVALID_STREAM,
-    STATUS_OK,
 )
+from rtsoa.device.status import STATUS_INVALID_BLOCK, STATUS_INVALID_STREAM, STATUS_OK
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def claim_stream(dev, slot, stream):
     """Add `stream` to the block's history, clearing entries left from a previous slot use."""
     blocks = dev.blocks
@@ -55,7 +53,7 @@ def claim_stream(dev, slot, stream):
         dev.history_time[slot, stream] = 0.0
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def record_hazard(dev, kind, handle, task, stream, other_task, other_stream, is_write, t0, t1):
     """Append a hazard row (kept only while the table has room; always counted)."""
     index = dev.counters[CNT_HAZARDS]
@@ -72,7 +70,7 @@ def record_hazard(dev, kind, handle, task, stream, other_task, other_stream, is_
         dev.hazard_time[index, 1] = t1
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def device_access(dev, stream, handle, is_write):
     """Declare that the last task launched on `stream` reads (or writes) block `handle`.
 
@@ -130,7 +128,7 @@ def device_access(dev, stream, handle, is_write):
     return STATUS_OK
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def history_merge(dev, into, source):
     """`into` takes the union of both blocks' histories (neighbour merge)."""
     blocks = dev.blocks
@@ -155,7 +153,7 @@ def history_merge(dev, into, source):
         )
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def history_copy(dev, into, source):
     """`into` inherits `source`'s history (the remainder of a split)."""
     blocks = dev.blocks
@@ -171,7 +169,7 @@ def history_copy(dev, into, source):
         dev.history_time[into, stream] = dev.history_time[source, stream]
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def history_on_free(dev, slot, stream):
     """A free on `stream` is its latest use; every earlier access now counts as a write."""
     blocks = dev.blocks
@@ -193,7 +191,7 @@ def history_on_free(dev, slot, stream):
         history[slot, other, HIST_WRITE] = history[slot, other, HIST_USE]
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def reusable_on(dev, slot, stream):
     """True when every recorded use of the block's memory is ordered before `stream`'s next op."""
     blocks = dev.blocks

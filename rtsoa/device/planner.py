@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_with_nrt
 
 
 class MemoryPlan(NamedTuple):
@@ -46,7 +46,7 @@ def live_bytes_peak(first_use, last_use, sizes):
     return int(np.cumsum(deltas[order]).max(initial=0))
 
 
-@jit
+@jit_with_nrt  # allocates its work array: needs the reference-counting runtime
 def _greedy_by_size(first_use, last_use, sizes, order, offsets):
     n = order.shape[0]
     placed = np.empty(n, dtype=np.int64)  # placed tensors, sorted by offset

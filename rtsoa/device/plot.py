@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     EV_ALLOC,
     EV_FREE,
     EV_SEGMENT_ALLOC,

@@ -7,9 +7,9 @@ so a multi-stream trace replays the same stream ordering, not the same hazard ch
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_out_of_line
 from rtsoa.device.allocator import device_free, device_malloc
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     EV_ALLOC,
     EV_DEVICE_SYNC,
     EV_EVENT_RECORD,
@@ -36,7 +36,7 @@ from rtsoa.device.streams import (
 )
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def replay_rows(dev, rows, slot_map):
     """Re-run `rows` on `dev`; returns (status, failing row or -1).
 
@@ -87,7 +87,7 @@ def replay_trace(device, rows):
     slot_map = np.full(size, -1, dtype=np.int64)
     status, row = replay_rows(device.state, rows, slot_map)
     if status != 0:
-        from rtsoa.device.device import DeviceError
+        from rtsoa.device.errors import DeviceError
 
         raise DeviceError(int(status), f"replay failed at trace row {int(row)}")
     return device

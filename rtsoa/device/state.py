@@ -2,14 +2,20 @@
 
 Nothing inside is a Python object, so the state can be passed into any njit function (and be
 one field of the runtime's `rt` tuple). All arrays are sized once by `create_state`; no jitted
-path allocates. Column meanings are the constants of `status.py`.
+path allocates. Column meanings are the constants of `layout.py`.
+
+Jitted code does not check bounds and tells the optimiser the tables' row widths
+(`tables.assume_layout`), so a state must be checked in Python before any jitted code runs on
+it: `check_state` does, for every state `create_state` builds and for any state handed in from
+outside (executors call it on the device they are given).
 """
 
 from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa.device.status import (
+from rtsoa.device.errors import DeviceStateError
+from rtsoa.device.layout import (
     BITMAP_WORDS,
     BLK_BIN,
     BLK_FREE_NEXT,
@@ -19,9 +25,16 @@ from rtsoa.device.status import (
     BLK_SEGMENT,
     BLK_STATE,
     BLOCK_UNUSED,
+    CFG_NUM_EVENTS,
+    CFG_NUM_STREAMS,
+    CFG_PAGE_MODE,
+    CFG_PAGE_SIZE,
     CNT_BLOCK_TOP,
+    CNT_SEGMENT_HIGH,
     CNT_SEGMENT_TOP,
+    HANDLE_SLOT_MASK,
     HIST_TASK,
+    MAX_STREAMS,
     NUM_BINS,
     NUM_BLOCK_COLUMNS,
     NUM_CONFIG,
@@ -35,6 +48,15 @@ from rtsoa.device.status import (
     NUM_RING_COLUMNS,
     NUM_SEGMENT_COLUMNS,
     NUM_STATS,
+    PCFG_ALIGNMENT,
+    PCFG_ARENA_SIZE,
+    PCFG_CAP,
+    PCFG_QUICK_LIMIT,
+    PCFG_UNIT_SHIFT,
+    PLACEMENT_HBM,
+    PLACEMENT_HOST,
+    PLACEMENT_NAMES,
+    PLACEMENT_P2P,
     QUICK_CLASSES,
     SEG_FIRST_BLOCK,
     SEG_PLACEMENT,
@@ -53,12 +75,12 @@ class DeviceState(NamedTuple):
     cost: np.ndarray  # float64[NUM_COST]
     counters: np.ndarray  # int64[NUM_COUNTERS]
     stats: np.ndarray  # int64[NUM_PLACEMENTS, NUM_STATS]
-    # blocks: one row per slot (columns `status.BLK_*`), kept together for cache locality
+    # blocks: one row per slot (columns `layout.BLK_*`), kept together for cache locality
     blocks: np.ndarray  # int64[max_blocks, NUM_BLOCK_COLUMNS]
     history: np.ndarray  # int64[max_blocks, max_streams, NUM_HISTORY_COLUMNS] (`HIST_*`)
     history_time: np.ndarray  # float64[max_blocks, max_streams]: end time of the last access
     block_slots: np.ndarray  # int32 stack of unused block slots
-    # segments: one row per slot (columns `status.SEG_*`)
+    # segments: one row per slot (columns `layout.SEG_*`)
     segments: np.ndarray  # int64[max_segments, NUM_SEGMENT_COLUMNS]
     segment_slots: np.ndarray  # int32 stack of unused segment slots
     # arena free ranges per placement, sorted by offset (segments are carved from these)
@@ -110,9 +132,8 @@ def create_state(
     trace_capacity,
     hazard_capacity,
 ):
-    """Allocate a fresh `DeviceState`; arrays are zeroed lazily by the OS until touched."""
-    if trace_capacity & (trace_capacity - 1) or trace_capacity < 1:
-        raise ValueError("trace_capacity must be a power of two")
+    """Allocate a fresh `DeviceState` and `check_state` it (raises `DeviceStateError` for
+    sizes jitted code cannot run on); arrays are zeroed lazily by the OS until touched."""
     arenas = [np.zeros(int(size), dtype=np.uint8) for size in arena_sizes]
     range_capacity = max_segments + 2
     range_offset = np.zeros((NUM_PLACEMENTS, range_capacity), dtype=np.int64)
@@ -132,9 +153,7 @@ def create_state(
     counters = np.zeros(NUM_COUNTERS, dtype=np.int64)
     counters[CNT_BLOCK_TOP] = max_blocks
     counters[CNT_SEGMENT_TOP] = max_segments
-    assert config.shape == (NUM_CONFIG,) and cost.shape == (NUM_COST,)
-    assert placement_config.shape == (NUM_PLACEMENTS, NUM_PLACEMENT_CONFIG)
-    return DeviceState(
+    state = DeviceState(
         arena_hbm=arenas[0],
         arena_p2p=arenas[1],
         arena_host=arenas[2],
@@ -171,3 +190,161 @@ def create_state(
         hazards=np.zeros((hazard_capacity, NUM_HAZARD_COLUMNS), dtype=np.int64),
         hazard_time=np.zeros((hazard_capacity, 2), dtype=np.float64),
     )
+    check_state(state)
+    return state
+
+
+# field: (dtype, shape, written by jitted code). A shape entry is a layout constant or the name
+# of a dimension that `_dimensions` reads off the state.
+_FIELDS = {
+    "arena_hbm": (np.uint8, ("hbm_bytes",), True),
+    "arena_p2p": (np.uint8, ("p2p_bytes",), True),
+    "arena_host": (np.uint8, ("host_bytes",), True),
+    "config": (np.int64, (NUM_CONFIG,), False),
+    "placement_config": (np.int64, (NUM_PLACEMENTS, NUM_PLACEMENT_CONFIG), False),
+    "cost": (np.float64, (NUM_COST,), False),
+    "counters": (np.int64, (NUM_COUNTERS,), True),
+    "stats": (np.int64, (NUM_PLACEMENTS, NUM_STATS), True),
+    "blocks": (np.int64, ("max_blocks", NUM_BLOCK_COLUMNS), True),
+    "history": (np.int64, ("max_blocks", "max_streams", NUM_HISTORY_COLUMNS), True),
+    "history_time": (np.float64, ("max_blocks", "max_streams"), True),
+    "block_slots": (np.int32, ("max_blocks",), True),
+    "segments": (np.int64, ("max_segments", NUM_SEGMENT_COLUMNS), True),
+    "segment_slots": (np.int32, ("max_segments",), True),
+    "range_offset": (np.int64, (NUM_PLACEMENTS, "range_capacity"), True),
+    "range_size": (np.int64, (NUM_PLACEMENTS, "range_capacity"), True),
+    "range_count": (np.int64, (NUM_PLACEMENTS,), True),
+    "bin_head": (np.int32, (NUM_PLACEMENTS * 2 * NUM_BINS,), True),
+    "bin_bitmap": (np.int64, (NUM_PLACEMENTS * 2 * BITMAP_WORDS,), True),
+    "quick_head": (np.int64, (NUM_PLACEMENTS * QUICK_CLASSES,), True),
+    "quick_count": (np.int64, (NUM_PLACEMENTS * QUICK_CLASSES,), True),
+    "stream_clock": (np.float64, ("max_streams",), True),
+    "stream_priority": (np.int32, ("max_streams",), True),
+    "stream_last_task": (np.int64, ("max_streams",), True),
+    "stream_vc": (np.int64, ("max_streams", "max_streams"), True),
+    "host_clock": (np.float64, (1,), True),
+    "host_vc": (np.int64, ("max_streams",), True),
+    "event_time": (np.float64, ("max_events",), True),
+    "event_stream": (np.int32, ("max_events",), True),
+    "event_vc": (np.int64, ("max_events", "max_streams"), True),
+    "trace": (np.int64, ("trace_capacity", NUM_RING_COLUMNS), True),
+    "trace_extra": (np.int64, ("trace_capacity", NUM_EXTRA_COLUMNS), True),
+    "hazards": (np.int64, ("hazard_capacity", NUM_HAZARD_COLUMNS), True),
+    "hazard_time": (np.float64, ("hazard_capacity", 2), True),
+}
+# counters that index a table: name, index, (the table, the dimension the value may reach)
+_COUNTER_BOUNDS = (
+    ("CNT_BLOCK_TOP", CNT_BLOCK_TOP, "block_slots", "max_blocks"),
+    ("CNT_SEGMENT_TOP", CNT_SEGMENT_TOP, "segment_slots", "max_segments"),
+    ("CNT_SEGMENT_HIGH", CNT_SEGMENT_HIGH, "segments", "max_segments"),
+)
+
+
+def check_state(state):
+    """Check that `state` is a `DeviceState` jitted code may run on, or raise
+    `DeviceStateError` naming the first offending field.
+
+    Every field must be a C-contiguous numpy array of its dtype and dimension count, writeable
+    where jitted code writes, with the layout's row widths; the tables' sizes must agree with
+    each other (max_blocks, max_segments, max_streams <= MAX_STREAMS, max_events, a
+    power-of-two trace capacity, the hazard capacity) and the arenas with the placement
+    config; the slot-stack tops, the segment high-water mark and the free-range counts must
+    point inside their tables; the stream / event counts in `config` must fit the tables.
+    The tables' contents (links, free lists) are not checked.
+    """
+    if not isinstance(state, DeviceState):
+        raise DeviceStateError("state", f"a DeviceState expected, got {type(state).__name__}")
+    for field, (dtype, shape, written) in _FIELDS.items():
+        array = getattr(state, field)
+        if not isinstance(array, np.ndarray):
+            raise DeviceStateError(field, f"a numpy array expected, got {type(array).__name__}")
+        if array.dtype != np.dtype(dtype):
+            raise DeviceStateError(field, f"dtype {array.dtype}, expected {np.dtype(dtype)}")
+        if array.ndim != len(shape):
+            raise DeviceStateError(field, f"{array.ndim} dimensions, expected {len(shape)}")
+        if not array.flags.c_contiguous:
+            raise DeviceStateError(field, "not C-contiguous")
+        if written and not array.flags.writeable:
+            raise DeviceStateError(field, "read-only, but jitted code writes it")
+    fixed = [field for field, spec in _FIELDS.items() if all(type(n) is int for n in spec[1])]
+    for field in fixed:  # first: the placement config gives the arena sizes
+        _check_shape(state, field, {})
+    dimensions = _dimensions(state)
+    for field in [field for field in _FIELDS if field not in fixed]:
+        _check_shape(state, field, dimensions)
+    _check_sizes(state, dimensions)
+    _check_placement_config(state)
+
+
+def _check_shape(state, field, dimensions):
+    shape = _FIELDS[field][1]
+    expected = tuple(dimensions.get(size, size) for size in shape)
+    actual = getattr(state, field).shape
+    if actual != expected:
+        named = ", ".join(
+            f"{size}={dimensions[size]}" if size in dimensions else str(size) for size in shape
+        )
+        raise DeviceStateError(field, f"shape {actual}, expected ({named})")
+
+
+def _dimensions(state):
+    """The sizes the tables must agree on, read off the state."""
+    arena_sizes = state.placement_config[:, PCFG_ARENA_SIZE].tolist()
+    return {
+        "hbm_bytes": arena_sizes[PLACEMENT_HBM],
+        "p2p_bytes": arena_sizes[PLACEMENT_P2P],
+        "host_bytes": arena_sizes[PLACEMENT_HOST],
+        "max_blocks": state.blocks.shape[0],
+        "max_segments": state.segments.shape[0],
+        "range_capacity": state.segments.shape[0] + 2,
+        "max_streams": state.stream_clock.shape[0],
+        "max_events": state.event_time.shape[0],
+        "trace_capacity": state.trace.shape[0],
+        "hazard_capacity": state.hazards.shape[0],
+    }
+
+
+def _check_sizes(state, dimensions):
+    """Table sizes and the counters and config values that index the tables."""
+    if not 1 <= dimensions["max_blocks"] <= HANDLE_SLOT_MASK + 1:
+        raise DeviceStateError("blocks", "needs 1 .. 2**32 rows (a handle holds a 32-bit slot)")
+    if dimensions["max_segments"] < 1:
+        raise DeviceStateError("segments", "needs at least one row")
+    if not 1 <= dimensions["max_streams"] <= MAX_STREAMS:
+        raise DeviceStateError("stream_clock", f"max_streams must be in 1..{MAX_STREAMS}")
+    capacity = dimensions["trace_capacity"]
+    if capacity < 1 or capacity & (capacity - 1):
+        raise DeviceStateError("trace", f"capacity {capacity} is not a power of two")
+    streams = state.config[CFG_NUM_STREAMS]
+    if not 1 <= streams <= dimensions["max_streams"]:
+        raise DeviceStateError("config", f"{streams} streams in use, tables for 1..max_streams")
+    events = state.config[CFG_NUM_EVENTS]
+    if not 0 <= events <= dimensions["max_events"]:
+        raise DeviceStateError("config", f"{events} events in use, tables for 0..max_events")
+    if (state.counters < 0).any():
+        raise DeviceStateError(
+            "counters", f"negative counters at {np.flatnonzero(state.counters < 0)}"
+        )
+    for name, counter, table, dimension in _COUNTER_BOUNDS:
+        if state.counters[counter] > dimensions[dimension]:
+            raise DeviceStateError("counters", f"{name} points past the end of {table}")
+    if ((state.range_count < 0) | (state.range_count > dimensions["range_capacity"])).any():
+        raise DeviceStateError("range_count", "a free-range count is outside range_offset")
+
+
+def _check_placement_config(state):
+    """Allocation units and quick-list limits (which index the quick lists), caps."""
+    page_mode = state.config[CFG_PAGE_MODE] != 0
+    for placement, row in enumerate(state.placement_config):
+        name = PLACEMENT_NAMES[placement]
+        unit = state.config[CFG_PAGE_SIZE] if page_mode else row[PCFG_ALIGNMENT]
+        if unit < 1 or unit & (unit - 1) or row[PCFG_ALIGNMENT] < 1:
+            raise DeviceStateError("placement_config", f"{name}: unit {unit} not a power of two")
+        if row[PCFG_UNIT_SHIFT] != int(unit).bit_length() - 1:
+            raise DeviceStateError("placement_config", f"{name}: unit shift is not log2({unit})")
+        if row[PCFG_QUICK_LIMIT] > QUICK_CLASSES * unit:
+            raise DeviceStateError(
+                "placement_config", f"{name}: quick-list limit > {QUICK_CLASSES} units"
+            )
+        if not 0 <= row[PCFG_CAP] <= row[PCFG_ARENA_SIZE]:
+            raise DeviceStateError("placement_config", f"{name}: cap outside 0..arena size")

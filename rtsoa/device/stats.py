@@ -7,7 +7,7 @@ which is how the tests cross-check the tracked counters.
 
 import numpy as np
 
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     BLK_GENERATION,
     BLK_NEXT,
     BLK_OFFSET,

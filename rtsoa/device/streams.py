@@ -19,9 +19,9 @@ The data effect of a kernel happens when it is issued; only timing is simulated.
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_inline_ir, jit_out_of_line
 from rtsoa.device.hazards import device_access
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     CFG_NUM_EVENTS,
     CFG_NUM_STREAMS,
     CNT_DEVICE_SYNCS,
@@ -41,6 +41,8 @@ from rtsoa.device.status import (
     EV_LAUNCH,
     EV_STREAM_SYNC,
     EV_STREAM_WAIT,
+)
+from rtsoa.device.status import (
     STATUS_INVALID_EVENT,
     STATUS_INVALID_STREAM,
     STATUS_NOT_READY,
@@ -51,17 +53,17 @@ from rtsoa.device.trace import trace_append
 DEFAULT_STREAM = 0
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def _valid_stream(dev, stream):
     return 0 <= stream < dev.config[CFG_NUM_STREAMS]
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def _valid_event(dev, event):
     return 0 <= event < dev.config[CFG_NUM_EVENTS]
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def launch_cost_ns(dev, bytes_moved, flops):
     """Duration of a launch: latency + bytes / bandwidth + flops / peak."""
     return (
@@ -71,7 +73,7 @@ def launch_cost_ns(dev, bytes_moved, flops):
     )
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def launch_begin(dev, stream, bytes_moved, flops):
     """Issue a task on `stream`; returns its task id (or the negated status)."""
     if not _valid_stream(dev, stream):
@@ -88,7 +90,7 @@ def launch_begin(dev, stream, bytes_moved, flops):
     return task
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def device_launch(dev, stream, bytes_moved, flops, read_blocks, write_blocks):
     """Launch a kernel on `stream` that reads / writes the given block handles.
 
@@ -110,7 +112,7 @@ def device_launch(dev, stream, bytes_moved, flops, read_blocks, write_blocks):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def event_record(dev, event, stream):
     """Record `event` at the current position of `stream`."""
     if not _valid_stream(dev, stream):
@@ -128,7 +130,7 @@ def event_record(dev, event, stream):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def stream_wait_event(dev, stream, event):
     """Make later work on `stream` wait for `event` (device side, the host does not block)."""
     if not _valid_stream(dev, stream):
@@ -146,7 +148,7 @@ def stream_wait_event(dev, stream, event):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def _host_learns(dev):
     """Work issued after a host synchronisation is ordered after what the host has seen."""
     streams = dev.config[CFG_NUM_STREAMS]
@@ -155,7 +157,7 @@ def _host_learns(dev):
             dev.stream_vc[stream, other] = max(dev.stream_vc[stream, other], dev.host_vc[other])
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def stream_synchronize(dev, stream):
     """Block the host until `stream` has finished: host clock >= stream clock."""
     if not _valid_stream(dev, stream):
@@ -170,7 +172,7 @@ def stream_synchronize(dev, stream):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def device_synchronize(dev):
     """Block the host until every stream has finished."""
     streams = dev.config[CFG_NUM_STREAMS]
@@ -185,7 +187,7 @@ def device_synchronize(dev):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def event_synchronize(dev, event):
     """Block the host until `event` has completed."""
     if not _valid_event(dev, event):
@@ -203,7 +205,7 @@ def event_synchronize(dev, event):
     return np.int32(STATUS_OK)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def event_query(dev, event):
     """STATUS_OK if `event` has completed at the current host time, else STATUS_NOT_READY."""
     if not _valid_event(dev, event):
@@ -213,7 +215,7 @@ def event_query(dev, event):
     return np.int32(STATUS_NOT_READY)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def set_stream_priority(dev, stream, priority):
     """Store a stream's priority (lower runs first on real devices; reported, not simulated)."""
     if not _valid_stream(dev, stream):

@@ -1,8 +1,8 @@
 """Ring-buffer trace of allocator and stream events: append (njit), dump / load, Chrome trace.
 
 Every alloc / free / segment / OOM / launch / event / sync is one 32-byte row of `dev.trace`
-(packed, `status.RING_*`; values that do not fit go exactly into the same row of
-`dev.trace_extra`); `trace_rows` decodes the ring into `status.TRACE_*` columns plus the device
+(packed, `layout.RING_*`; values that do not fit go exactly into the same row of
+`dev.trace_extra`); `trace_rows` decodes the ring into `layout.TRACE_*` columns plus the device
 start / end times. The ring keeps the last `capacity` events; `counters[CNT_TRACE_SEQ]` counts
 all of them, so a reader knows if it wrapped.
 
@@ -14,9 +14,9 @@ the device's life, as `Device(trace=...)` sets it.
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_inline_ir
 from rtsoa.device.bits import float_bits
-from rtsoa.device.status import (
+from rtsoa.device.layout import (
     CFG_TRACE,
     CNT_TRACE_SEQ,
     EV_ALLOC,
@@ -65,12 +65,12 @@ from rtsoa.device.status import (
 TRACE_FORMAT_VERSION = 1  # of the decoded rows `dump_trace` writes (unchanged by the ring)
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def trace_append(dev, kind, placement, handle, offset, size, requested, stream, start, end):
     """Write one event into the ring (overwrites the oldest once full); no-op if tracing is off.
 
-    One 32-byte row per event (layout `status.RING_*`); an event whose values do not fit the
-    packed row (see `status.RING_OFFSET_LIMIT_BITS`) also writes its row of `dev.trace_extra`.
+    One 32-byte row per event (layout `layout.RING_*`); an event whose values do not fit the
+    packed row (see `layout.RING_OFFSET_LIMIT_BITS`) also writes its row of `dev.trace_extra`.
     """
     if dev.config[CFG_TRACE] == 0:
         return
@@ -103,8 +103,8 @@ _SIZE_MASK = (1 << RING_SIZE_LIMIT_BITS) - 1
 
 
 def decode_ring(raw, extra, allocated_now, reserved_now):
-    """Ring rows (`status.RING_*`) and their `trace_extra` rows, oldest first, -> (int64 rows in
-    the `status.TRACE_*` layout, float64 (start, end) times).
+    """Ring rows (`layout.RING_*`) and their `trace_extra` rows, oldest first, -> (int64 rows in
+    the `layout.TRACE_*` layout, float64 (start, end) times).
 
     `allocated_now` / `reserved_now` (per placement) are the statistics after the newest row;
     the bytes after each older event are derived backwards from them.

@@ -17,7 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_out_of_line
+from rtsoa.device import check_state
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.errors import KernelError
 from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
@@ -54,27 +55,10 @@ class RunResult(NamedTuple):
 
 
 def default_device(graph):
-    """A simulated device sized for `graph` (see `rtsoa.device`)."""
-    from rtsoa.device import Device
-    from rtsoa.graph.schema import ValueKind
+    """A simulated device sized for `graph` (see `rtsoa.device.device_for_graph`)."""
+    from rtsoa.device import device_for_graph
 
-    streams = max(int(graph.meta.stream_count), 1)
-    events = max(int(graph.meta.event_count), 1)
-    if (graph.value_kind == ValueKind.MEMORY_BLOCK).any():
-        return Device(num_streams=streams, num_events=events)
-    return Device(
-        hbm_bytes=1 << 16,
-        p2p_bytes=1 << 12,
-        host_bytes=1 << 12,
-        num_streams=streams,
-        num_events=events,
-        max_blocks=16,
-        max_segments=4,
-        trace_capacity=16,
-        hazard_capacity=16,
-        hazards=False,
-        trace=False,
-    )
+    return device_for_graph(graph)
 
 
 def resolve_executor(executor, control_flow, launch_count):
@@ -92,7 +76,7 @@ def resolve_executor(executor, control_flow, launch_count):
     return executor
 
 
-@jit(_nrt=False)
+@jit_out_of_line
 def _bind_nodes(columns, kernel_dispatch, graph_root, graph_in_subgraph, root, tables, out):
     """One pass over every node: dispatch ids of all nodes, and for the nodes of `root` their
     ids, starts, kernels used, control flow, launch count and the first node breaking a rule.
@@ -160,6 +144,8 @@ class Executor(abc.ABC):
         self.starts = binding.starts
         self.control_flow = binding.control_flow
         self.launch_count = binding.launch_count
+        if device is not None:
+            check_state(device.state)  # jitted code assumes its layout: check a given device
         self.device = device if device is not None else default_device(graph)
         self.runtime = make_runtime(graph, binding.node_dispatch, self.device.state)
         self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)

@@ -1,9 +1,9 @@
 """Helpers every executor loop shares: the per-step record of subscribed runs."""
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_out_of_line
 
 
-@jit(_nrt=False)
+@jit_out_of_line
 def record_step(record, step, node, start, end):
     """Row `step` of the (capacity, 3) int64 record; steps past the capacity are dropped."""
     if step < record.shape[0]:

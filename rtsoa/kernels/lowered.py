@@ -13,9 +13,14 @@ import pkgutil
 import numpy as np
 
 import rtsoa.device
-from rtsoa.device.allocator import device_free, device_malloc
-from rtsoa.device.hazards import device_access
-from rtsoa.device.streams import event_record, launch_begin, stream_wait_event
+from rtsoa.device import (
+    device_access,
+    device_free,
+    device_malloc,
+    event_record,
+    launch_begin,
+    stream_wait_event,
+)
 from rtsoa.graph.schema import DType, Placement, ValueKind
 from rtsoa.kernels.checksum import FOLD_SALTS, fold
 from rtsoa.kernels.registry import REGISTRY, kernel

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_inline_ir
 
 SCRATCH_SIZE = 8  # int64 words of WorkerState.scratch
 
@@ -142,37 +142,37 @@ def reset_worker(worker):
 # -- accessors kernels use (inlined; they assume the node's requirements were checked) --------
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def attribute(rt, node, k):
     """Integer attribute `k` of `node`."""
     return rt.graph.attr_pool[rt.graph.attr_offsets[node] + k]
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def float_attribute(rt, node, k):
     """Float attribute `k` of `node` (the same slot viewed as float64)."""
     return rt.graph.attr_float[rt.graph.attr_offsets[node] + k]
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def input_value(rt, node, k):
     """Value id of input `k` of `node`."""
     return rt.graph.input_values[rt.graph.input_offsets[node] + k]
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def output_value(rt, node, k):
     """Value id of output `k` of `node`."""
     return rt.graph.output_values[rt.graph.output_offsets[node] + k]
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def input_count(rt, node):
     """How many inputs `node` has."""
     return rt.graph.input_offsets[node + 1] - rt.graph.input_offsets[node]
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def successor_count(rt, node):
     """How many successors `node` has (the range of `notify`)."""
     return rt.graph.succ_offsets[node + 1] - rt.graph.succ_offsets[node]

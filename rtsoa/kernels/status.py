@@ -7,11 +7,9 @@ User kernels report failures with any other non-zero int32.
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_inline_ir
 
 STATUS_OK = 0
-# A kernel asked for a tensor view larger than its block (device range 100-199).
-STATUS_VIEW_TOO_LARGE = 110
 RESERVED_STATUS_BASE = 1_000_000_000
 # The graph's work is done for this run: stop without error (the reference's end-of-sequence).
 STATUS_END_OF_SEQUENCE = 1_000_000_001
@@ -32,7 +30,6 @@ MAX_NOTIFY = np.iinfo(np.int32).max - STATUS_NOTIFY_BASE
 
 STATUS_NAMES = {
     STATUS_OK: "ok",
-    STATUS_VIEW_TOO_LARGE: "tensor view larger than its block",
     STATUS_END_OF_SEQUENCE: "end of sequence",
     STATUS_UNKNOWN_KERNEL: "unknown kernel id in dispatch",
     STATUS_QUEUE_OVERFLOW: "ready queue overflow (malformed control flow)",
@@ -53,7 +50,7 @@ def status_name(status):
     return STATUS_NAMES.get(status)
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def notify(successor):
     """The status a switch kernel returns to continue on successor number `successor` only.
 

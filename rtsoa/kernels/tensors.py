@@ -21,11 +21,11 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_inline_ir
 from rtsoa.device import block_location
 from rtsoa.device.arena import resolve_placement
-from rtsoa.device.status import PLACEMENT_HOST, PLACEMENT_P2P, STATUS_INVALID_BLOCK
-from rtsoa.kernels.status import STATUS_VIEW_TOO_LARGE
+from rtsoa.device.layout import PLACEMENT_HOST, PLACEMENT_P2P
+from rtsoa.device.status import STATUS_INVALID_BLOCK, STATUS_VIEW_TOO_LARGE
 
 
 def _element_type(dtype):
@@ -104,7 +104,7 @@ def _array_over(typingctx, arena, offset, keep, shape, dtype):
     return signature, codegen
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def block_view(dev, handle, shape, dtype):
     """(status, view): `shape` elements of `dtype` over block `handle`; see the module doc."""
     placement, offset, nbytes = block_location(dev, handle)
@@ -132,7 +132,7 @@ def block_view(dev, handle, shape, dtype):
     return status, _array_over(dev.arena_hbm, offset, keep, shape, dtype)
 
 
-@jit(_nrt=False, inline="always")
+@jit_inline_ir
 def value_view(rt, value, shape, dtype):
     """(status, view) of the block whose handle is in value `value`'s slot."""
     return block_view(rt.device, rt.values.slots[value], shape, dtype)

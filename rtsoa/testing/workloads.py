@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_out_of_line
 from rtsoa.device.allocator import device_free, device_malloc
 
 OP_FREE = 0
@@ -72,7 +72,7 @@ def random_sequence(seed, steps, alloc_probability, min_size=1, max_size=5 << 20
     return Sequence(ops, sizes, ids, next_id)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def run_sequence(dev, placement, ops, sizes, ids, handles, stream):
     """Run a sequence on `dev` from njit code; `handles` (int64, one per tensor) receives the
     handles. Returns (status, failing step or -1, peak reserved bytes of the placement)."""
@@ -103,7 +103,7 @@ def churn_workload(seed, pairs, live_blocks=256, min_size=1, max_size=1 << 20):
     return initial, victims, draw(pairs)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def churn_fill(dev, placement, initial, handles, stream):
     """Allocate the workload's initial live blocks; returns a status."""
     for k in range(initial.shape[0]):
@@ -114,7 +114,7 @@ def churn_fill(dev, placement, initial, handles, stream):
     return np.int64(0)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def churn_run(dev, placement, victims, sizes, handles, stream):
     """One free + malloc pair per step from njit code; returns a status."""
     for step in range(victims.shape[0]):
@@ -129,7 +129,7 @@ def churn_run(dev, placement, victims, sizes, handles, stream):
     return np.int64(0)
 
 
-@jit(_nrt=False, forceinline=False)
+@jit_out_of_line
 def churn_drain(dev, handles, stream):
     """Free every live block of the workload; returns a status."""
     for k in range(handles.shape[0]):
@@ -143,7 +143,7 @@ def reserved_over_lower_bound(sequence, config):
     """Replay `sequence` on a fresh device with allocator `config`; reserved peak divided by
     the live-bytes lower bound (the fragmentation figure of the device benchmark)."""
     from rtsoa.device.device import Device
-    from rtsoa.device.status import STAT_PEAK, STAT_REQUESTED_BYTES, STAT_RESERVED_BYTES
+    from rtsoa.device.layout import STAT_PEAK, STAT_REQUESTED_BYTES, STAT_RESERVED_BYTES
 
     device = Device(hbm_bytes=8 << 30, allocator=config, trace=False)
     handles = np.full(sequence.num_tensors, -1, dtype=np.int64)
