@@ -31,27 +31,18 @@ def _progress(total, description, enabled):
 
 @command("gen")
 def _gen(args):
-    from rtsoa.graph.generators import generate
+    from rtsoa.graph.generators import GENERATORS, generate
     from rtsoa.graph.io import save_graph
 
-    options = {
-        "edges_per_node": args.edges_per_node,
-        "window": args.window,
-        "width": args.width,
-        "fan_in": args.fan_in,
-        "layers": args.layers,
-        "streams": args.streams,
-    }
-    allowed = {
-        "chain": (),
-        "random": ("edges_per_node", "window"),
-        "layered": ("width", "fan_in", "layers"),
-        "lowered": ("fan_in", "window", "streams"),
-    }[args.kind]
-    for key, value in options.items():
-        if value is not None and key not in allowed:
-            raise SystemExit(f"rtsoa gen {args.kind}: --{key.replace('_', '-')} does not apply")
-    options = {key: value for key, value in options.items() if key in allowed}
+    takes = GENERATORS[args.kind].options
+    options = {}
+    for name in _generator_options():
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if name not in takes:
+            raise SystemExit(f"rtsoa gen {args.kind}: --{name.replace('_', '-')} does not apply")
+        options[name] = value
     with _progress(2, f"gen {args.kind}", args.progress) as bar:
         start = time.perf_counter()
         graph = generate(args.kind, args.nodes, seed=args.seed, kernels=args.kernels, **options)
@@ -272,6 +263,37 @@ def _byte_size(text):
     return int(number * units[unit])
 
 
+# What each generator option means; which kinds take it, with their defaults, comes from the
+# generator registry (rtsoa.graph.generators.GENERATORS).
+_GEN_OPTION_HELP = {
+    "edges_per_node": "predecessors per node",
+    "window": "earlier nodes (random) or ops (lowered) to draw predecessors from",
+    "width": "nodes per layer",
+    "fan_in": "predecessors per node (layered) or producer ops per op (lowered)",
+    "layers": "layer count, overriding --nodes",
+    "streams": "streams the launches spread over",
+    "min_bytes": "smallest buffer in bytes",
+    "max_bytes": "largest buffer in bytes",
+}
+
+
+def _generator_kinds():
+    from rtsoa.graph.generators import GENERATORS
+
+    return list(GENERATORS)
+
+
+def _generator_options():
+    """Every generator option -> 'kind: default, ...' over the kinds that take it."""
+    from rtsoa.graph.generators import GENERATORS
+
+    uses = {}
+    for kind, generator in GENERATORS.items():
+        for name, default in generator.options.items():
+            uses.setdefault(name, []).append(kind if default is None else f"{kind}: {default}")
+    return {name: ", ".join(kinds) for name, kinds in uses.items()}
+
+
 def build_parser():
     from rtsoa.device.defaults import HBM_BYTES
 
@@ -280,16 +302,13 @@ def build_parser():
     sub = parser.add_subparsers(dest="command")
 
     gen = sub.add_parser("gen", help="generate a synthetic execute graph")
-    gen.add_argument("kind", choices=["chain", "random", "layered", "lowered"])
+    gen.add_argument("kind", choices=_generator_kinds())
     gen.add_argument("--nodes", type=int, required=True, help="number of nodes")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--kernels", type=int, default=8, help="distinct checksum kernels (1-16)")
-    gen.add_argument("--edges-per-node", type=int, help="random: predecessors per node (10)")
-    gen.add_argument("--window", type=int, help="random: 1000 nodes; lowered: 64 ops to draw from")
-    gen.add_argument("--width", type=int, help="layered: nodes per layer (100)")
-    gen.add_argument("--layers", type=int, help="layered: layer count (overrides --nodes)")
-    gen.add_argument("--fan-in", type=int, help="layered: 4; lowered: 2 producers per op")
-    gen.add_argument("--streams", type=int, help="lowered: streams the launches spread over (1)")
+    for name, uses in _generator_options().items():
+        meaning = _GEN_OPTION_HELP.get(name, name.replace("_", " "))
+        gen.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"{meaning} ({uses})")
     gen.add_argument("-o", "--output", required=True, help="output graph directory (.rtsoa)")
     gen.add_argument("--json", action="store_true", help="print a JSON object")
     gen.add_argument("--no-progress", dest="progress", action="store_false")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rtsoa.cli import main
-from rtsoa.graph.generators import generate
+from rtsoa.graph.generators import GENERATORS, generate
 from rtsoa.graph.io import load_graph
 from rtsoa.graph.schema import WorkerClass
 
@@ -117,3 +117,30 @@ def test_cli_chain_critical_path_and_errors(tmp_path, capsys):
     assert summary["critical_path"] == 20 and summary["max_width"] == 1
     assert main(["inspect", str(tmp_path / "missing.rtsoa")]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", list(GENERATORS))
+def test_cli_gen_offers_each_registered_generator_with_its_options(kind, tmp_path, capsys):
+    """`rtsoa gen` takes its kinds and options from the registry. Catches: the subparser's
+    choices or the per-kind option list written by hand again (a registered kind or option the
+    CLI does not offer, or an option it lets through to a kind that does not take it)."""
+    out = str(tmp_path / "g.rtsoa")
+    base = ["gen", kind, "--nodes", "40", "-o", out, "--no-progress"]
+    for option, default in GENERATORS[kind].options.items():
+        value = 2 if default is None else default
+        assert main([*base, f"--{option.replace('_', '-')}", str(value)]) == 0, option
+    taken_elsewhere = {name for g in GENERATORS.values() for name in g.options}
+    for option in sorted(taken_elsewhere - set(GENERATORS[kind].options)):
+        with pytest.raises(SystemExit, match="does not apply"):
+            main([*base, f"--{option.replace('_', '-')}", "3"])
+    capsys.readouterr()
+
+
+def test_unknown_generator_kind_or_option_is_rejected(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["gen", "star", "--nodes", "10", "-o", str(tmp_path / "g.rtsoa")])
+    assert "invalid choice" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="takes no option 'width'"):
+        generate("chain", 10, width=3)
+    with pytest.raises(ValueError, match="unknown generator"):
+        generate("star", 10)

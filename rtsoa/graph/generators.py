@@ -6,13 +6,15 @@ Synthetic nodes run the cheap built-in kernels "Checksum0" .. "Checksum{K-1}"; l
 graphs follow a lowered model's InferShape -> AllocMemory -> LaunchKernel -> FreeMemory pattern.
 """
 
+import inspect
+from typing import NamedTuple
+
 import numpy as np
 
 from rtsoa._jit import jit
 from rtsoa.graph.builder import GraphBuilder
 from rtsoa.graph.schema import DType, Placement, ValueKind, WorkerClass
 
-KINDS = ("chain", "random", "layered", "lowered")
 LOWERED_KERNELS = ("InferShape", "AllocMemory", "LaunchKernel", "FreeMemory")
 EVENTS_PER_STREAM = 64  # event ids a stream's RecordEvent nodes cycle through
 
@@ -212,14 +214,45 @@ def _add_cross_stream_events(builder, producer_op, consumer_op, launch, launch_p
     )
 
 
-_GENERATORS = {"chain": chain, "random": random_dag, "layered": layered, "lowered": lowered}
+class Generator(NamedTuple):
+    """A registered generator: `function(nodes, seed=, kernels=, **options)`."""
+
+    function: object
+    options: dict  # option name -> default, the keyword arguments beyond nodes / seed / kernels
+
+
+_COMMON = ("nodes", "seed", "kernels")
+
+
+def _generator(function):
+    parameters = inspect.signature(function).parameters
+    options = {name: p.default for name, p in parameters.items() if name not in _COMMON}
+    return Generator(function, options)
+
+
+# kind -> Generator; `rtsoa gen` offers exactly these kinds and options.
+GENERATORS = {
+    "chain": _generator(chain),
+    "random": _generator(random_dag),
+    "layered": _generator(layered),
+    "lowered": _generator(lowered),
+}
+KINDS = tuple(GENERATORS)
 
 
 def generate(kind, nodes, seed=0, kernels=8, **options):
-    """Generate a graph of `kind` (one of KINDS) with about `nodes` nodes."""
-    if kind not in _GENERATORS:
+    """Generate a graph of `kind` (one of KINDS) with about `nodes` nodes.
+
+    Options set to None take the generator's default; an option the kind does not take is a
+    ValueError.
+    """
+    if kind not in GENERATORS:
         raise ValueError(f"unknown generator {kind!r}; choose from {', '.join(KINDS)}")
     if nodes < 1:
         raise ValueError("nodes must be >= 1")
+    generator = GENERATORS[kind]
     options = {key: value for key, value in options.items() if value is not None}
-    return _GENERATORS[kind](nodes, seed=seed, kernels=kernels, **options)
+    unknown = sorted(set(options) - set(generator.options))
+    if unknown:
+        raise ValueError(f"generator {kind!r} takes no option {unknown[0]!r}")
+    return generator.function(nodes, seed=seed, kernels=kernels, **options)

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa.graph.schema import FORMAT_VERSION, GraphKind
+from rtsoa.graph.schema import FIELDS, FORMAT_VERSION, GraphKind
 
 
 class GraphMeta(NamedTuple):
@@ -25,42 +25,33 @@ class GraphMeta(NamedTuple):
     has_loops: bool = False
 
 
-class ExecuteGraph(NamedTuple):
-    """A whole execute graph (Init, Main, DeInit and their control-flow subgraphs)."""
+def _field_type(field):
+    return np.ndarray if field.dtype is not None else tuple
 
-    # nodes table (n rows)
-    node_kernel: np.ndarray  # int32, index into kernel_names
-    node_graph: np.ndarray  # int32, index into graph_kind / graph_parent / graph_names
-    node_priority: np.ndarray  # int32, smaller runs first
-    node_stream: np.ndarray  # int32
-    node_worker: np.ndarray  # int8, WorkerClass
-    node_compute: np.ndarray  # int32, originating compute node or -1
-    in_degree: np.ndarray  # int32 in-degree template (wait-anyone clamped to 1)
-    # CSRs over nodes: offsets int64 (n + 1), targets int32 / int64
-    succ_offsets: np.ndarray
-    succ_targets: np.ndarray
-    input_offsets: np.ndarray
-    input_values: np.ndarray
-    output_offsets: np.ndarray
-    output_values: np.ndarray
-    attr_offsets: np.ndarray
-    attr_pool: np.ndarray  # int64; float attributes are the same bits viewed as float64
-    relation_offsets: np.ndarray
-    relation_targets: np.ndarray  # Free node -> Launch nodes
-    constants: np.ndarray  # uint8 blob; constants are (offset, length) int attributes
-    # values table
-    value_kind: np.ndarray  # int8, ValueKind
-    value_dtype: np.ndarray  # int8, DType
-    value_placement: np.ndarray  # int8, Placement
-    value_producer: np.ndarray  # int32, producing node or -1
-    # small tables
-    kernel_names: tuple
-    graph_kind: np.ndarray  # int8, GraphKind
-    graph_parent: np.ndarray  # int32, -1 for the roots Init / Main / DeInit
-    graph_names: tuple
-    graph_inputs: np.ndarray  # int32 value ids
-    graph_outputs: np.ndarray  # int32 value ids
-    meta: GraphMeta
+
+def _field_line(field):
+    kind = str(field.dtype) if field.dtype is not None else "tuple of str"
+    ids = f"; {field.ids}" if field.ids is not None else ""
+    role = f" ({field.role.name} rows)" if field.role is not None else ""
+    doc = f": {field.doc}" if field.doc else ""
+    return f"    {field.name}: {field.where}{role} ({kind}{ids}){doc}"
+
+
+# The field list comes from the one table of fields in rtsoa.graph.schema, plus `meta`.
+_ExecuteGraphFields = NamedTuple(
+    "_ExecuteGraphFields",
+    [(field.name, _field_type(field)) for field in FIELDS] + [("meta", GraphMeta)],
+)
+
+
+class ExecuteGraph(_ExecuteGraphFields):
+    """A whole execute graph (Init, Main, DeInit and their control-flow subgraphs).
+
+    One field per entry of `rtsoa.graph.schema.FIELDS` (listed below: stored column, dtype,
+    what the ids refer to), then `meta`, the metadata table as a GraphMeta.
+    """
+
+    __slots__ = ()
 
     @property
     def num_nodes(self):
@@ -114,6 +105,9 @@ class ExecuteGraph(NamedTuple):
 
     def kernel_name(self, node):
         return self.kernel_names[int(self.node_kernel[node])]
+
+
+ExecuteGraph.__doc__ += "\n" + "\n".join(_field_line(field) for field in FIELDS) + "\n"
 
 
 def root_graphs(graph_parent):

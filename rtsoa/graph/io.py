@@ -15,66 +15,39 @@ import pyarrow as pa
 
 from rtsoa.errors import GraphFormatError
 from rtsoa.graph.graph import ExecuteGraph, GraphMeta
-from rtsoa.graph.schema import CSR_COLUMNS, FILE_SUFFIX, TABLES, IoRole, check_table_schema
-from rtsoa.graph.validate import validate_graph
+from rtsoa.graph.schema import (
+    FIELDS,
+    FILE_SUFFIX,
+    IO_TABLE,
+    METADATA_SCHEMA,
+    METADATA_TABLE,
+    ROLE_CODES,
+    ROLE_COLUMN,
+    ROLE_FIELDS,
+    TABLES,
+    check_format_version,
+    check_table_schema,
+)
+from rtsoa.graph.validate import check_ids, validate_graph
 
 
 def graph_tables(graph):
-    """The graph as {table name: pyarrow.Table}, in schema column order."""
+    """The graph as {table name: pyarrow.Table}, in schema column order (from schema.FIELDS)."""
     meta = graph.meta
-    io_values = np.concatenate([graph.graph_inputs, graph.graph_outputs]).astype(np.int32)
-    io_roles = np.concatenate(
-        [
-            np.full(graph.graph_inputs.shape[0], int(IoRole.INPUT), dtype=np.int8),
-            np.full(graph.graph_outputs.shape[0], int(IoRole.OUTPUT), dtype=np.int8),
-        ]
-    )
-    columns = {
-        "metadata": {
-            "format_version": [meta.format_version],
-            "name": [meta.name],
-            "stream_count": [meta.stream_count],
-            "event_count": [meta.event_count],
-            "notify_count": [meta.notify_count],
-            "is_dynamic": [meta.is_dynamic],
-            "has_loops": [meta.has_loops],
-        },
-        "nodes": {
-            "kernel": graph.node_kernel,
-            "graph": graph.node_graph,
-            "priority": graph.node_priority,
-            "stream": graph.node_stream,
-            "worker": graph.node_worker,
-            "compute_node": graph.node_compute,
-            "in_degree": graph.in_degree,
-        },
-        "node_offsets": {
-            "successors": graph.succ_offsets,
-            "inputs": graph.input_offsets,
-            "outputs": graph.output_offsets,
-            "attributes": graph.attr_offsets,
-            "relations": graph.relation_offsets,
-        },
-        "edges": {"target": graph.succ_targets},
-        "node_inputs": {"value": graph.input_values},
-        "node_outputs": {"value": graph.output_values},
-        "values": {
-            "kind": graph.value_kind,
-            "dtype": graph.value_dtype,
-            "placement": graph.value_placement,
-            "producer": graph.value_producer,
-        },
-        "attributes": {"value": graph.attr_pool},
-        "constants": {"byte": graph.constants},
-        "relations": {"launch": graph.relation_targets},
-        "kernels": {"name": list(graph.kernel_names)},
-        "graphs": {
-            "kind": graph.graph_kind,
-            "parent": graph.graph_parent,
-            "name": list(graph.graph_names),
-        },
-        "graph_io": {"value": io_values, "role": io_roles},
-    }
+    columns = {name: {} for name in TABLES}
+    columns[METADATA_TABLE] = {column: [getattr(meta, column)] for column in METADATA_SCHEMA.names}
+    for field in FIELDS:
+        if field.role is None:
+            value = getattr(graph, field.name)
+            columns[field.table][field.column] = value if field.dtype is not None else list(value)
+    # graph_io: the rows of each role field one after the other, tagged with the role.
+    for field in ROLE_FIELDS:
+        rows = np.asarray(getattr(graph, field.name), dtype=field.dtype)
+        columns[IO_TABLE].setdefault(field.column, []).append(rows)
+        roles = np.full(rows.shape[0], int(field.role), dtype=np.int8)
+        columns[IO_TABLE].setdefault(ROLE_COLUMN, []).append(roles)
+    for column, pieces in columns[IO_TABLE].items():
+        columns[IO_TABLE][column] = np.concatenate(pieces)
     tables = {}
     for name, schema in TABLES.items():
         arrays = [pa.array(columns[name][field.name], type=field.type) for field in schema]
@@ -115,6 +88,13 @@ def _empty_columns(table):
 
 def read_table(path, name):
     """One table of a saved graph, memory-mapped and schema-checked."""
+    table = _map_table(path, name)
+    check_table_schema(name, table)
+    return table
+
+
+def _map_table(path, name):
+    """One table of a saved graph, memory-mapped (GraphFormatError if it is no Arrow file)."""
     file = Path(path) / f"{name}{FILE_SUFFIX}"
     if not file.is_file():
         raise GraphFormatError(f"file {file} is missing", table=name)
@@ -125,8 +105,15 @@ def read_table(path, name):
         table.validate(full=any(pa.types.is_string(field.type) for field in table.schema))
     except (pa.ArrowException, OSError, ValueError) as error:
         raise GraphFormatError(f"not a readable Arrow IPC file ({error})", table=name) from None
-    check_table_schema(name, table)
     return table
+
+
+def _format_version(metadata):
+    """The metadata table's format_version if it holds a readable one, else None."""
+    index = metadata.schema.get_field_index("format_version")  # -1 if missing or repeated
+    if index < 0 or metadata.num_rows < 1 or not pa.types.is_integer(metadata.schema[index].type):
+        return None
+    return metadata.column(index)[0].as_py()
 
 
 def _column(table, name, column):
@@ -150,78 +137,47 @@ def _column(table, name, column):
 
 
 def load_graph(path, validate=True):
-    """Memory-map a graph saved by `save_graph` and validate it (GraphFormatError if bad)."""
+    """Memory-map a graph saved by `save_graph` and validate it (GraphFormatError if bad).
+
+    With `validate=False` only the format version and each table's schema are checked; use it
+    for files you wrote yourself, never for files jitted code will index unchecked.
+    """
     path = Path(path)
     if not path.is_dir():
         if path.exists():
             raise GraphFormatError(f"{path} is not a graph directory (expected <name>.rtsoa/)")
         raise GraphFormatError(f"{path} does not exist")
-    tables = {name: read_table(path, name) for name in TABLES}
-
-    metadata = tables["metadata"]
+    # The version first: a file of another version may have other tables and columns.
+    metadata = _map_table(path, METADATA_TABLE)
+    version = _format_version(metadata)
+    if version is not None:
+        check_format_version(version)
+    check_table_schema(METADATA_TABLE, metadata)
     if metadata.num_rows != 1:
-        raise GraphFormatError(f"{metadata.num_rows} rows, expected 1", table="metadata")
+        raise GraphFormatError(f"{metadata.num_rows} rows, expected 1", table=METADATA_TABLE)
     try:
         row = {column: metadata.column(column)[0].as_py() for column in metadata.column_names}
     except ValueError as error:  # e.g. invalid UTF-8 in the name
-        raise GraphFormatError(f"unreadable metadata ({error})", table="metadata") from None
+        raise GraphFormatError(f"unreadable metadata ({error})", table=METADATA_TABLE) from None
     meta = GraphMeta(**row)
-    if meta.format_version != GraphMeta().format_version:
-        # Report the version before anything else: newer files may have other tables.
-        validate_graph_version(meta)
+    tables = {name: read_table(path, name) for name in TABLES if name != METADATA_TABLE}
 
-    def col(table, column):
-        return _column(tables[table], table, column)
-
-    roles = col("graph_io", "role")
-    io_values = col("graph_io", "value")
-    if roles.shape[0] and (roles.min() < 0 or roles.max() > 1):
-        bad = int(np.argmax((roles < 0) | (roles > 1)))
-        raise GraphFormatError(f"role {int(roles[bad])} is not 0 or 1", "graph_io", "role", bad)
-    graph = ExecuteGraph(
-        node_kernel=col("nodes", "kernel"),
-        node_graph=col("nodes", "graph"),
-        node_priority=col("nodes", "priority"),
-        node_stream=col("nodes", "stream"),
-        node_worker=col("nodes", "worker"),
-        node_compute=col("nodes", "compute_node"),
-        in_degree=col("nodes", "in_degree"),
-        succ_offsets=col("node_offsets", "successors"),
-        succ_targets=col("edges", "target"),
-        input_offsets=col("node_offsets", "inputs"),
-        input_values=col("node_inputs", "value"),
-        output_offsets=col("node_offsets", "outputs"),
-        output_values=col("node_outputs", "value"),
-        attr_offsets=col("node_offsets", "attributes"),
-        attr_pool=col("attributes", "value"),
-        relation_offsets=col("node_offsets", "relations"),
-        relation_targets=col("relations", "launch"),
-        constants=col("constants", "byte"),
-        value_kind=col("values", "kind"),
-        value_dtype=col("values", "dtype"),
-        value_placement=col("values", "placement"),
-        value_producer=col("values", "producer"),
-        kernel_names=tuple(col("kernels", "name")),
-        graph_kind=col("graphs", "kind"),
-        graph_parent=col("graphs", "parent"),
-        graph_names=tuple(col("graphs", "name")),
-        graph_inputs=io_values[roles == 0],
-        graph_outputs=io_values[roles == 1],
-        meta=meta,
-    )
+    roles = _column(tables[IO_TABLE], IO_TABLE, ROLE_COLUMN)
+    check_ids(roles, *ROLE_CODES.bounds(None), IO_TABLE, ROLE_COLUMN)
+    columns = {}
+    for field in FIELDS:
+        value = _column(tables[field.table], field.table, field.column)
+        if field.role is not None:
+            value = value[roles == field.role]
+        elif field.dtype is None:
+            value = tuple(value)
+        columns[field.name] = value
+    graph = ExecuteGraph(**columns, meta=meta)
     if validate:
-        validate_graph(graph)
+        # Errors name graph_io rows as saved; a foreign file may order its roles otherwise.
+        io_rows = np.concatenate([np.flatnonzero(roles == field.role) for field in ROLE_FIELDS])
+        validate_graph(graph, io_rows=io_rows)
     return graph
 
 
-def validate_graph_version(meta):
-    raise GraphFormatError(
-        f"format version {meta.format_version} is not supported (this rtsoa reads "
-        f"{GraphMeta().format_version})",
-        table="metadata",
-        column="format_version",
-        row=0,
-    )
-
-
-__all__ = ["save_graph", "load_graph", "read_table", "graph_tables", "CSR_COLUMNS"]
+__all__ = ["save_graph", "load_graph", "read_table", "graph_tables"]

@@ -1,4 +1,4 @@
-"""The whole on-disk data contract of an ExecuteGraph: tables, columns, types, enums, version.
+"""The whole data contract of an ExecuteGraph: one table of fields, the enums, the version.
 
 A saved graph is a directory (conventionally named `*.rtsoa`) holding one Arrow IPC file per
 table, `<table>.arrow`, each written as exactly one record batch so that every column can be
@@ -7,12 +7,23 @@ memory-mapped as one contiguous numpy view. Any table opens with plain pyarrow o
     pyarrow.ipc.open_file(pyarrow.memory_map("g.rtsoa/nodes.arrow")).read_all()
     polars.read_ipc("g.rtsoa/nodes.arrow")
 
+`FIELDS` is the contract: one `Field` per ExecuteGraph field, with its table, column, Arrow
+type (numpy dtype) and what its values refer to (`Rows`, `Count`, `Codes`, `External`,
+`Offsets`). ExecuteGraph's field list, the per-table Arrow schemas (`TABLES`), save, load and
+the validator's type / length / range checks are all derived from it, so a plain new column is
+one line here (plus filling it in the builder). Three special cases stay explicit: the
+metadata table is `GraphMeta` (`METADATA_SCHEMA`), kernels.name and graphs.name are tuples of
+str, and graph_io is split by its `role` column into graph_inputs and graph_outputs.
+
 Ids are dense int32, CSR offsets int64. Every CSR over nodes keeps its offsets in the
 `node_offsets` table (n + 1 rows), next to the flat target tables.
 """
 
+import dataclasses
 import enum
+from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 from rtsoa.errors import GraphFormatError
@@ -79,76 +90,281 @@ class DType(enum.IntEnum):
 
 
 class IoRole(enum.IntEnum):
+    """Role of a graph_io row: the value is a graph input or a graph output."""
+
     INPUT = 0
     OUTPUT = 1
 
 
-# One schema per table. Order matters only for writing; reading checks names and types.
-TABLES = {
-    "metadata": pa.schema(
-        [
-            ("format_version", pa.int32()),
-            ("name", pa.string()),
-            ("stream_count", pa.int32()),
-            ("event_count", pa.int32()),
-            ("notify_count", pa.int32()),
-            ("is_dynamic", pa.bool_()),
-            ("has_loops", pa.bool_()),
-        ]
-    ),
-    "nodes": pa.schema(
-        [
-            ("kernel", pa.int32()),  # index into the kernels table
-            ("graph", pa.int32()),  # index into the graphs table
-            ("priority", pa.int32()),
-            ("stream", pa.int32()),
-            ("worker", pa.int8()),
-            ("compute_node", pa.int32()),  # originating compute node, -1 if none
-            ("in_degree", pa.int32()),  # template; wait-anyone nodes are clamped to 1
-        ]
-    ),
-    "node_offsets": pa.schema(
-        [
-            ("successors", pa.int64()),
-            ("inputs", pa.int64()),
-            ("outputs", pa.int64()),
-            ("attributes", pa.int64()),
-            ("relations", pa.int64()),
-        ]
-    ),
-    "edges": pa.schema([("target", pa.int32())]),
-    "node_inputs": pa.schema([("value", pa.int32())]),
-    "node_outputs": pa.schema([("value", pa.int32())]),
-    "values": pa.schema(
-        [
-            ("kind", pa.int8()),
-            ("dtype", pa.int8()),
-            ("placement", pa.int8()),
-            ("producer", pa.int32()),  # producing node, -1 for graph inputs / constants
-        ]
-    ),
-    # Attribute slots are 8 bytes: read as int64, or as float64 through a view of the same pool.
-    "attributes": pa.schema([("value", pa.int64())]),
-    "constants": pa.schema([("byte", pa.uint8())]),
-    "relations": pa.schema([("launch", pa.int32())]),  # exact Free -> Launch relations
-    "kernels": pa.schema([("name", pa.string())]),
-    "graphs": pa.schema([("kind", pa.int8()), ("parent", pa.int32()), ("name", pa.string())]),
-    "graph_io": pa.schema([("value", pa.int32()), ("role", pa.int8())]),
-}
+# -- what a column's values refer to ------------------------------------------------------------
+class Rows(NamedTuple):
+    """Row ids of another table: [0, rows of `table`), and -1 (none) too when `or_none`."""
 
-# The CSRs: offsets column in node_offsets -> (target table, target column).
-CSR_COLUMNS = {
-    "successors": ("edges", "target"),
-    "inputs": ("node_inputs", "value"),
-    "outputs": ("node_outputs", "value"),
-    "attributes": ("attributes", "value"),
-    "relations": ("relations", "launch"),
-}
+    table: str
+    or_none: bool = False
+
+    def bounds(self, graph):
+        """The valid [low, high) of these ids in `graph`."""
+        return (-1 if self.or_none else 0), table_rows(graph, self.table)
+
+    def __str__(self):
+        return f"rows of {self.table}" + (" or -1" if self.or_none else "")
+
+
+class Count(NamedTuple):
+    """Ids below a count of the metadata table: [0, metadata.<column>)."""
+
+    column: str
+
+    def bounds(self, graph):
+        """The valid [low, high) of these ids in `graph`."""
+        return 0, int(getattr(graph.meta, self.column))
+
+    def __str__(self):
+        return f"[0, {METADATA_TABLE}.{self.column})"
+
+
+class Codes(NamedTuple):
+    """Codes of an IntEnum whose members are 0 .. len - 1: [0, len(enum))."""
+
+    enum: type
+
+    def bounds(self, graph):
+        """The valid [low, high) of these codes (the same for every graph)."""
+        return 0, len(self.enum)
+
+    def __str__(self):
+        return f"{self.enum.__name__} codes"
+
+
+class External(NamedTuple):
+    """Ids of things outside the graph (e.g. the source model's compute nodes): any int32 id,
+    and -1 (none) too when `or_none`."""
+
+    or_none: bool = True
+
+    def bounds(self, graph):
+        """The valid [low, high) of these ids."""
+        return (-1 if self.or_none else 0), int(np.iinfo(np.int32).max)
+
+    def __str__(self):
+        return "ids outside the graph" + (" or -1" if self.or_none else "")
+
+
+class Offsets(NamedTuple):
+    """CSR offsets over nodes (rows of nodes + 1): start 0, never decrease, and end at the
+    length of the flat column of field `targets`."""
+
+    targets: str
+
+    def __str__(self):
+        return f"CSR offsets into {FIELDS_BY_NAME[self.targets].where}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One ExecuteGraph field and the table column that stores it."""
+
+    name: str  # the ExecuteGraph field
+    table: str
+    column: str
+    arrow_type: pa.DataType
+    ids: object = None  # what the values refer to (Rows / Count / Codes / External / Offsets)
+    role: IoRole | None = None  # stored as the graph_io rows of this role
+    doc: str = ""
+    # Derived (set in __post_init__; load and validation read them for every field).
+    dtype: np.dtype | None = dataclasses.field(init=False, repr=False, compare=False)
+    where: str = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # The in-memory numpy dtype, or None for a string column (held as a tuple of str).
+        dtype = None
+        if not pa.types.is_string(self.arrow_type):
+            dtype = np.dtype(self.arrow_type.to_pandas_dtype())
+        object.__setattr__(self, "dtype", dtype)
+        # `table.column`, as error messages name it.
+        object.__setattr__(self, "where", f"{self.table}.{self.column}")
+
+
+# The contract. Tables appear in their on-disk order and columns in their file order (save
+# writes them so; the committed datasets pin the bytes). ExecuteGraph's fields follow this order.
+FIELDS = (
+    Field("node_kernel", "nodes", "kernel", pa.int32(), Rows("kernels")),
+    Field("node_graph", "nodes", "graph", pa.int32(), Rows("graphs"), doc="the owning graph"),
+    Field("node_priority", "nodes", "priority", pa.int32(), doc="smaller runs first"),
+    Field("node_stream", "nodes", "stream", pa.int32(), Count("stream_count")),
+    Field("node_worker", "nodes", "worker", pa.int8(), Codes(WorkerClass)),
+    Field(
+        "node_compute",
+        "nodes",
+        "compute_node",
+        pa.int32(),
+        External(or_none=True),
+        doc="the compute node the node was lowered from",
+    ),
+    Field(
+        "in_degree",
+        "nodes",
+        "in_degree",
+        pa.int32(),
+        doc="in-degree template, wait-anyone nodes clamped to 1 (checked against the edges)",
+    ),
+    Field("succ_offsets", "node_offsets", "successors", pa.int64(), Offsets("succ_targets")),
+    Field("input_offsets", "node_offsets", "inputs", pa.int64(), Offsets("input_values")),
+    Field("output_offsets", "node_offsets", "outputs", pa.int64(), Offsets("output_values")),
+    Field("attr_offsets", "node_offsets", "attributes", pa.int64(), Offsets("attr_pool")),
+    Field("relation_offsets", "node_offsets", "relations", pa.int64(), Offsets("relation_targets")),
+    Field(
+        "succ_targets",
+        "edges",
+        "target",
+        pa.int32(),
+        Rows("nodes"),
+        doc="successors; data and control edges merged and deduplicated",
+    ),
+    Field("input_values", "node_inputs", "value", pa.int32(), Rows("values"), doc="in arg order"),
+    Field("output_values", "node_outputs", "value", pa.int32(), Rows("values")),
+    Field("value_kind", "values", "kind", pa.int8(), Codes(ValueKind)),
+    Field("value_dtype", "values", "dtype", pa.int8(), Codes(DType)),
+    Field("value_placement", "values", "placement", pa.int8(), Codes(Placement)),
+    Field(
+        "value_producer",
+        "values",
+        "producer",
+        pa.int32(),
+        Rows("nodes", or_none=True),
+        doc="-1 for graph inputs and constants",
+    ),
+    Field(
+        "attr_pool",
+        "attributes",
+        "value",
+        pa.int64(),
+        doc="8-byte slots; float attributes are the same bits viewed as float64",
+    ),
+    Field(
+        "constants",
+        "constants",
+        "byte",
+        pa.uint8(),
+        doc="the constant blob; a constant is an (offset, length) pair of attributes",
+    ),
+    Field(
+        "relation_targets",
+        "relations",
+        "launch",
+        pa.int32(),
+        Rows("nodes"),
+        doc="exact Free -> Launch relations",
+    ),
+    Field("kernel_names", "kernels", "name", pa.string(), doc="bound to the registry at load"),
+    Field("graph_kind", "graphs", "kind", pa.int8(), Codes(GraphKind)),
+    Field(
+        "graph_parent",
+        "graphs",
+        "parent",
+        pa.int32(),
+        Rows("graphs", or_none=True),
+        doc="-1 for the roots Init / Main / DeInit, else an earlier graph",
+    ),
+    Field("graph_names", "graphs", "name", pa.string()),
+    Field("graph_inputs", "graph_io", "value", pa.int32(), Rows("values"), role=IoRole.INPUT),
+    Field("graph_outputs", "graph_io", "value", pa.int32(), Rows("values"), role=IoRole.OUTPUT),
+)
+
+FIELDS_BY_NAME = {field.name: field for field in FIELDS}
+
+
+def _fields_by_table():
+    tables = {}
+    for field in FIELDS:
+        tables.setdefault(field.table, []).append(field)
+    return {table: tuple(fields) for table, fields in tables.items()}
+
+
+# table -> its fields, in FIELDS order; a table's row count is its first field's length.
+TABLE_FIELDS = _fields_by_table()
+# The CSRs over nodes: (offsets field, targets field).
+CSRS = tuple(
+    (field, FIELDS_BY_NAME[field.ids.targets]) for field in FIELDS if isinstance(field.ids, Offsets)
+)
+NODES_TABLE = "nodes"  # the table every CSR in node_offsets is over
+
+# graph_io: one table for the graph inputs and outputs, told apart by a role column (IoRole).
+# save_graph writes the rows of ROLE_FIELDS one field after the other.
+ROLE_FIELDS = tuple(field for field in FIELDS if field.role is not None)
+IO_TABLE = ROLE_FIELDS[0].table
+ROLE_COLUMN = "role"
+ROLE_CODES = Codes(IoRole)
+
+# The metadata table: one row, read into GraphMeta (rtsoa.graph.graph), ExecuteGraph's `meta`.
+METADATA_TABLE = "metadata"
+METADATA_SCHEMA = pa.schema(
+    [
+        ("format_version", pa.int32()),
+        ("name", pa.string()),
+        ("stream_count", pa.int32()),
+        ("event_count", pa.int32()),
+        ("notify_count", pa.int32()),
+        ("is_dynamic", pa.bool_()),
+        ("has_loops", pa.bool_()),
+    ]
+)
+
+
+def _table_schemas():
+    """One Arrow schema per table, from FIELDS (metadata first, as written on disk)."""
+    schemas = {METADATA_TABLE: METADATA_SCHEMA}
+    for table, fields in TABLE_FIELDS.items():
+        columns = []
+        for field in fields:
+            if field.column not in [column.name for column in columns]:
+                columns.append(pa.field(field.column, field.arrow_type))
+        if any(field.role is not None for field in fields):
+            columns.append(pa.field(ROLE_COLUMN, pa.int8()))
+        schemas[table] = pa.schema(columns)
+    return schemas
+
+
+# table name -> Arrow schema. Column order matters only for writing; reading checks names/types.
+TABLES = _table_schemas()
+
+
+def table_rows(graph, table):
+    """Rows of `table` in an ExecuteGraph: the length of the table's first field."""
+    return len(getattr(graph, TABLE_FIELDS[table][0].name))
+
+
+def saved_row(graph, field, row):
+    """Row of `table` that holds entry `row` of `field`, as save_graph lays the table out."""
+    if field.role is None:
+        return row
+    for earlier in ROLE_FIELDS[: ROLE_FIELDS.index(field)]:
+        row += len(getattr(graph, earlier.name))
+    return row
+
+
+def check_format_version(version):
+    """Raise GraphFormatError unless `version` is the format version this rtsoa reads."""
+    if version != FORMAT_VERSION:
+        raise GraphFormatError(
+            f"format version {version} is not supported (this rtsoa reads {FORMAT_VERSION})",
+            table=METADATA_TABLE,
+            column="format_version",
+            row=0,
+        )
 
 
 def check_table_schema(name, table):
-    """Reject missing, extra, mistyped or null-holding columns of one table."""
+    """Reject duplicate, missing, extra, mistyped or null-holding columns of one table."""
     expected = TABLES[name]
+    names = table.schema.names
+    seen = set()
+    for column in names:
+        # Before any lookup by name: pyarrow raises KeyError for a name that occurs twice.
+        if column in seen:
+            raise GraphFormatError("duplicate column name", table=name, column=column)
+        seen.add(column)
     got = {field.name: field.type for field in table.schema}
     for field in expected:
         if field.name not in got:
@@ -162,8 +378,6 @@ def check_table_schema(name, table):
     extra = sorted(set(got) - set(expected.names))
     if extra:
         raise GraphFormatError(f"unexpected column(s) {extra}", table=name, column=extra[0])
-    if len(got) != len(expected):
-        raise GraphFormatError("duplicate column names", table=name)
     for field in expected:
         column = table.column(field.name)
         if column.null_count:

@@ -1,8 +1,12 @@
 """validate_graph: prove an ExecuteGraph safe for jitted code, or name the first bad place.
 
-Checks run cheapest first: sizes, then vectorized range checks (min / max, and the first bad row
-only when out of range), then one jitted pass over the successor CSR (self-loops, duplicates,
-edges across root graphs, in-degree template) and a jitted Kahn pass for cycles.
+What is checked comes from the field table `rtsoa.graph.schema.FIELDS`: every field's dtype,
+its length (its table's rows; nodes + 1 for CSR offsets), CSR offsets against their targets,
+and every id column against what it refers to. The graphs and kernels tables add their own
+rules (roots, parents, unique names). Checks run cheapest first: sizes, then vectorized range
+checks (min / max, and the first bad row only when out of range), then one jitted pass over
+the successor CSR (self-loops, duplicates, edges across root graphs, in-degree template) and a
+jitted Kahn pass for cycles. Errors name the table, column and row of the saved file.
 """
 
 import numpy as np
@@ -12,81 +16,29 @@ from rtsoa.errors import GraphFormatError
 from rtsoa.graph.csr import first_node_on_cycle
 from rtsoa.graph.graph import root_graphs
 from rtsoa.graph.schema import (
-    FORMAT_VERSION,
+    CSRS,
+    FIELDS,
+    FIELDS_BY_NAME,
+    METADATA_TABLE,
+    NODES_TABLE,
     ROOT_GRAPHS,
-    DType,
+    TABLE_FIELDS,
     GraphKind,
-    Placement,
-    ValueKind,
-    WorkerClass,
+    Offsets,
+    check_format_version,
+    saved_row,
+    table_rows,
 )
 
-# ExecuteGraph field -> (table, column), for error messages.
-_WHERE = {
-    "node_kernel": ("nodes", "kernel"),
-    "node_graph": ("nodes", "graph"),
-    "node_priority": ("nodes", "priority"),
-    "node_stream": ("nodes", "stream"),
-    "node_worker": ("nodes", "worker"),
-    "node_compute": ("nodes", "compute_node"),
-    "in_degree": ("nodes", "in_degree"),
-    "succ_offsets": ("node_offsets", "successors"),
-    "input_offsets": ("node_offsets", "inputs"),
-    "output_offsets": ("node_offsets", "outputs"),
-    "attr_offsets": ("node_offsets", "attributes"),
-    "relation_offsets": ("node_offsets", "relations"),
-    "succ_targets": ("edges", "target"),
-    "input_values": ("node_inputs", "value"),
-    "output_values": ("node_outputs", "value"),
-    "attr_pool": ("attributes", "value"),
-    "relation_targets": ("relations", "launch"),
-    "constants": ("constants", "byte"),
-    "value_kind": ("values", "kind"),
-    "value_dtype": ("values", "dtype"),
-    "value_placement": ("values", "placement"),
-    "value_producer": ("values", "producer"),
-    "graph_kind": ("graphs", "kind"),
-    "graph_parent": ("graphs", "parent"),
-    "graph_inputs": ("graph_io", "value"),
-    "graph_outputs": ("graph_io", "value"),
-}
-
-_DTYPES = {
-    "node_kernel": np.int32,
-    "node_graph": np.int32,
-    "node_priority": np.int32,
-    "node_stream": np.int32,
-    "node_worker": np.int8,
-    "node_compute": np.int32,
-    "in_degree": np.int32,
-    "succ_offsets": np.int64,
-    "input_offsets": np.int64,
-    "output_offsets": np.int64,
-    "attr_offsets": np.int64,
-    "relation_offsets": np.int64,
-    "succ_targets": np.int32,
-    "input_values": np.int32,
-    "output_values": np.int32,
-    "attr_pool": np.int64,
-    "relation_targets": np.int32,
-    "constants": np.uint8,
-    "value_kind": np.int8,
-    "value_dtype": np.int8,
-    "value_placement": np.int8,
-    "value_producer": np.int32,
-    "graph_kind": np.int8,
-    "graph_parent": np.int32,
-    "graph_inputs": np.int32,
-    "graph_outputs": np.int32,
-}
-
-_CSRS = (
-    ("succ_offsets", "succ_targets"),
-    ("input_offsets", "input_values"),
-    ("output_offsets", "output_values"),
-    ("attr_offsets", "attr_pool"),
-    ("relation_offsets", "relation_targets"),
+# Fields whose ids have a [low, high) range (CSR offsets have their own check).
+_RANGED = tuple(
+    field for field in FIELDS if field.ids is not None and not isinstance(field.ids, Offsets)
 )
+_EDGES = FIELDS_BY_NAME["succ_targets"]
+_IN_DEGREE = FIELDS_BY_NAME["in_degree"]
+_KERNEL_NAMES = FIELDS_BY_NAME["kernel_names"]
+_GRAPH_KIND = FIELDS_BY_NAME["graph_kind"]
+_GRAPH_PARENT = FIELDS_BY_NAME["graph_parent"]
 
 # Edge-pass failure codes returned by _check_edges.
 _EDGE_OK = 0
@@ -97,20 +49,39 @@ _EDGE_IN_DEGREE = 4
 
 
 def _fail(field, message, row=None):
-    table, column = _WHERE[field]
-    raise GraphFormatError(message, table=table, column=column, row=row)
+    """Raise GraphFormatError at `field`'s table and column."""
+    raise GraphFormatError(message, table=field.table, column=field.column, row=row)
 
 
-def _check_range(graph, field, low, high):
-    """Every entry of a column in [low, high)."""
-    array = getattr(graph, field)
-    if array.shape[0] == 0:
+def check_ids(array, low, high, table, column):
+    """Raise GraphFormatError naming the first row of `array` outside [low, high)."""
+    row = _first_out_of_range(array, low, high)
+    if row >= 0:
+        raise GraphFormatError(_out_of_range(array[row], low, high), table, column, row)
+
+
+def _first_out_of_range(array, low, high):
+    """Index of the first entry outside [low, high), or -1 (min / max first: the common case)."""
+    if array.shape[0] == 0 or (array.min() >= low and array.max() < high):
+        return -1
+    return int(np.argmax((array < low) | (array >= high)))
+
+
+def _out_of_range(value, low, high):
+    return f"value {int(value)} out of range [{low}, {high})"
+
+
+def _check_field_ids(graph, field, io_rows):
+    """The ids of one field against what they refer to; the error names the saved row."""
+    array = getattr(graph, field.name)
+    low, high = field.ids.bounds(graph)
+    index = _first_out_of_range(array, low, high)
+    if index < 0:
         return
-    if array.min() >= low and array.max() < high:
-        return
-    bad = (array < low) | (array >= high)
-    row = int(np.argmax(bad))
-    _fail(field, f"value {int(array[row])} out of range [{low}, {high})", row)
+    row = saved_row(graph, field, index)
+    if field.role is not None and io_rows is not None:
+        row = int(io_rows[row])
+    _fail(field, _out_of_range(array[index], low, high), row)
 
 
 @jit
@@ -142,133 +113,143 @@ def _check_edges(offsets, targets, node_root, in_degree):
     return _EDGE_OK, -1, -1, forward
 
 
-def validate_graph(graph):
-    """Raise GraphFormatError naming table, column and first bad row; return the graph if ok."""
+def validate_graph(graph, io_rows=None):
+    """Raise GraphFormatError naming table, column and first bad row; return the graph if ok.
+
+    `io_rows` (load_graph passes it) maps each graph_io row as save_graph lays it out (inputs,
+    then outputs) to its row in the file the graph was read from, so errors name the file's row.
+    """
     meta = graph.meta
-    if meta.format_version != FORMAT_VERSION:
-        raise GraphFormatError(
-            f"format version {meta.format_version} is not supported (this rtsoa reads "
-            f"{FORMAT_VERSION})",
-            table="metadata",
-            column="format_version",
-            row=0,
-        )
+    check_format_version(meta.format_version)
     for column in ("stream_count", "event_count", "notify_count"):
         if getattr(meta, column) < 0:
-            raise GraphFormatError("negative count", "metadata", column, 0)
+            raise GraphFormatError("negative count", METADATA_TABLE, column, 0)
     if meta.stream_count < 1:
-        raise GraphFormatError("a graph needs at least one stream", "metadata", "stream_count", 0)
-    for field, dtype in _DTYPES.items():
-        array = getattr(graph, field)
-        if not isinstance(array, np.ndarray) or array.dtype != dtype or array.ndim != 1:
-            _fail(field, f"expected a 1-d {np.dtype(dtype)} array")
+        raise GraphFormatError(
+            "a graph needs at least one stream", METADATA_TABLE, "stream_count", 0
+        )
+    _check_types(graph)
+    _check_lengths(graph)
+    for offsets, targets in CSRS:
+        _check_offsets(graph, offsets, targets)
+    _check_graphs_table(graph)
+    _check_kernels_table(graph)
+    for field in _RANGED:
+        _check_field_ids(graph, field, io_rows)
 
     n = graph.num_nodes
-    for field in ("node_graph", "node_priority", "node_stream", "node_worker", "node_compute"):
-        if getattr(graph, field).shape[0] != n:
-            _fail(field, f"has {getattr(graph, field).shape[0]} rows, nodes has {n}")
-    if graph.in_degree.shape[0] != n:
-        _fail("in_degree", f"has {graph.in_degree.shape[0]} rows, nodes has {n}")
-    for offsets_field, targets_field in _CSRS:
-        _check_offsets(graph, offsets_field, targets_field, n)
-
-    _check_graphs_table(graph)
-    num_graphs = graph.graph_kind.shape[0]
-    num_values = graph.num_values
-    for field in ("value_dtype", "value_placement", "value_producer"):
-        if getattr(graph, field).shape[0] != num_values:
-            _fail(field, f"has {getattr(graph, field).shape[0]} rows, values has {num_values}")
-    if len(graph.kernel_names) == 0 and n > 0:
-        raise GraphFormatError("nodes exist but no kernel is named", "kernels", "name")
-    if len(set(graph.kernel_names)) != len(graph.kernel_names):
-        raise GraphFormatError("kernel names are not unique", "kernels", "name")
-
-    _check_range(graph, "node_kernel", 0, len(graph.kernel_names))
-    _check_range(graph, "node_graph", 0, num_graphs)
-    _check_range(graph, "node_stream", 0, meta.stream_count)
-    _check_range(graph, "node_worker", 0, len(WorkerClass))
-    _check_range(graph, "node_compute", -1, np.iinfo(np.int32).max)
-    _check_range(graph, "input_values", 0, num_values)
-    _check_range(graph, "output_values", 0, num_values)
-    _check_range(graph, "relation_targets", 0, n)
-    _check_range(graph, "succ_targets", 0, n)
-    _check_range(graph, "value_kind", 0, len(ValueKind))
-    _check_range(graph, "value_dtype", 0, len(DType))
-    _check_range(graph, "value_placement", 0, len(Placement))
-    _check_range(graph, "value_producer", -1, n)
-    _check_range(graph, "graph_inputs", 0, num_values)
-    _check_range(graph, "graph_outputs", 0, num_values)
-
     roots = root_graphs(graph.graph_parent)
     node_root = roots[graph.node_graph]
     code, row, other, forward = _check_edges(
         graph.succ_offsets, graph.succ_targets, node_root, graph.in_degree
     )
     if code == _EDGE_SELF_LOOP:
-        raise GraphFormatError(f"self-loop on node {other}", "edges", "target", row)
+        _fail(_EDGES, f"self-loop on node {other}", row)
     if code == _EDGE_DUPLICATE:
-        raise GraphFormatError(f"duplicate successor of node {other}", "edges", "target", row)
+        _fail(_EDGES, f"duplicate successor of node {other}", row)
     if code == _EDGE_CROSS_ROOT:
-        raise GraphFormatError(
-            f"edge from node {other} crosses from one root graph (Init/Main/DeInit) to another",
-            "edges",
-            "target",
-            row,
+        message = (
+            f"edge from node {other} crosses from one root graph (Init/Main/DeInit) to another"
         )
+        _fail(_EDGES, message, row)
     if code != _EDGE_OK:
-        raise GraphFormatError(
+        _fail(
+            _IN_DEGREE,
             f"in-degree template {int(graph.in_degree[row])} does not fit the {other} incoming "
             "edge(s) (must be 0 for start nodes, else between 1 and the edge count)",
-            "nodes",
-            "in_degree",
             row,
         )
     if not meta.has_loops and not forward:
         node = first_node_on_cycle(graph.succ_offsets, graph.succ_targets, n)
         if node >= 0:
-            raise GraphFormatError(
-                f"cycle through node {node} in a graph without a loop construct",
-                "edges",
-                "target",
-                int(graph.succ_offsets[node]),
-            )
+            message = f"cycle through node {node} in a graph without a loop construct"
+            _fail(_EDGES, message, int(graph.succ_offsets[node]))
     return graph
 
 
-def _check_offsets(graph, offsets_field, targets_field, n):
-    offsets = getattr(graph, offsets_field)
-    length = getattr(graph, targets_field).shape[0]
-    if offsets.shape[0] != n + 1:
-        _fail(offsets_field, f"has {offsets.shape[0]} rows, expected nodes + 1 = {n + 1}")
+def _check_types(graph):
+    """Every field a 1-d array of its dtype; string columns a tuple of str."""
+    for field in FIELDS:
+        value = getattr(graph, field.name)
+        dtype = field.dtype
+        if dtype is None:
+            if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+                _fail(field, "expected a tuple of str")
+        elif not isinstance(value, np.ndarray) or value.dtype != dtype or value.ndim != 1:
+            _fail(field, f"expected a 1-d {dtype} array")
+
+
+def _check_lengths(graph):
+    """Every field as long as its table's first field; CSR offsets nodes + 1 rows."""
+    n = table_rows(graph, NODES_TABLE)
+    for fields in TABLE_FIELDS.values():
+        first = fields[0]
+        for field in fields:
+            length = len(getattr(graph, field.name))
+            if isinstance(field.ids, Offsets):
+                if length != n + 1:
+                    _fail(field, f"has {length} rows, expected {NODES_TABLE} + 1 = {n + 1}")
+            elif field.role is None and length != len(getattr(graph, first.name)):
+                # graph_inputs / graph_outputs share their table, not a row count.
+                _fail(
+                    field, f"has {length} rows, {first.where} has {len(getattr(graph, first.name))}"
+                )
+
+
+def _check_offsets(graph, offsets_field, targets_field):
+    """A CSR's offsets start at 0, never decrease and end at the length of its targets."""
+    offsets = getattr(graph, offsets_field.name)
+    length = len(getattr(graph, targets_field.name))
+    n = offsets.shape[0] - 1
     if offsets[0] != 0:
         _fail(offsets_field, f"first offset is {int(offsets[0])}, expected 0", 0)
     steps = np.diff(offsets)
     if steps.shape[0] and steps.min() < 0:
-        row = int(np.argmax(steps < 0)) + 1
-        _fail(offsets_field, "offsets decrease (not monotone)", row)
-    if offsets[n] != length:
-        table, column = _WHERE[targets_field]
+        # The row whose offset exceeds the next one's (a too large value is reported at itself).
+        row = int(np.argmax(steps < 0))
         _fail(
             offsets_field,
-            f"last offset {int(offsets[n])} does not match {table}.{column} length {length}",
+            f"offset {int(offsets[row])} is above the next row's {int(offsets[row + 1])} "
+            "(offsets are not monotone)",
+            row,
+        )
+    if offsets[n] != length:
+        _fail(
+            offsets_field,
+            f"last offset {int(offsets[n])} does not match {targets_field.where} length {length}",
             n,
         )
 
 
 def _check_graphs_table(graph):
+    """Graphs 0-2 are the roots Init, Main, DeInit (parent -1); every other graph is a
+    subgraph (branch or loop part) whose parent is an earlier graph."""
     kinds = graph.graph_kind
     parents = graph.graph_parent
     count = kinds.shape[0]
-    if parents.shape[0] != count or len(graph.graph_names) != count:
-        _fail("graph_parent", "graphs table columns differ in length")
-    if count < 3:
-        _fail("graph_kind", f"{count} graphs; Init, Main and DeInit (ids 0-2) are required")
+    if count < len(ROOT_GRAPHS):
+        _fail(_GRAPH_KIND, f"{count} graphs; Init, Main and DeInit (ids 0-2) are required")
     for graph_id, root in enumerate(ROOT_GRAPHS):
-        if kinds[graph_id] != root or parents[graph_id] != -1:
-            _fail("graph_kind", f"graph {graph_id} must be the root {root.name}", graph_id)
-    _check_range(graph, "graph_kind", 0, len(GraphKind))
-    for graph_id in range(3, count):
+        if kinds[graph_id] != root:
+            _fail(_GRAPH_KIND, f"graph {graph_id} must be the root {root.name}", graph_id)
+        if parents[graph_id] != -1:
+            message = f"graph {graph_id} is the root {root.name} and has no parent (-1)"
+            _fail(_GRAPH_PARENT, message, graph_id)
+    for graph_id in range(len(ROOT_GRAPHS), count):
         if not 0 <= parents[graph_id] < graph_id:
-            _fail("graph_parent", "a subgraph's parent must be an earlier graph", graph_id)
+            _fail(_GRAPH_PARENT, "a subgraph's parent must be an earlier graph", graph_id)
         if kinds[graph_id] < GraphKind.BRANCH:
-            _fail("graph_kind", "only graphs 0-2 may be roots", graph_id)
+            _fail(_GRAPH_KIND, "only graphs 0-2 may be roots", graph_id)
+
+
+def _check_kernels_table(graph):
+    """Kernel names are unique, and present when there are nodes."""
+    names = graph.kernel_names
+    if len(names) == 0 and graph.num_nodes > 0:
+        _fail(_KERNEL_NAMES, "nodes exist but no kernel is named")
+    if len(set(names)) != len(names):
+        seen = set()
+        for row, name in enumerate(names):
+            if name in seen:
+                _fail(_KERNEL_NAMES, f"kernel name {name!r} is not unique", row)
+            seen.add(name)
