@@ -29,7 +29,8 @@ KINDS = {
 def state_bytes(executor, graph):
     """Bytes of the distinct numpy buffers an executor holds (views counted once)."""
     arrays = [v for v in graph if isinstance(v, np.ndarray)]
-    arrays += [v for v in executor.runtime if isinstance(v, np.ndarray)]
+    for part in (executor.runtime.graph, executor.runtime.values, executor.runtime.worker):
+        arrays += [v for v in part if isinstance(v, np.ndarray)]
     arrays += [v for v in executor._arguments if isinstance(v, np.ndarray)]
     arrays += [v for v in vars(executor).values() if isinstance(v, np.ndarray)]
     extents = {}

@@ -4,7 +4,12 @@ Importing this package registers the built-ins: builtin, lowered-graph stand-ins
 Dispatch ids are positions in the sorted kernel names, so import order does not matter.
 """
 
-from rtsoa.kernels import builtin, control_flow, lowered  # noqa: F401  (register built-ins)
+from rtsoa.kernels import (  # noqa: F401  (register built-ins)
+    arithmetic,
+    builtin,
+    control_flow,
+    lowered,
+)
 from rtsoa.kernels.checksum import FOLD_SALTS, expected_checksum, fold, mix
 from rtsoa.kernels.registry import REGISTRY, KernelInfo, KernelRegistry, KernelTables, kernel
 from rtsoa.kernels.runtime import (
