@@ -10,7 +10,7 @@ warmed in setup (target < 1 s). Reproduce:
 import subprocess
 import sys
 
-from .common import REPO_ROOT
+from .common import REPO_ROOT, process_preamble
 
 GRAPHS = ("random-10k", "lowered-4k")
 
@@ -18,15 +18,7 @@ GRAPHS = ("random-10k", "lowered-4k")
 def run_code(graph, cold):
     """Python source running `rtsoa run` on a committed graph, optionally with empty caches."""
     path = REPO_ROOT / "datasets" / f"{graph}.rtsoa"
-    lines = ["import os, sys"]
-    if cold:
-        lines += [
-            "import atexit, shutil, tempfile",
-            "cache_dir = tempfile.mkdtemp(prefix='rtsoa-cold-')",
-            "atexit.register(shutil.rmtree, cache_dir, True)",
-            "os.environ['NUMBA_CACHE_DIR'] = os.path.join(cache_dir, 'numba')",
-            "os.environ['RTSOA_CACHE_DIR'] = os.path.join(cache_dir, 'rtsoa')",
-        ]
+    lines = process_preamble(cold)
     lines += [
         "from rtsoa.cli import main",
         f"status = main(['run', {str(path)!r}, '--no-progress'])",

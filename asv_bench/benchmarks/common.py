@@ -205,12 +205,9 @@ class Figures:
         return self.rtsoa_seconds / self.c_seconds
 
 
-def fresh_process_code(path, executor, cold_cache=False):
-    """Python source that loads the saved graph at `path` and runs `executor` once.
-
-    With `cold_cache`, Numba's and rtsoa's disk caches are pointed at a new empty directory
-    (removed at exit) before anything is imported, so the run includes every compile.
-    """
+def process_preamble(cold_cache):
+    """First lines of a fresh-process benchmark's source: with `cold_cache`, Numba's and rtsoa's
+    disk caches are pointed at a new empty directory (removed at exit) before any import."""
     lines = ["import os, sys"]
     if cold_cache:
         lines += [
@@ -220,6 +217,16 @@ def fresh_process_code(path, executor, cold_cache=False):
             "os.environ['NUMBA_CACHE_DIR'] = os.path.join(cache_dir, 'numba')",
             "os.environ['RTSOA_CACHE_DIR'] = os.path.join(cache_dir, 'rtsoa')",
         ]
+    return lines
+
+
+def fresh_process_code(path, executor, cold_cache=False):
+    """Python source that loads the saved graph at `path` and runs `executor` once.
+
+    With `cold_cache`, Numba's and rtsoa's disk caches are pointed at a new empty directory
+    (removed at exit) before anything is imported, so the run includes every compile.
+    """
+    lines = process_preamble(cold_cache)
     lines += [
         "try:",
         "    import rtsoa",

@@ -1,6 +1,34 @@
-"""Helpers every executor loop shares: the per-step record of subscribed runs."""
+"""Helpers every executor loop shares: which successors a finished node releases, and the
+per-step record of subscribed runs.
 
-from rtsoa._jit import jit_out_of_line
+The loops' `dispatch` calls stay in each loop's own source: `specialise` binds the generated
+switch to the loop function's globals only.
+"""
+
+import numpy as np
+
+from rtsoa._jit import jit_inline_ir, jit_out_of_line
+from rtsoa.kernels.status import STATUS_BAD_NOTIFY, STATUS_NOTIFY_BASE, STATUS_OK
+
+
+@jit_inline_ir
+def released_edges(status, offsets, node):
+    """(first, last, stop) after `node` returned `status`: the edge rows [first, last) whose
+    targets the loop decrements, and the status that stops the run (STATUS_OK to go on).
+
+    STATUS_OK releases every successor; `notify(k)` only successor k, checked against the
+    node's successor count (STATUS_BAD_NOTIFY); any other status releases none and stops.
+    """
+    first = offsets[node]
+    last = offsets[node + 1]
+    if status == STATUS_OK:
+        return first, last, np.int64(STATUS_OK)
+    if status < STATUS_NOTIFY_BASE:
+        return first, first, np.int64(status)
+    first += status - STATUS_NOTIFY_BASE
+    if first >= last:
+        return first, first, np.int64(STATUS_BAD_NOTIFY)
+    return first, first + 1, np.int64(STATUS_OK)
 
 
 @jit_out_of_line

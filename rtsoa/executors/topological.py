@@ -8,17 +8,11 @@ decrement only successor k, so untaken branches never run.
 import numpy as np
 
 from rtsoa.executors.base import Executor, register_executor
-from rtsoa.executors.steps import record_step
+from rtsoa.executors.steps import record_step, released_edges
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
 from rtsoa.kernels.runtime import read_only
-from rtsoa.kernels.status import (
-    STATUS_BAD_NOTIFY,
-    STATUS_NOTIFY_BASE,
-    STATUS_OK,
-    STATUS_QUEUE_OVERFLOW,
-    STATUS_STEP_LIMIT,
-)
+from rtsoa.kernels.status import STATUS_OK, STATUS_QUEUE_OVERFLOW, STATUS_STEP_LIMIT
 
 
 def run_topological(rt, starts, template, in_degree, queue, max_steps, record):
@@ -48,15 +42,9 @@ def run_topological(rt, starts, template, in_degree, queue, max_steps, record):
         if record is not None:
             record_step(record, executed, node, start, monotonic_ns())
         executed += 1
-        first = offsets[node]
-        last = offsets[node + 1]
-        if status != STATUS_OK:
-            if status < STATUS_NOTIFY_BASE:
-                return np.int64(status), np.int64(node), np.int64(executed)
-            first += status - STATUS_NOTIFY_BASE
-            if first >= last:
-                return np.int64(STATUS_BAD_NOTIFY), np.int64(node), np.int64(executed)
-            last = first + 1
+        first, last, stop = released_edges(status, offsets, node)
+        if stop != STATUS_OK:
+            return stop, np.int64(node), np.int64(executed)
         for e in range(first, last):
             target = targets[e]
             remaining = in_degree[target] - 1
