@@ -31,3 +31,13 @@ class UnknownKernelError(RtsoaError, KeyError):
 
     def __str__(self):
         return str(self.args[0]) if self.args else "unknown kernel"
+
+
+class TooLargeError(RtsoaError, ValueError):
+    """A request that would not fit: in memory (estimated before anything is allocated) or in
+    the id types of the format (int32 node ids). The message gives the estimate and the limit."""
+
+
+class KernelDefinitionError(RtsoaError, ValueError):
+    """A kernel rtsoa cannot register or compile as written: a bad name, a return type other
+    than int32, or arrays created without `allocates=True`. The message names the kernel."""
