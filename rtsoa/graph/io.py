@@ -1,19 +1,21 @@
 """save_graph / load_graph: one directory of Arrow IPC files per graph, memory-mapped on load.
 
-Loading maps each `<table>.arrow` file and views its columns as numpy arrays without copying;
-the arrays are read-only and keep the mapping alive. Every table is checked against
-`rtsoa.graph.schema` and the whole graph by `validate_graph` before anything else may use it.
+Saving writes every table into a staging directory and swaps it into place atomically
+(`rtsoa.graph.atomic`); every table records the save's id. Loading maps each `<table>.arrow`
+file and views its columns as numpy arrays without copying; the arrays are read-only and keep
+the mapping alive. Every table is checked against `rtsoa.graph.schema`, the save ids against
+each other, and the whole graph by `validate_graph` before anything else may use it.
 """
 
+import hashlib
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from rtsoa.errors import GraphFormatError
+from rtsoa.graph import atomic
 from rtsoa.graph.graph import ExecuteGraph, GraphMeta
 from rtsoa.graph.schema import (
     FIELDS,
@@ -24,6 +26,7 @@ from rtsoa.graph.schema import (
     ROLE_CODES,
     ROLE_COLUMN,
     ROLE_FIELDS,
+    SAVE_ID_KEY,
     TABLES,
     check_format_version,
     check_table_schema,
@@ -55,35 +58,108 @@ def graph_tables(graph):
     return tables
 
 
-def save_graph(graph, path):
-    """Write `graph` to the directory `path` (replaced atomically if it exists)."""
+def save_graph(graph, path, overwrite=False, durable=True):
+    """Write `graph` to the directory `path`; returns `path`.
+
+    Crash-safe and atomic (see `rtsoa/graph/atomic.py`): a reader sees the old or the new
+    graph at `path`, never a mix or nothing, and a save killed at any point leaves one of the
+    two; what interrupted saves left next to `path` is removed. Every table records the save's
+    id, a digest of the graph's content, so equal graphs save to identical bytes.
+
+    `path` may be missing, an empty directory or an rtsoa graph (a directory of `.arrow`
+    tables with a metadata table). Anything else, a file, a symlink or a directory holding
+    other files, is refused with FileExistsError, unless `overwrite=True`, which replaces it
+    and deletes what it held.
+
+    `durable=True` flushes the tables to disk before the swap, so the guarantee also holds
+    across a power loss; `durable=False` skips the flushes (faster for scratch graphs, still
+    atomic for readers and against the process being killed).
+    """
     path = Path(path)
+    if path.name in ("", ".", ".."):
+        raise ValueError(f"cannot save a graph as {str(path)!r}: name a directory like g.rtsoa")
+    tables = graph_tables(graph)
+    metadata = {SAVE_ID_KEY: content_id(tables)}
+    tables = {name: table.replace_schema_metadata(metadata) for name, table in tables.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        for name, table in graph_tables(graph).items():
-            batch = table.combine_chunks().to_batches()
-            with pa.OSFile(str(staging / f"{name}{FILE_SUFFIX}"), "wb") as sink:
-                with pa.ipc.new_file(sink, table.schema) as writer:
-                    if batch:
-                        writer.write_batch(batch[0])
-                    else:
-                        writer.write_batch(pa.record_batch(_empty_columns(table), table.schema))
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old-{os.getpid()}")
-            os.replace(path, old)
-        os.replace(staging, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with atomic.parent_lock(path.parent):
+        atomic.remove_leftovers(path, FILE_SUFFIX)
+        if not overwrite:  # checked under the lock: what is checked is what gets replaced
+            _check_replaceable(path)
+        staging = atomic.sibling(path, atomic.STAGING)
+        try:
+            staging.mkdir()
+            files = [staging / f"{name}{FILE_SUFFIX}" for name in tables]
+            for file, table in zip(files, tables.values(), strict=True):
+                _write_table(file, table)
+            if durable:  # on disk before the swap makes them the graph
+                atomic.fsync_all(files, staging)
+            atomic.publish(staging, path, durable)
+        except BaseException:
+            atomic.remove_entry(staging)
+            raise
     return path
+
+
+def _write_table(file, table):
+    """One table as an Arrow IPC file of one record batch."""
+    batch = table.combine_chunks().to_batches()
+    with pa.OSFile(str(file), "wb") as sink:
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            if batch:
+                writer.write_batch(batch[0])
+            else:
+                writer.write_batch(pa.record_batch(_empty_columns(table), table.schema))
 
 
 def _empty_columns(table):
     return [pa.array([], type=field.type) for field in table.schema]
+
+
+def is_graph_directory(path):
+    """Whether `path` is a directory holding only `.arrow` tables, the metadata table among
+    them: what `save_graph` replaces without `overwrite=True`."""
+    path = Path(path)
+    has_metadata = (path / f"{METADATA_TABLE}{FILE_SUFFIX}").is_file()
+    return has_metadata and atomic.only_files_ending(path, FILE_SUFFIX)
+
+
+def _check_replaceable(path):
+    """FileExistsError unless `path` is missing, an empty directory or an rtsoa graph."""
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink():
+        what = "a symbolic link"
+    elif not path.is_dir():
+        what = "a file"
+    elif is_graph_directory(path) or not any(path.iterdir()):
+        return
+    else:
+        foreign = sorted(
+            entry.name
+            for entry in path.iterdir()
+            if not (entry.name.endswith(FILE_SUFFIX) and entry.is_file())
+        )
+        what = f"a directory holding {foreign[0]!r}" if foreign else "a directory without a graph"
+    raise FileExistsError(
+        f"{path} exists and is {what}, not an rtsoa graph; refusing to replace it "
+        "(overwrite=True, or --force on the command line, replaces it and deletes its contents)"
+    )
+
+
+def content_id(tables):
+    """Hex digest of the tables' names, schemas and values: the save id every table records."""
+    digest = hashlib.sha256()
+    for name, table in tables.items():
+        digest.update(f"table {name} {table.num_rows}\n".encode())
+        for field, column in zip(table.schema, table.columns, strict=True):
+            digest.update(f"column {field.name} {field.type}\n".encode())
+            for chunk in column.chunks:
+                if pa.types.is_string(chunk.type) or pa.types.is_boolean(chunk.type):
+                    digest.update(repr(chunk.to_pylist()).encode())  # small tables only
+                else:
+                    digest.update(np.ascontiguousarray(chunk.to_numpy(zero_copy_only=False)))
+    return digest.hexdigest()[:32]
 
 
 def read_table(path, name):
@@ -136,31 +212,30 @@ def _column(table, name, column):
         raise GraphFormatError(f"unreadable column ({error})", table=name, column=column) from None
 
 
+# Reads of one load_graph call while saves keep replacing the directory under it.
+_LOAD_ATTEMPTS = 100
+
+
 def load_graph(path, validate=True):
     """Memory-map a graph saved by `save_graph` and validate it (GraphFormatError if bad).
 
-    With `validate=False` only the format version and each table's schema are checked; use it
-    for files you wrote yourself, never for files jitted code will index unchecked.
+    Tables written by different saves are never combined: if a save replaced the directory
+    while it was read, it is read again; a directory that mixes saves by itself is refused.
+    With `validate=False` only the format version, each table's schema and the save ids are
+    checked; use it for files you wrote yourself, never for files the executors will index
+    unchecked.
     """
     path = Path(path)
-    if not path.is_dir():
-        if path.exists():
-            raise GraphFormatError(f"{path} is not a graph directory (expected <name>.rtsoa/)")
-        raise GraphFormatError(f"{path} does not exist")
-    # The version first: a file of another version may have other tables and columns.
-    metadata = _map_table(path, METADATA_TABLE)
-    version = _format_version(metadata)
-    if version is not None:
-        check_format_version(version)
-    check_table_schema(METADATA_TABLE, metadata)
-    if metadata.num_rows != 1:
-        raise GraphFormatError(f"{metadata.num_rows} rows, expected 1", table=METADATA_TABLE)
-    try:
-        row = {column: metadata.column(column)[0].as_py() for column in metadata.column_names}
-    except ValueError as error:  # e.g. invalid UTF-8 in the name
-        raise GraphFormatError(f"unreadable metadata ({error})", table=METADATA_TABLE) from None
-    meta = GraphMeta(**row)
-    tables = {name: read_table(path, name) for name in TABLES if name != METADATA_TABLE}
+    for attempt in range(_LOAD_ATTEMPTS):
+        identity = _identity(path)
+        try:
+            meta, tables = _read_tables(path)
+            _check_one_save(tables)
+            break
+        except GraphFormatError:
+            # A save swapped the directory mid-read: read the new one (it is complete).
+            if attempt + 1 == _LOAD_ATTEMPTS or _identity(path, missing_ok=True) == identity:
+                raise
 
     roles = _column(tables[IO_TABLE], IO_TABLE, ROLE_COLUMN)
     check_ids(roles, *ROLE_CODES.bounds(None), IO_TABLE, ROLE_COLUMN)
@@ -180,4 +255,65 @@ def load_graph(path, validate=True):
     return graph
 
 
-__all__ = ["save_graph", "load_graph", "read_table", "graph_tables"]
+def _identity(path, missing_ok=False):
+    """Which directory is at `path` now: (device, inode, change time); a save changes it."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise GraphFormatError(f"{path} does not exist") from None
+    if not os.path.isdir(path):
+        if missing_ok:
+            return None
+        raise GraphFormatError(f"{path} is not a graph directory (expected <name>.rtsoa/)")
+    return stat.st_dev, stat.st_ino, stat.st_ctime_ns
+
+
+def _read_tables(path):
+    """(GraphMeta, {table name: schema-checked table}) of the graph directory `path`."""
+    # The version first: a file of another version may have other tables and columns.
+    metadata = _map_table(path, METADATA_TABLE)
+    version = _format_version(metadata)
+    if version is not None:
+        check_format_version(version)
+    check_table_schema(METADATA_TABLE, metadata)
+    if metadata.num_rows != 1:
+        raise GraphFormatError(f"{metadata.num_rows} rows, expected 1", table=METADATA_TABLE)
+    try:
+        row = {column: metadata.column(column)[0].as_py() for column in metadata.column_names}
+    except ValueError as error:  # e.g. invalid UTF-8 in the name
+        raise GraphFormatError(f"unreadable metadata ({error})", table=METADATA_TABLE) from None
+    tables = {METADATA_TABLE: metadata}
+    tables.update({name: read_table(path, name) for name in TABLES if name != METADATA_TABLE})
+    return GraphMeta(**row), tables
+
+
+def save_id(table):
+    """The id of the save that wrote `table` (None for files written before save ids)."""
+    value = (table.schema.metadata or {}).get(SAVE_ID_KEY.encode())
+    return None if value is None else value.decode(errors="replace")
+
+
+def _check_one_save(tables):
+    """GraphFormatError naming the first table whose save id is not the metadata table's."""
+    expected = save_id(tables[METADATA_TABLE])
+    for name, table in tables.items():
+        found = save_id(table)
+        if found != expected:
+            raise GraphFormatError(
+                f"written by another save than the metadata table (save id {found} vs "
+                f"{expected}): the directory mixes tables of two graphs",
+                table=name,
+            )
+
+
+__all__ = [
+    "content_id",
+    "graph_tables",
+    "is_graph_directory",
+    "load_graph",
+    "read_table",
+    "save_graph",
+    "save_id",
+]

@@ -30,6 +30,10 @@ from rtsoa.errors import GraphFormatError
 
 FORMAT_VERSION = 1
 FILE_SUFFIX = ".arrow"
+# Key of every table's Arrow schema metadata holding its save's id (a digest of the graph's
+# content): tables with different ids come from different graphs, so a mix is refused at load.
+# Optional (files written before it have none); plain pyarrow readers ignore it.
+SAVE_ID_KEY = "rtsoa.save_id"
 
 
 class GraphKind(enum.IntEnum):
