@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from rtsoa.errors import RtsoaError
 from rtsoa.executors import EXECUTORS  # the package imports it anyway: choices come from it
+from rtsoa.limits import addressable_memory, check_fits, format_size, parse_size
 
 COMMANDS = {}
 
@@ -31,7 +32,7 @@ def _progress(total, description, enabled):
 
 @command("gen")
 def _gen(args):
-    from rtsoa.graph.generators import GENERATORS, generate
+    from rtsoa.graph.generators import GENERATORS, OptionError, generate
     from rtsoa.graph.io import save_graph
 
     takes = GENERATORS[args.kind].options
@@ -41,14 +42,17 @@ def _gen(args):
         if value is None:
             continue
         if name not in takes:
-            raise SystemExit(f"rtsoa gen {args.kind}: --{name.replace('_', '-')} does not apply")
+            raise ValueError(f"--{name.replace('_', '-')} does not apply to {args.kind} graphs")
         options[name] = value
     with _progress(2, f"gen {args.kind}", args.progress) as bar:
         start = time.perf_counter()
-        graph = generate(args.kind, args.nodes, seed=args.seed, kernels=args.kernels, **options)
+        try:
+            graph = generate(args.kind, args.nodes, seed=args.seed, kernels=args.kernels, **options)
+        except OptionError as error:  # name the flag the user typed
+            raise ValueError(f"--{error.option.replace('_', '-')}: {error.reason}") from None
         bar.update()
         generated = time.perf_counter()
-        save_graph(graph, args.output)
+        save_graph(graph, args.output, overwrite=args.force)
         bar.update()
         saved = time.perf_counter()
     result = {
@@ -93,7 +97,9 @@ def _run(args):
     from rtsoa.graph.io import load_graph
 
     if args.repeat < 1:
-        raise ValueError("--repeat must be >= 1")
+        raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
+    # the per-run times are kept for the median: refuse a count whose array would not fit
+    check_fits(f"--repeat {args.repeat:,} (8 bytes of timing per run)", 8 * args.repeat)
     start = time.perf_counter()
     graph = load_graph(args.file)
     loaded = time.perf_counter()
@@ -249,18 +255,21 @@ def _allocator_config(profile, quick_depth):
     return AllocatorConfig(page_mode=profile == "page", **overrides)
 
 
-def _byte_size(text):
-    """'4096', '64KiB', '512MiB', '2GiB' (also KB / MB / GB as powers of 1024) -> bytes."""
-    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    value = text.strip().lower().removesuffix("ib").removesuffix("b")
-    unit = value[-1:] if value[-1:] in "kmg" else ""
+def _arena_size(text):
+    """`--device-hbm`: a byte size ('512MiB', '16GiB', ...) the machine can hold."""
     try:
-        number = float(value[: len(value) - len(unit)])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a byte size: {text!r}") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"byte size must be positive: {text!r}")
-    return int(number * units[unit])
+        size = parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the arena needs at least one byte")
+    limit = addressable_memory()
+    if size > limit:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is {format_size(size)}, more than this machine's memory "
+            f"({format_size(limit)}): the arena is a real, lazily zeroed buffer"
+        )
+    return size
 
 
 # What each generator option means; which kinds take it, with their defaults, comes from the
@@ -294,12 +303,19 @@ def _generator_options():
     return {name: ", ".join(kinds) for name, kinds in uses.items()}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `rtsoa run: error: argument --repeat: ...`."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser():
     from rtsoa.device.defaults import HBM_BYTES
 
-    parser = argparse.ArgumentParser(prog="rtsoa", description=__doc__)
+    parser = _Parser(prog="rtsoa", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     gen = sub.add_parser("gen", help="generate a synthetic execute graph")
     gen.add_argument("kind", choices=_generator_kinds())
@@ -310,6 +326,12 @@ def build_parser():
         meaning = _GEN_OPTION_HELP.get(name, name.replace("_", " "))
         gen.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"{meaning} ({uses})")
     gen.add_argument("-o", "--output", required=True, help="output graph directory (.rtsoa)")
+    gen.add_argument(
+        "--force",
+        action="store_true",
+        help="replace OUTPUT even if it is not an rtsoa graph (a file, a symlink or a directory "
+        "with other files), deleting what it held",
+    )
     gen.add_argument("--json", action="store_true", help="print a JSON object")
     gen.add_argument("--no-progress", dest="progress", action="store_false")
 
@@ -330,8 +352,10 @@ def build_parser():
     )
     run.add_argument(
         "--device-hbm",
-        type=_byte_size,
-        help=f"simulated HBM arena size, e.g. 512MiB ({HBM_BYTES / (1 << 30):g}GiB)",
+        type=_arena_size,
+        help=f"simulated HBM arena size: bytes, or with a unit like 512MiB or 16GiB (KiB / MiB "
+        f"/ GiB / TiB, and KB / MB / GB / TB as the same powers of 1024; default "
+        f"{HBM_BYTES / (1 << 30):g}GiB)",
     )
     run.add_argument(
         "--no-hazard-check",
@@ -379,6 +403,9 @@ def main(argv=None):
         return 1
     except (ValueError, OSError) as error:
         print(f"rtsoa {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except MemoryError:  # estimates refuse what cannot fit; this is the machine running short
+        print(f"rtsoa {args.command}: error: out of memory", file=sys.stderr)
         return 1
     return 0
 

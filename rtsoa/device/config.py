@@ -1,6 +1,7 @@
 """Allocator configuration (Python side) and its conversion to the jitted config arrays."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import get_args
 
 import numpy as np
 
@@ -108,6 +109,16 @@ class AllocatorConfig:
         return cls(**{**profile, **overrides})
 
     def __post_init__(self):
+        for field in fields(self):  # before any comparison: ints that fit the int64 config rows
+            value = getattr(self, field.name)
+            if isinstance(field.default, bool):
+                if not isinstance(value, bool | np.bool_) and value not in (0, 1):
+                    raise ValueError(f"{field.name} must be True or False, got {value!r}")
+            elif value is not None or type(None) not in get_args(field.type):
+                if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                    raise ValueError(f"{field.name} must be an integer, got {value!r}")
+                if not 0 <= value <= NO_LIMIT:
+                    raise ValueError(f"{field.name} must be in 0 .. {NO_LIMIT:,}, got {value:,}")
         for name in ("alignment_device", "alignment_host", "page_size"):
             value = getattr(self, name)
             if value <= 0 or value & (value - 1):

@@ -2,6 +2,7 @@
 device for a graph. `Device`'s keyword defaults, the executors' default device and the options
 of `rtsoa run` all come from here."""
 
+from rtsoa.errors import TooLargeError
 from rtsoa.graph.schema import ValueKind
 
 HBM_BYTES = 1 << 30
@@ -35,7 +36,9 @@ def device_for_graph(graph, **overrides):
     Streams and events come from the graph's metadata (at least one each); arenas and tables
     are the defaults above when the graph has memory values, `TINY_DEVICE` otherwise.
     `overrides` are `Device` keywords (hbm_bytes, allocator, hazards, ...) that win over both;
-    None values are skipped, so a caller can pass optional settings straight through.
+    None values are skipped, so a caller can pass optional settings straight through. A device
+    that would not fit in memory (e.g. a graph declaring 2**31 - 1 events) raises
+    `TooLargeError` naming the graph's counts, before anything is allocated.
     """
     from rtsoa.device.device import Device  # device.py imports this module for its defaults
 
@@ -46,4 +49,10 @@ def device_for_graph(graph, **overrides):
     if not (graph.value_kind == ValueKind.MEMORY_BLOCK).any():
         settings.update(TINY_DEVICE)
     settings.update({key: value for key, value in overrides.items() if value is not None})
-    return Device(**settings)
+    try:
+        return Device(**settings)
+    except TooLargeError as error:  # say which graph asked for it (e.g. metadata event_count)
+        raise TooLargeError(
+            f"graph {graph.meta.name!r} (metadata stream_count {graph.meta.stream_count:,}, "
+            f"event_count {graph.meta.event_count:,}): {error}"
+        ) from None

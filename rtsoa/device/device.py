@@ -6,6 +6,7 @@ is also what executors put into their runtime tuple), and turns status codes int
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from rtsoa.device.layout import (
     PLACEMENT_HOST,
     PLACEMENT_NAMES,
 )
-from rtsoa.device.state import create_state
+from rtsoa.device.state import check_arenas, create_state
 from rtsoa.device.stats import device_stats, free_memory_summary, snapshot
 from rtsoa.device.status import (
     STATUS_INVALID_BLOCK,
@@ -64,6 +65,18 @@ def placement_index(placement):
     if not 0 <= placement <= PLACEMENT_FOLLOWING:
         raise ValueError(f"unknown placement {placement}")
     return placement
+
+
+def _byte_count(name, value):
+    """An arena size as a non-negative int (integral floats such as 1e9 too), else ValueError
+    naming it; whether it fits the machine is `create_state`'s check."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name} must be a whole number of bytes, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be non-negative, got {value}")
+    return int(value)
 
 
 class Device:
@@ -102,7 +115,12 @@ class Device:
             raise ValueError("num_events, max_blocks and max_segments must be positive")
         self.allocator_config = allocator or AllocatorConfig()
         self.cost_model = cost or CostModel()
-        arena_sizes = [int(hbm_bytes), int(p2p_bytes), int(host_bytes)]
+        arena_sizes = [
+            _byte_count("hbm_bytes", hbm_bytes),
+            _byte_count("p2p_bytes", p2p_bytes),
+            _byte_count("host_bytes", host_bytes),
+        ]
+        check_arenas(arena_sizes)  # before the config rows, which must hold the sizes
         caps = caps or {}
         unknown = set(caps) - set(PLACEMENT_NAMES[:NUM_PLACEMENTS])
         if unknown:

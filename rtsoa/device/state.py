@@ -10,6 +10,7 @@ it: `check_state` does, for every state `create_state` builds and for any state 
 outside (executors call it on the device they are given).
 """
 
+from math import prod
 from typing import NamedTuple
 
 import numpy as np
@@ -61,6 +62,8 @@ from rtsoa.device.layout import (
     SEG_FIRST_BLOCK,
     SEG_PLACEMENT,
 )
+from rtsoa.errors import TooLargeError
+from rtsoa.limits import addressable_memory, check_fits, format_size
 
 
 class DeviceState(NamedTuple):
@@ -133,8 +136,24 @@ def create_state(
     hazard_capacity,
 ):
     """Allocate a fresh `DeviceState` and `check_state` it (raises `DeviceStateError` for
-    sizes jitted code cannot run on); arrays are zeroed lazily by the OS until touched."""
-    arenas = [np.zeros(int(size), dtype=np.uint8) for size in arena_sizes]
+    sizes jitted code cannot run on); arrays are zeroed lazily by the OS until touched.
+
+    Sizes that would not fit in memory raise `TooLargeError` with the estimate before anything
+    is allocated: the arenas against RAM + swap (they are only reserved until used), the tables
+    against the memory available (they are written at creation).
+    """
+    arena_sizes = [int(size) for size in arena_sizes]
+    dimensions = {
+        "max_blocks": max_blocks,
+        "max_segments": max_segments,
+        "range_capacity": max_segments + 2,
+        "max_streams": max_streams,
+        "max_events": max_events,
+        "trace_capacity": trace_capacity,
+        "hazard_capacity": hazard_capacity,
+    }
+    _check_fits(arena_sizes, dimensions)
+    arenas = [np.zeros(size, dtype=np.uint8) for size in arena_sizes]
     range_capacity = max_segments + 2
     range_offset = np.zeros((NUM_PLACEMENTS, range_capacity), dtype=np.int64)
     range_size = np.zeros((NUM_PLACEMENTS, range_capacity), dtype=np.int64)
@@ -232,6 +251,43 @@ _FIELDS = {
     "hazards": (np.int64, ("hazard_capacity", NUM_HAZARD_COLUMNS), True),
     "hazard_time": (np.float64, ("hazard_capacity", 2), True),
 }
+
+
+def table_bytes(dimensions):
+    """Bytes of a state's tables (every field but the arenas) for these dimensions."""
+    total = 0
+    for field, (dtype, shape, _) in _FIELDS.items():
+        if not field.startswith("arena_"):
+            total += np.dtype(dtype).itemsize * prod(dimensions.get(size, size) for size in shape)
+    return total
+
+
+def check_arenas(arena_sizes):
+    """TooLargeError unless arenas of these sizes (hbm, p2p, host) fit this machine: they are
+    reserved, lazily zeroed buffers, so their sum must stay within RAM + swap."""
+    if min(arena_sizes) < 0:
+        raise DeviceStateError("arena", f"negative arena size in {arena_sizes}")
+    arenas = sum(arena_sizes)
+    limit = addressable_memory()
+    if arenas > limit:
+        raise TooLargeError(
+            f"device arenas of {format_size(arenas)} (hbm, p2p, host: {arena_sizes}) are more "
+            f"than this machine's memory ({format_size(limit)})"
+        )
+
+
+def _check_fits(arena_sizes, dimensions):
+    """TooLargeError (with the estimate) for a device this machine cannot hold."""
+    check_arenas(arena_sizes)
+    tables = table_bytes(dimensions)
+    what = (
+        f"a device's tables (events {dimensions['max_events']:,}, streams "
+        f"{dimensions['max_streams']:,}, blocks {dimensions['max_blocks']:,}, segments "
+        f"{dimensions['max_segments']:,})"
+    )
+    check_fits(what, tables)
+
+
 # counters that index a table: name, index, (the table, the dimension the value may reach)
 _COUNTER_BOUNDS = (
     ("CNT_BLOCK_TOP", CNT_BLOCK_TOP, "block_slots", "max_blocks"),

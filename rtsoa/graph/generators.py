@@ -4,6 +4,10 @@ Generation is vectorized numpy plus one jitted sampler, so a 1,000,000-node / 10
 graph takes seconds. The same (kind, nodes, options, seed) always gives the same graph.
 Synthetic nodes run the cheap built-in kernels "Checksum0" .. "Checksum{K-1}"; lowered-like
 graphs follow a lowered model's InferShape -> AllocMemory -> LaunchKernel -> FreeMemory pattern.
+
+Every option is checked before anything is allocated: an out-of-range value, or one making
+more nodes than int32 ids hold, raises `OptionError` naming the option, and a graph whose
+generation would not fit in memory raises `TooLargeError` with the estimate.
 """
 
 import inspect
@@ -12,17 +16,66 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import jit
+from rtsoa.device.layout import MAX_STREAMS
 from rtsoa.graph.builder import GraphBuilder
 from rtsoa.graph.schema import DType, Placement, ValueKind, WorkerClass
+from rtsoa.limits import check_fits
 
 LOWERED_KERNELS = ("InferShape", "AllocMemory", "LaunchKernel", "FreeMemory")
 EVENTS_PER_STREAM = 64  # event ids a stream's RecordEvent nodes cycle through
+MAX_NODES = (1 << 31) - 1  # node ids are int32
+MAX_SEED = (1 << 63) - 1  # the jitted sampler takes int64 seeds and counts
+MAX_BUFFER_BYTES = 1 << 40  # lowered buffer sizes (and the launch bytes derived from them)
+# Peak bytes while generating, per node and per edge / input / output / attribute row: a
+# little above what 1M-node graphs of every kind measure (90-110 per node, 13-20 per link).
+BYTES_PER_NODE = 128
+BYTES_PER_LINK = 24
+
+
+class OptionError(ValueError):
+    """A generator option out of range; `option` names it (the CLI shows it as --option)."""
+
+    def __init__(self, option, reason):
+        self.option = option
+        self.reason = reason
+        super().__init__(f"{option}: {reason}")
+
+
+def _option(name, value, low, high=MAX_SEED):
+    """`value` as an int in [low, high] (default: what an int64 holds), else OptionError."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise OptionError(name, f"must be an integer, got {value!r}")
+    value = int(value)
+    if not low <= value <= high:
+        raise OptionError(name, f"must be in {low:,} .. {high:,}, got {value:,}")
+    return value
+
+
+def _check_common(nodes, seed, kernels):
+    """The options every generator takes, as ints in range."""
+    return (
+        _option("nodes", nodes, 1, MAX_NODES),
+        _option("seed", seed, 0, MAX_SEED),
+        _option("kernels", kernels, 1, 16),
+    )
+
+
+def _check_size(what, nodes, links, option="nodes"):
+    """Refuse a graph of `nodes` nodes and `links` edge / input / output / attribute rows whose
+    ids would not fit int32 or whose generation would not fit in memory."""
+    if nodes > MAX_NODES:
+        raise OptionError(
+            option,
+            f"{what} would have {nodes:,} nodes, more than a graph holds ({MAX_NODES:,}: node "
+            "ids are int32)",
+        )
+    estimate = nodes * BYTES_PER_NODE + links * BYTES_PER_LINK
+    check_fits(f"generating {what} ({nodes:,} nodes, {links:,} edges and links)", estimate)
 
 
 def checksum_kernel_names(count):
     """Names of the first `count` built-in checksum kernels."""
-    if not 1 <= count <= 16:
-        raise ValueError(f"kernels must be between 1 and 16, got {count}")
+    count = _option("kernels", count, 1, 16)
     return [f"Checksum{k}" for k in range(count)]
 
 
@@ -72,14 +125,18 @@ def _synthetic(name, n, sources, targets, kernels, seed):
 
 def chain(nodes, seed=0, kernels=8):
     """0 -> 1 -> ... -> n-1."""
+    nodes, seed, kernels = _check_common(nodes, seed, kernels)
+    _check_size("a chain", nodes, nodes)
     ids = np.arange(nodes - 1, dtype=np.int32)
     return _synthetic(f"chain-{nodes}", nodes, ids, ids + 1, kernels, seed)
 
 
 def random_dag(nodes, seed=0, kernels=8, edges_per_node=10, window=1000):
     """Each node draws `edges_per_node` distinct predecessors from the previous `window` nodes."""
-    if window < 1 or edges_per_node < 0:
-        raise ValueError("window must be >= 1 and edges_per_node >= 0")
+    nodes, seed, kernels = _check_common(nodes, seed, kernels)
+    window = _option("window", window, 1)
+    edges_per_node = _option("edges_per_node", edges_per_node, 0)
+    _check_size("a random graph", nodes, nodes * min(edges_per_node, window))
     high = np.arange(nodes, dtype=np.int64)
     low = np.maximum(high - window, 0)
     sources, targets = _sample_predecessors(low, high, edges_per_node, seed)
@@ -91,10 +148,13 @@ def layered(nodes, seed=0, kernels=8, width=100, fan_in=4, layers=None):
 
     `layers` (if given) fixes the node count to layers * width instead of `nodes`.
     """
-    if width < 1:
-        raise ValueError("width must be >= 1")
+    nodes, seed, kernels = _check_common(nodes, seed, kernels)
+    width = _option("width", width, 1)
+    fan_in = _option("fan_in", fan_in, 0)
     if layers is not None:
-        nodes = layers * width
+        nodes = _option("layers", layers, 1) * width
+    what = f"a layered graph of width {width:,}"
+    _check_size(what, nodes, nodes * min(fan_in, width), "nodes" if layers is None else "layers")
     layer = np.arange(nodes, dtype=np.int64) // width
     low = np.maximum(layer - 1, 0) * width
     high = np.where(layer > 0, layer * width, 0)
@@ -110,10 +170,19 @@ def lowered(
     previous `window` ops) and each output's Free (its guarder) runs after its last consumer.
 
     `kernels` is accepted for a uniform interface; the four lowered kernels are always used.
-    Sizes are log-uniform in [min_bytes, max_bytes].
+    Sizes are log-uniform in [min_bytes, max_bytes]. `streams` is at most what the simulated
+    device has (MAX_STREAMS), so every generated graph runs.
     """
-    del kernels
+    nodes, seed, _ = _check_common(nodes, seed, kernels)
+    fan_in = _option("fan_in", fan_in, 0)
+    window = _option("window", window, 1)
+    streams = _option("streams", streams, 1, MAX_STREAMS)
+    max_bytes = _option("max_bytes", max_bytes, 1, MAX_BUFFER_BYTES)
+    min_bytes = _option("min_bytes", min_bytes, 1, max_bytes)
     ops = max(nodes // 4, 1)
+    # per op: 4 nodes, with 2+ streams up to 1 + fan_in event nodes; ~12 + 10 * fan_in links
+    per_op = 4 + (1 + min(fan_in, window) if streams > 1 else 0)
+    _check_size("a lowered graph", ops * per_op, ops * (12 + 10 * min(fan_in, window)))
     rng = np.random.default_rng(seed)
     events = streams * EVENTS_PER_STREAM if streams > 1 else 0
     builder = GraphBuilder(name=f"lowered-{ops * 4}", stream_count=streams, event_count=events)
@@ -244,12 +313,12 @@ def generate(kind, nodes, seed=0, kernels=8, **options):
     """Generate a graph of `kind` (one of KINDS) with about `nodes` nodes.
 
     Options set to None take the generator's default; an option the kind does not take is a
-    ValueError.
+    ValueError, one out of range (or making more nodes than int32 ids hold) an `OptionError`
+    naming it, and a graph whose generation would not fit in memory (estimated before anything
+    is allocated) a `TooLargeError`.
     """
     if kind not in GENERATORS:
         raise ValueError(f"unknown generator {kind!r}; choose from {', '.join(KINDS)}")
-    if nodes < 1:
-        raise ValueError("nodes must be >= 1")
     generator = GENERATORS[kind]
     options = {key: value for key, value in options.items() if value is not None}
     unknown = sorted(set(options) - set(generator.options))
