@@ -150,6 +150,7 @@ class Executor(abc.ABC):
         self.runtime = make_runtime(graph, binding.node_dispatch, self.device.state)
         self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
         self.runtime.values.slots[self._memory_values] = NO_BLOCK
+        self.registry.check_kernels(self.runtime, binding.used)  # named errors, not Numba's
         module = load_dispatch(self.registry, used=binding.used)
         self._dispatch = module.dispatch
         self._loop = specialise(type(self).loop, module)

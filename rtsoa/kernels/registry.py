@@ -13,6 +13,7 @@ name, so user kernels work exactly like the built-ins. A kernel's dispatch id is
 the registry's names sorted, so ids do not depend on the order modules were imported in.
 """
 
+import re
 import sys
 from typing import NamedTuple
 
@@ -20,7 +21,7 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 
 from rtsoa._jit import jit
-from rtsoa.errors import UnknownKernelError
+from rtsoa.errors import KernelDefinitionError, UnknownKernelError
 from rtsoa.graph.schema import WorkerClass
 
 _WORKERS = {
@@ -29,6 +30,10 @@ _WORKERS = {
     "launch": WorkerClass.LAUNCH,
 }
 _REQUIREMENTS = ("inputs", "outputs", "attributes", "successors")  # columns of requires
+# Kernel names: identifiers, optionally dotted ("Add", "custom.Add"); they reach generated
+# source, traces and error messages, so nothing else (no quotes, spaces or newlines).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+MAX_NAME_LENGTH = 128
 # Critical-section keys: kernels with the same non-zero code never run at the same time.
 CRITICAL_SECTIONS = {None: 0, "memory": 1, "launch": 2}
 
@@ -123,7 +128,13 @@ class KernelRegistry:
         requires=None,
         control_flow=False,
     ):
-        """Add (or re-register from the same place) a kernel; returns its KernelInfo."""
+        """Add (or re-register from the same place) a kernel; returns its KernelInfo.
+
+        The name must be identifier-like (KernelDefinitionError otherwise); the kernel's types
+        (int32 status, no undeclared allocation) are checked at the first prepare that uses
+        it (`check_kernels`).
+        """
+        check_name(name)
         if not isinstance(function, CPUDispatcher):
             raise TypeError(f"kernel {name!r} must be an njit function, got {type(function)}")
         if worker not in _WORKERS:
@@ -158,6 +169,15 @@ class KernelRegistry:
             self._entries[info.name] = info
             self._changed()
         return info
+
+    def check_kernels(self, runtime, used=None):
+        """Check the kernels a graph's dispatch module holds (dispatch ids `used`, None: all)
+        type as int32 for `runtime` and allocate only when registered to; once per dispatch
+        key and machine. KernelDefinitionError names the first that does not (see
+        `rtsoa.kernels.conformance`)."""
+        from rtsoa.kernels.conformance import check_kernels
+
+        check_kernels(self, runtime, used)
 
     def add_node(self, builder, name, output_options=None, **fields):
         """Add a node running kernel `name` to `builder` (`fields` as for
@@ -218,6 +238,15 @@ class KernelRegistry:
                     f"kernel {info.name!r}: {info.module}.{info.attribute} is not the registered "
                     "function (kernels must be module-level and keep their name)"
                 )
+
+
+def check_name(name):
+    """KernelDefinitionError unless `name` is an identifier-like kernel name."""
+    if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not _NAME.fullmatch(name):
+        raise KernelDefinitionError(
+            f"bad kernel name {name!r}: use letters, digits and underscores, not starting with a "
+            f"digit, optionally dotted ('Add', 'custom.Add'), at most {MAX_NAME_LENGTH} characters"
+        )
 
 
 REGISTRY = KernelRegistry()
