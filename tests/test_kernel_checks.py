@@ -2,6 +2,8 @@
 non-int32 return type or an undeclared allocation at prepare, with the kernel's name, instead
 of a silent wrong status or a raw Numba error at the first run."""
 
+import weakref
+
 import kernel_definitions as defs
 import numba
 import pytest
@@ -75,6 +77,7 @@ def test_a_passed_check_is_remembered_by_a_marker(monkeypatch):
     assert (cache_dir() / f"rtsoa_checked_{key}").exists()
     checked = []
     monkeypatch.setattr(conformance, "_passed", set())  # as in a fresh process
+    monkeypatch.setattr(conformance, "_passed_here", weakref.WeakKeyDictionary())
     monkeypatch.setattr(conformance, "check_kernel", lambda *args: checked.append(args))
     prepare_executor(graph, registry=defs.DECLARED)
     assert checked == []  # the marker file said it passed

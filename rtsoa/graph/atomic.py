@@ -14,6 +14,8 @@ until the new one is in place.
 Saves into one parent directory are serialised by an exclusive flock(2) on that directory,
 which the kernel drops when the holder dies, even by SIGKILL. Holding it, a save removes what
 interrupted saves left next to NAME (staging and old directories): no live save uses them.
+Where no lock can be taken (no flock, or a filesystem refusing it) leftovers stay for a later
+save that can.
 
 Readers need no lock: `load_graph` opens NAME's tables by path, so a swap between two opens can
 give it tables of two saves; every table carries its save's id, and a mix is re-read.
@@ -48,14 +50,23 @@ def sibling(path, kind):
 
 @contextlib.contextmanager
 def parent_lock(parent):
-    """Hold an exclusive flock on the directory `parent` (one save at a time in it)."""
+    """Hold an exclusive flock on the directory `parent` (one save at a time in it); yields
+    whether the lock is held (False where the system or filesystem offers none)."""
     if fcntl is None:
-        yield
+        yield False
         return
-    descriptor = os.open(parent, os.O_RDONLY)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
+        descriptor = os.open(parent, os.O_RDONLY)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        except OSError:  # e.g. ENOLCK on some network filesystems
+            yield False
+        else:
+            yield True
     finally:
         os.close(descriptor)  # closing drops the lock
 

@@ -82,8 +82,9 @@ def save_graph(graph, path, overwrite=False, durable=True):
     metadata = {SAVE_ID_KEY: content_id(tables)}
     tables = {name: table.replace_schema_metadata(metadata) for name, table in tables.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic.parent_lock(path.parent):
-        atomic.remove_leftovers(path, FILE_SUFFIX)
+    with atomic.parent_lock(path.parent) as locked:
+        if locked:  # no other save is running here: what staging directories exist are dead
+            atomic.remove_leftovers(path, FILE_SUFFIX)
         if not overwrite:  # checked under the lock: what is checked is what gets replaced
             _check_replaceable(path)
         staging = atomic.sibling(path, atomic.STAGING)
