@@ -12,6 +12,7 @@ executed). `record` is None for plain runs, which Numba prunes at compile time, 
 """
 
 import abc
+import threading
 import time
 from typing import NamedTuple
 
@@ -20,7 +21,7 @@ import numpy as np
 from rtsoa._jit import jit_out_of_line
 from rtsoa.device import check_state
 from rtsoa.errors import GraphFormatError
-from rtsoa.executors.errors import KernelError
+from rtsoa.executors.errors import ExecutorBusyError, KernelError
 from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
 from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch, specialise
@@ -31,8 +32,10 @@ from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK
 EXECUTORS = {}  # name -> Executor subclass, filled by @register_executor
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
 AUTO_PRIORITY_MIN_LAUNCHES = 5
-# Default step limit of a run with control flow (an acyclic graph runs each node once and needs
-# none): a loop that never exits then fails with STATUS_STEP_LIMIT instead of hanging.
+# Default step limit of a run of a graph with loops: a loop that never exits then fails with
+# STATUS_STEP_LIMIT instead of hanging. A graph without loops runs each node at most once, so
+# its limit is its node count: a node that runs twice (a join re-armed by more predecessors
+# than its in-degree template admits) is an error, never an exponential blow-up.
 DEFAULT_MAX_STEPS = 1_000_000_000
 _REQUIREMENT_NAMES = ("inputs", "outputs", "attributes", "successors")  # registry columns
 _REQUIREMENT_OFFSETS = ("input_offsets", "output_offsets", "attr_offsets", "succ_offsets")
@@ -158,10 +161,11 @@ class Executor(abc.ABC):
             record_capacity = self.nodes.shape[0] if not self.control_flow else 8 * n + 1024
         self.record_capacity = int(record_capacity)
         if max_steps is None:
-            max_steps = DEFAULT_MAX_STEPS if self.control_flow else -1
-        if max_steps != -1 and max_steps < 1:
-            raise ValueError("max_steps must be >= 1 (or -1 for no limit)")
+            max_steps = DEFAULT_MAX_STEPS if graph.meta.has_loops else self.nodes.shape[0]
+        if max_steps < 1 and not (max_steps == 0 and self.nodes.shape[0] == 0):
+            raise ValueError("max_steps must be >= 1: every run has a step limit")
         self.max_steps = int(max_steps)
+        self._busy = threading.Lock()  # one run at a time: the run state is the executor's
         self._arguments = self._prepare()
         self._record = None  # (capacity, 3) int64: node, start ns, end ns; made on first use
         self.dropped_steps = 0
@@ -222,11 +226,19 @@ class Executor(abc.ABC):
         every step and the subscribers get the events (see subscribers.py). The executor stays
         usable after a failure.
         """
-        reset_worker(self.runtime.worker)
-        if subscriber is None:
-            status, node, executed = self._loop(self.runtime, *self._arguments, None)
-            return self._finish(status, node, executed)
-        return self._run_subscribed(subscriber)
+        if not self._busy.acquire(blocking=False):
+            raise ExecutorBusyError(
+                f"{self!r} is already running in another thread; an executor's run state "
+                "serves one run at a time (prepare one executor per thread)"
+            )
+        try:
+            reset_worker(self.runtime.worker)
+            if subscriber is None:
+                status, node, executed = self._loop(self.runtime, *self._arguments, None)
+                return self._finish(status, node, executed)
+            return self._run_subscribed(subscriber)
+        finally:
+            self._busy.release()
 
     def record(self):
         """The step record of subscribed runs (allocated on first use, then reused)."""
@@ -347,8 +359,8 @@ def prepare_executor(
     missing), checks every node has what its kernel reads, allocates all run state, and loads the
     compiled loop. `record_capacity`: steps a subscribed run can record (default: the node
     count, or 8 n + 1024 with control flow). `max_steps`: the topological / priority loops stop
-    with a KernelError (STATUS_STEP_LIMIT) after this many steps; default DEFAULT_MAX_STEPS with
-    control flow, none (-1) without, where every node runs at most once. `device`: the
+    with a KernelError (STATUS_STEP_LIMIT) after this many steps; default DEFAULT_MAX_STEPS for
+    a graph with loops, else the root's node count (every node runs at most once). `device`: the
     `rtsoa.device.Device` the kernels run against (default: `default_device(graph)`).
     """
     binding = bind(graph, root, registry)

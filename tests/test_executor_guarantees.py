@@ -1,0 +1,105 @@
+"""Every run terminates and an executor refuses concurrent use (issue 13's hangs and misuse)."""
+
+import threading
+import time
+
+import pytest
+
+from rtsoa import GraphBuilder
+from rtsoa.executors import DEFAULT_MAX_STEPS, ExecutorBusyError, KernelError, prepare_executor
+from rtsoa.graph.generators import generate
+from rtsoa.kernels.checksum import expected_checksum
+from rtsoa.kernels.status import STATUS_STEP_LIMIT
+
+QUEUE_EXECUTORS = ("topological", "priority")
+
+
+def _clamped_diamonds(count):
+    """A chain of `count` diamonds whose joins have in-degree template 1 (a wait-anyone clamp
+    without any control flow): each join is re-armed and runs once per predecessor, so a
+    queue executor would run 2**count steps."""
+    builder = GraphBuilder()
+    top = builder.add_node("Checksum0")
+    for _ in range(count):
+        left = builder.add_node("Checksum1")
+        right = builder.add_node("Checksum2")
+        join = builder.add_node("Checksum3", wait_anyone=True)
+        for a, b in ((top, left), (top, right), (left, join), (right, join)):
+            builder.add_edge(a, b)
+        top = join
+    return builder.finalize()
+
+
+@pytest.mark.parametrize("executor", QUEUE_EXECUTORS)
+def test_a_graph_without_loops_runs_each_node_at_most_once(executor):
+    """Before: no step limit applied without control-flow kernels, and 40 diamonds meant
+    2**40 steps (a hang). Now the limit of a graph without loops is its node count."""
+    graph = _clamped_diamonds(40)
+    ex = prepare_executor(graph, executor)
+    assert ex.max_steps == graph.num_nodes
+    with pytest.raises(KernelError) as caught:
+        ex.run()
+    assert caught.value.status == STATUS_STEP_LIMIT
+    assert caught.value.nodes_executed == graph.num_nodes  # stopped at n steps, not 2**40
+
+
+@pytest.mark.parametrize("executor", QUEUE_EXECUTORS)
+def test_a_cycle_of_plain_kernels_is_bounded(executor):
+    """Before: `has_loops` with a cycle of plain kernels (no control-flow kernel) ran with no
+    step limit at all, forever."""
+    builder = GraphBuilder()
+    enter = builder.add_node("Checksum0")
+    head = builder.add_node("Checksum1", wait_anyone=True)
+    body = builder.add_node("Checksum2")
+    builder.add_edge(enter, head)
+    builder.add_edge(head, body)
+    builder.add_edge(body, head)
+    builder.has_loops = True
+    graph = builder.finalize()
+    assert prepare_executor(graph, executor).max_steps == DEFAULT_MAX_STEPS
+    ex = prepare_executor(graph, executor, max_steps=10_000)
+    with pytest.raises(KernelError) as caught:
+        ex.run()
+    assert caught.value.status == STATUS_STEP_LIMIT
+
+
+@pytest.mark.parametrize("executor", ["sequential", "topological", "priority"])
+def test_an_executor_used_from_two_threads_refuses_the_second_run(executor):
+    """Before: two threads calling run() on one executor shared its in-degrees, queue and
+    checksum: wrong checksums, early success, or (lowered graphs) a spin in the allocator."""
+    builder = GraphBuilder()
+    previous = None
+    for _ in range(2000):
+        node = builder.add_node("Busy", attributes=[100_000])
+        if previous is not None:
+            builder.add_edge(previous, node)
+        previous = node
+    graph = builder.finalize()
+    ex = prepare_executor(graph, executor)
+    expected = ex.run()
+    started = threading.Event()
+    results = []
+
+    def first():
+        started.set()
+        results.append(ex.run())
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    started.wait()
+    deadline = time.monotonic() + 10
+    while not ex._busy.locked() and time.monotonic() < deadline:
+        time.sleep(0.0005)  # wait until the first run holds the executor
+    with pytest.raises(ExecutorBusyError, match="already running"):
+        ex.run()
+    thread.join()
+    assert results == [expected]
+    assert ex.run() == expected  # usable again afterwards
+
+
+def test_default_limit_of_a_graph_without_loops_lets_it_finish():
+    graph = generate("random", 500, seed=4)
+    for executor in QUEUE_EXECUTORS:
+        result = prepare_executor(graph, executor).run()
+        assert result.nodes_executed == 500
+        assert result.checksum == expected_checksum(graph)
