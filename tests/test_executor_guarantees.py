@@ -5,16 +5,17 @@ import time
 
 import pytest
 
-from rtsoa import GraphBuilder
+from rtsoa import GraphBuilder, GraphFormatError
 from rtsoa.executors import DEFAULT_MAX_STEPS, ExecutorBusyError, KernelError, prepare_executor
 from rtsoa.graph.generators import generate
 from rtsoa.kernels.checksum import expected_checksum
+from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
 from rtsoa.kernels.status import STATUS_STEP_LIMIT
 
 QUEUE_EXECUTORS = ("topological", "priority")
 
 
-def _clamped_diamonds(count):
+def _clamped_diamonds(count, validate=True):
     """A chain of `count` diamonds whose joins have in-degree template 1 (a wait-anyone clamp
     without any control flow): each join is re-armed and runs once per predecessor, so a
     queue executor would run 2**count steps."""
@@ -27,14 +28,24 @@ def _clamped_diamonds(count):
         for a, b in ((top, left), (top, right), (left, join), (right, join)):
             builder.add_edge(a, b)
         top = join
-    return builder.finalize()
+    return builder.finalize(validate=validate)
+
+
+def test_joins_that_would_run_twice_are_refused_at_load():
+    """Before: this graph validated, sequential ran 10 nodes and the queue executors 29 (three
+    diamonds), with different checksums. A wait-anyone clamp is only sound on exclusive
+    predecessors (If / Case branches of one switch, a While head)."""
+    with pytest.raises(GraphFormatError, match="nothing makes them exclusive") as caught:
+        _clamped_diamonds(3)
+    assert (caught.value.table, caught.value.column, caught.value.row) == ("nodes", "in_degree", 3)
 
 
 @pytest.mark.parametrize("executor", QUEUE_EXECUTORS)
 def test_a_graph_without_loops_runs_each_node_at_most_once(executor):
-    """Before: no step limit applied without control-flow kernels, and 40 diamonds meant
-    2**40 steps (a hang). Now the limit of a graph without loops is its node count."""
-    graph = _clamped_diamonds(40)
+    """Defence in depth, with validation skipped: before, no step limit applied without
+    control-flow kernels, and 40 diamonds meant 2**40 steps (a hang). Now the limit of a graph
+    without loops is its node count."""
+    graph = _clamped_diamonds(40, validate=False)
     ex = prepare_executor(graph, executor)
     assert ex.max_steps == graph.num_nodes
     with pytest.raises(KernelError) as caught:
@@ -45,8 +56,8 @@ def test_a_graph_without_loops_runs_each_node_at_most_once(executor):
 
 @pytest.mark.parametrize("executor", QUEUE_EXECUTORS)
 def test_a_cycle_of_plain_kernels_is_bounded(executor):
-    """Before: `has_loops` with a cycle of plain kernels (no control-flow kernel) ran with no
-    step limit at all, forever."""
+    """Before: `has_loops` with a cycle of plain kernels (no control-flow kernel) validated and
+    ran with no step limit at all, forever. Now it is refused at load, and bounded anyway."""
     builder = GraphBuilder()
     enter = builder.add_node("Checksum0")
     head = builder.add_node("Checksum1", wait_anyone=True)
@@ -55,7 +66,9 @@ def test_a_cycle_of_plain_kernels_is_bounded(executor):
     builder.add_edge(head, body)
     builder.add_edge(body, head)
     builder.has_loops = True
-    graph = builder.finalize()
+    with pytest.raises(GraphFormatError, match="nothing makes them exclusive"):
+        builder.finalize()  # a loop head needs a loop body subgraph feeding it
+    graph = builder.finalize(validate=False)
     assert prepare_executor(graph, executor).max_steps == DEFAULT_MAX_STEPS
     ex = prepare_executor(graph, executor, max_steps=10_000)
     with pytest.raises(KernelError) as caught:
@@ -103,3 +116,41 @@ def test_default_limit_of_a_graph_without_loops_lets_it_finish():
         result = prepare_executor(graph, executor).run()
         assert result.nodes_executed == 500
         assert result.checksum == expected_checksum(graph)
+
+
+def _two_switch_if():
+    """Two switches, each with one branch, whose branches join in one wait-anyone node."""
+    builder = GraphBuilder()
+    joins = []
+    for _ in range(2):
+        switch_node, condition = add_const_int(builder, 0)
+        nodes = add_if(builder, condition, [None], after=[switch_node])
+        joins.append(nodes)
+    return builder, joins
+
+
+def test_branches_of_different_switches_cannot_share_a_join():
+    builder, (first, second) = _two_switch_if()
+    join = builder.add_node("Noop", wait_anyone=True)
+    builder.add_edge(first.dones[0], join)
+    builder.add_edge(second.dones[0], join)
+    with pytest.raises(GraphFormatError, match="not all entered from one switch"):
+        builder.finalize()
+
+
+def test_a_loop_head_needs_exactly_one_entry():
+    builder = GraphBuilder()
+    loop = add_while(builder, iterations=3)
+    extra = builder.add_node("Noop")
+    builder.add_edge(extra, loop.join)
+    with pytest.raises(GraphFormatError, match="exactly one entry") as caught:
+        builder.finalize()
+    assert caught.value.row == loop.join
+
+
+def test_the_builders_joins_validate():
+    builder = GraphBuilder()
+    _, condition = add_const_int(builder, 1)
+    add_if(builder, condition, [None, None, None])
+    add_while(builder, iterations=2)
+    builder.finalize()  # no error

@@ -150,7 +150,10 @@ class Executor(abc.ABC):
         if device is not None:
             check_state(device.state)  # jitted code assumes its layout: check a given device
         self.device = device if device is not None else default_device(graph)
-        self.runtime = make_runtime(graph, binding.node_dispatch, self.device.state)
+        control_flow_kernels = self.registry.tables().control_flow
+        self.runtime = make_runtime(
+            graph, binding.node_dispatch, control_flow_kernels, self.device.state
+        )
         self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
         self.runtime.values.slots[self._memory_values] = NO_BLOCK
         module = load_dispatch(self.registry, used=binding.used)
