@@ -76,10 +76,8 @@ def test_a_cycle_of_plain_kernels_is_bounded(executor):
     assert caught.value.status == STATUS_STEP_LIMIT
 
 
-@pytest.mark.parametrize("executor", ["sequential", "topological", "priority"])
-def test_an_executor_used_from_two_threads_refuses_the_second_run(executor):
-    """Before: two threads calling run() on one executor shared its in-degrees, queue and
-    checksum: wrong checksums, early success, or (lowered graphs) a spin in the allocator."""
+def _busy_chain():
+    """A chain of Busy nodes that takes a few hundred ms to run (the loop releases the GIL)."""
     builder = GraphBuilder()
     previous = None
     for _ in range(2000):
@@ -87,7 +85,14 @@ def test_an_executor_used_from_two_threads_refuses_the_second_run(executor):
         if previous is not None:
             builder.add_edge(previous, node)
         previous = node
-    graph = builder.finalize()
+    return builder.finalize()
+
+
+@pytest.mark.parametrize("executor", ["sequential", "topological", "priority"])
+def test_an_executor_used_from_two_threads_refuses_the_second_run(executor):
+    """Before: two threads calling run() on one executor shared its in-degrees, queue and
+    checksum: wrong checksums, early success, or (lowered graphs) a spin in the allocator."""
+    graph = _busy_chain()
     ex = prepare_executor(graph, executor)
     expected = ex.run()
     started = threading.Event()
@@ -154,3 +159,21 @@ def test_the_builders_joins_validate():
     add_if(builder, condition, [None, None, None])
     add_while(builder, iterations=2)
     builder.finalize()  # no error
+
+
+def test_two_executors_sharing_a_device_refuse_concurrent_runs():
+    """The device's allocator and clocks are not thread-safe: a second executor's run on a
+    device that a run in another thread holds is refused (before: silent corruption)."""
+    graph = _busy_chain()
+    first = prepare_executor(graph, "sequential")
+    second = prepare_executor(graph, "sequential", device=first.device)
+    expected = second.run()
+    thread = threading.Thread(target=first.run)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not first.device.run_lock.locked() and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    with pytest.raises(ExecutorBusyError, match="device .* in use"):
+        second.run()
+    thread.join()
+    assert second.run() == expected

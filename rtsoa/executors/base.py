@@ -133,7 +133,7 @@ def _bind_nodes(columns, kernel_dispatch, graph_root, graph_in_subgraph, root, t
 
 class Executor(abc.ABC):
     """A graph's root (Main by default) prepared for one executor. Create with
-    `prepare_executor`; subclasses define `name`, `control_flow`, `loop` and `_prepare`."""
+    `prepare_executor`; subclasses define `name`, `runs_control_flow`, `loop` and `_prepare`."""
 
     name = None  # registry name
     runs_control_flow = False  # can it run switch / loop kernels?
@@ -235,11 +235,19 @@ class Executor(abc.ABC):
                 "serves one run at a time (prepare one executor per thread)"
             )
         try:
-            reset_worker(self.runtime.worker)
-            if subscriber is None:
-                status, node, executed = self._loop(self.runtime, *self._arguments, None)
-                return self._finish(status, node, executed)
-            return self._run_subscribed(subscriber)
+            if not self.device.run_lock.acquire(blocking=False):
+                raise ExecutorBusyError(
+                    f"the device of {self!r} is in use by another executor's run; the "
+                    "simulated device serves one run at a time (give each thread its own device)"
+                )
+            try:
+                reset_worker(self.runtime.worker)
+                if subscriber is None:
+                    status, node, executed = self._loop(self.runtime, *self._arguments, None)
+                    return self._finish(status, node, executed)
+                return self._run_subscribed(subscriber)
+            finally:
+                self.device.run_lock.release()
         finally:
             self._busy.release()
 
