@@ -139,7 +139,9 @@ class Executor(abc.ABC):
     runs_control_flow = False  # can it run switch / loop kernels?
     loop = None  # the plain Python loop function `specialise` compiles
 
-    def __init__(self, graph, binding, record_capacity=None, max_steps=None, device=None):
+    def __init__(
+        self, graph, binding, record_capacity=None, max_steps=None, device=None, kernels="used"
+    ):
         self.graph = graph
         self.root = binding.root
         self.registry = binding.registry
@@ -156,7 +158,9 @@ class Executor(abc.ABC):
         )
         self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
         self.runtime.values.slots[self._memory_values] = NO_BLOCK
-        module = load_dispatch(self.registry, used=binding.used)
+        if kernels not in ("used", "all"):
+            raise ValueError(f"kernels must be 'used' or 'all', not {kernels!r}")
+        module = load_dispatch(self.registry, used=binding.used if kernels == "used" else None)
         self._dispatch = module.dispatch
         self._loop = specialise(type(self).loop, module)
         if record_capacity is None:
@@ -363,6 +367,7 @@ def prepare_executor(
     record_capacity=None,
     max_steps=None,
     device=None,
+    kernels="used",
 ):
     """Prepare `graph`'s root `root` for `executor` (auto, or a name in `EXECUTORS`).
 
@@ -373,7 +378,10 @@ def prepare_executor(
     with a KernelError (STATUS_STEP_LIMIT) after this many steps; default DEFAULT_MAX_STEPS for
     a graph with loops, else the root's node count (every node runs at most once). `device`: the
     `rtsoa.device.Device` the kernels run against (default: `default_device(graph)`).
+    `kernels`: "used" compiles a dispatch holding the kernel modules the graph uses; "all" one
+    holding the whole registry, which every graph then shares (one compile for a batch of
+    graphs using different kernels).
     """
     binding = bind(graph, root, registry)
     name = resolve_executor(executor, binding.control_flow, binding.launch_count)
-    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device)
+    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device, kernels)
