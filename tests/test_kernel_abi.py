@@ -16,8 +16,9 @@ from rtsoa.graph.generators import generate
 from rtsoa.graph.schema import Placement, ValueKind
 from rtsoa.kernels import REGISTRY, KernelRegistry, builtin, control_flow, lowered
 from rtsoa.kernels.checksum import expected_checksum, mix_numpy
+from rtsoa.kernels.control_flow import add_const_int, add_if
 from rtsoa.kernels.dispatch import dispatch, load_dispatch, specialise
-from rtsoa.kernels.status import STATUS_BAD_NOTIFY
+from rtsoa.kernels.status import STATUS_BAD_NOTIFY, STATUS_NOTIFY_BASE
 
 QUEUE_EXECUTORS = ("topological", "priority")
 
@@ -196,3 +197,22 @@ def test_outputs_creators_make_the_values_a_kernel_writes():
     assert graph.value_placement[block] == Placement.HOST
     with pytest.raises(UnknownKernelError):
         REGISTRY.add_node(builder, "NoSuchKernel")
+
+
+@pytest.mark.parametrize("executor", QUEUE_EXECUTORS)
+@pytest.mark.parametrize("successors", [0, 1, 3])
+def test_notify_is_obeyed_only_from_control_flow_kernels(executor, successors):
+    """Before: Fail returning the notify code after a switch elsewhere made the loop follow a
+    stale choice past the edge array (a segfault). Fail is not a control-flow kernel, so its
+    notify status is an error whatever the node's successors."""
+    builder = GraphBuilder()
+    _, condition = add_const_int(builder, 0)
+    add_if(builder, condition, [None, None])  # a real switch runs first
+    fail = builder.add_node("Fail", attributes=[STATUS_NOTIFY_BASE])
+    for _ in range(successors):
+        builder.add_edge(fail, builder.add_node("Checksum0"))
+    ex = prepare_executor(builder.finalize(), executor)
+    with pytest.raises(KernelError) as caught:
+        ex.run()
+    assert caught.value.status == STATUS_BAD_NOTIFY
+    assert caught.value.node == fail

@@ -7,6 +7,7 @@ is also what executors put into their runtime tuple), and turns status codes int
 import dataclasses
 import json
 import math
+import threading
 
 import numpy as np
 
@@ -128,6 +129,9 @@ class Device:
         cap_values = [
             resolve_cap(caps.get(PLACEMENT_NAMES[p]), arena_sizes[p]) for p in range(NUM_PLACEMENTS)
         ]
+        # Held by an executor's run: the jitted device code is not thread-safe, so two runs on
+        # one device from two threads are refused rather than corrupting the allocator.
+        self.run_lock = threading.Lock()
         self.state = create_state(
             arena_sizes,
             self.allocator_config.config_array(num_streams, num_events, hazards, trace),

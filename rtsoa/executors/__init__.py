@@ -19,7 +19,7 @@ from rtsoa.executors.base import (
     prepare_executor,
     resolve_executor,
 )
-from rtsoa.executors.errors import KernelError
+from rtsoa.executors.errors import ExecutorBusyError, KernelError
 from rtsoa.executors.subscribers import Profiler, Subscriber, Tracer
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     "EXECUTORS",
     "Executor",
+    "ExecutorBusyError",
     "KernelError",
     "Profiler",
     "RunResult",

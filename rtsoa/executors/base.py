@@ -12,6 +12,7 @@ executed). `record` is None for plain runs, which Numba prunes at compile time, 
 """
 
 import abc
+import threading
 import time
 from typing import NamedTuple
 
@@ -20,7 +21,7 @@ import numpy as np
 from rtsoa._jit import jit_out_of_line
 from rtsoa.device import check_state
 from rtsoa.errors import GraphFormatError
-from rtsoa.executors.errors import KernelError
+from rtsoa.executors.errors import ExecutorBusyError, KernelError
 from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
 from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch, specialise
@@ -31,8 +32,10 @@ from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK
 EXECUTORS = {}  # name -> Executor subclass, filled by @register_executor
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
 AUTO_PRIORITY_MIN_LAUNCHES = 5
-# Default step limit of a run with control flow (an acyclic graph runs each node once and needs
-# none): a loop that never exits then fails with STATUS_STEP_LIMIT instead of hanging.
+# Default step limit of a run of a graph with loops: a loop that never exits then fails with
+# STATUS_STEP_LIMIT instead of hanging. A graph without loops runs each node at most once, so
+# its limit is its node count: a node that runs twice (a join re-armed by more predecessors
+# than its in-degree template admits) is an error, never an exponential blow-up.
 DEFAULT_MAX_STEPS = 1_000_000_000
 _REQUIREMENT_NAMES = ("inputs", "outputs", "attributes", "successors")  # registry columns
 _REQUIREMENT_OFFSETS = ("input_offsets", "output_offsets", "attr_offsets", "succ_offsets")
@@ -130,13 +133,15 @@ def _bind_nodes(columns, kernel_dispatch, graph_root, graph_in_subgraph, root, t
 
 class Executor(abc.ABC):
     """A graph's root (Main by default) prepared for one executor. Create with
-    `prepare_executor`; subclasses define `name`, `control_flow`, `loop` and `_prepare`."""
+    `prepare_executor`; subclasses define `name`, `runs_control_flow`, `loop` and `_prepare`."""
 
     name = None  # registry name
     runs_control_flow = False  # can it run switch / loop kernels?
     loop = None  # the plain Python loop function `specialise` compiles
 
-    def __init__(self, graph, binding, record_capacity=None, max_steps=None, device=None):
+    def __init__(
+        self, graph, binding, record_capacity=None, max_steps=None, device=None, kernels="used"
+    ):
         self.graph = graph
         self.root = binding.root
         self.registry = binding.registry
@@ -147,11 +152,17 @@ class Executor(abc.ABC):
         if device is not None:
             check_state(device.state)  # jitted code assumes its layout: check a given device
         self.device = device if device is not None else default_device(graph)
-        self.runtime = make_runtime(graph, binding.node_dispatch, self.device.state)
+        control_flow_kernels = self.registry.tables().control_flow
+        self.runtime = make_runtime(
+            graph, binding.node_dispatch, control_flow_kernels, self.device.state
+        )
         self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
         self.runtime.values.slots[self._memory_values] = NO_BLOCK
-        self.registry.check_kernels(self.runtime, binding.used)  # named errors, not Numba's
-        module = load_dispatch(self.registry, used=binding.used)
+        if kernels not in ("used", "all"):
+            raise ValueError(f"kernels must be 'used' or 'all', not {kernels!r}")
+        used = binding.used if kernels == "used" else None
+        self.registry.check_kernels(self.runtime, used)  # named errors, not Numba's
+        module = load_dispatch(self.registry, used=used)
         self._dispatch = module.dispatch
         self._loop = specialise(type(self).loop, module)
         if record_capacity is None:
@@ -159,10 +170,11 @@ class Executor(abc.ABC):
             record_capacity = self.nodes.shape[0] if not self.control_flow else 8 * n + 1024
         self.record_capacity = int(record_capacity)
         if max_steps is None:
-            max_steps = DEFAULT_MAX_STEPS if self.control_flow else -1
-        if max_steps != -1 and max_steps < 1:
-            raise ValueError("max_steps must be >= 1 (or -1 for no limit)")
+            max_steps = DEFAULT_MAX_STEPS if graph.meta.has_loops else self.nodes.shape[0]
+        if max_steps < 1 and not (max_steps == 0 and self.nodes.shape[0] == 0):
+            raise ValueError("max_steps must be >= 1: every run has a step limit")
         self.max_steps = int(max_steps)
+        self._busy = threading.Lock()  # one run at a time: the run state is the executor's
         self._arguments = self._prepare()
         self._record = None  # (capacity, 3) int64: node, start ns, end ns; made on first use
         self.dropped_steps = 0
@@ -223,11 +235,27 @@ class Executor(abc.ABC):
         every step and the subscribers get the events (see subscribers.py). The executor stays
         usable after a failure.
         """
-        reset_worker(self.runtime.worker)
-        if subscriber is None:
-            status, node, executed = self._loop(self.runtime, *self._arguments, None)
-            return self._finish(status, node, executed)
-        return self._run_subscribed(subscriber)
+        if not self._busy.acquire(blocking=False):
+            raise ExecutorBusyError(
+                f"{self!r} is already running in another thread; an executor's run state "
+                "serves one run at a time (prepare one executor per thread)"
+            )
+        try:
+            if not self.device.run_lock.acquire(blocking=False):
+                raise ExecutorBusyError(
+                    f"the device of {self!r} is in use by another executor's run; the "
+                    "simulated device serves one run at a time (give each thread its own device)"
+                )
+            try:
+                reset_worker(self.runtime.worker)
+                if subscriber is None:
+                    status, node, executed = self._loop(self.runtime, *self._arguments, None)
+                    return self._finish(status, node, executed)
+                return self._run_subscribed(subscriber)
+            finally:
+                self.device.run_lock.release()
+        finally:
+            self._busy.release()
 
     def record(self):
         """The step record of subscribed runs (allocated on first use, then reused)."""
@@ -341,6 +369,7 @@ def prepare_executor(
     record_capacity=None,
     max_steps=None,
     device=None,
+    kernels="used",
 ):
     """Prepare `graph`'s root `root` for `executor` (auto, or a name in `EXECUTORS`).
 
@@ -348,10 +377,13 @@ def prepare_executor(
     missing), checks every node has what its kernel reads, allocates all run state, and loads the
     compiled loop. `record_capacity`: steps a subscribed run can record (default: the node
     count, or 8 n + 1024 with control flow). `max_steps`: the topological / priority loops stop
-    with a KernelError (STATUS_STEP_LIMIT) after this many steps; default DEFAULT_MAX_STEPS with
-    control flow, none (-1) without, where every node runs at most once. `device`: the
+    with a KernelError (STATUS_STEP_LIMIT) after this many steps; default DEFAULT_MAX_STEPS for
+    a graph with loops, else the root's node count (every node runs at most once). `device`: the
     `rtsoa.device.Device` the kernels run against (default: `default_device(graph)`).
+    `kernels`: "used" compiles a dispatch holding the kernel modules the graph uses; "all" one
+    holding the whole registry, which every graph then shares (one compile for a batch of
+    graphs using different kernels).
     """
     binding = bind(graph, root, registry)
     name = resolve_executor(executor, binding.control_flow, binding.launch_count)
-    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device)
+    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device, kernels)

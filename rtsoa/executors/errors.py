@@ -1,4 +1,5 @@
-"""KernelError: a kernel's non-zero status, carried to Python with where it happened."""
+"""KernelError: a kernel's non-zero status, carried to Python with where it happened;
+ExecutorBusyError: an executor used by two threads at once."""
 
 from rtsoa.device.status import STATUS_NAMES as DEVICE_STATUS_NAMES
 from rtsoa.errors import RtsoaError
@@ -30,3 +31,7 @@ class KernelError(RtsoaError):
     def __reduce__(self):
         arguments = (self.status, self.node, self.kernel, self.compute_node, self.nodes_executed)
         return (type(self), arguments)
+
+
+class ExecutorBusyError(RtsoaError):
+    """`run()` was called while the same executor was running in another thread."""

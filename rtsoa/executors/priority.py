@@ -19,7 +19,6 @@ def run_priority(rt, starts, template, in_degree, keys, heap, max_steps, record)
     """Kahn with a 1-indexed binary min-heap on keys[node] = priority << 32 | node."""
     for i in range(template.shape[0]):  # a slice copy would need NRT
         in_degree[i] = template[i]
-    offsets = rt.graph.succ_offsets
     targets = rt.graph.succ_targets
     node_dispatch = rt.graph.node_dispatch
     capacity = heap.shape[0] - 1
@@ -38,7 +37,7 @@ def run_priority(rt, starts, template, in_degree, keys, heap, max_steps, record)
         if record is not None:
             record_step(record, executed, node, start, monotonic_ns())
         executed += 1
-        first, last, stop = released_edges(status, offsets, node)
+        first, last, stop = released_edges(rt, status, node)
         if stop != STATUS_OK:
             return stop, np.int64(node), np.int64(executed)
         for e in range(first, last):

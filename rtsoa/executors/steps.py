@@ -12,13 +12,15 @@ from rtsoa.kernels.status import STATUS_BAD_NOTIFY, STATUS_NOTIFY_BASE, STATUS_O
 
 
 @jit_inline_ir
-def released_edges(status, offsets, node):
+def released_edges(rt, status, node):
     """(first, last, stop) after `node` returned `status`: the edge rows [first, last) whose
     targets the loop decrements, and the status that stops the run (STATUS_OK to go on).
 
-    STATUS_OK releases every successor; `notify(k)` only successor k, checked against the
-    node's successor count (STATUS_BAD_NOTIFY); any other status releases none and stops.
+    STATUS_OK releases every successor; `notify(k)` only successor k, and only from a kernel
+    registered as control flow, checked against the node's successor count (else
+    STATUS_BAD_NOTIFY); any other status releases none and stops.
     """
+    offsets = rt.graph.succ_offsets
     first = offsets[node]
     last = offsets[node + 1]
     if status == STATUS_OK:
@@ -26,7 +28,7 @@ def released_edges(status, offsets, node):
     if status < STATUS_NOTIFY_BASE:
         return first, first, np.int64(status)
     first += status - STATUS_NOTIFY_BASE
-    if first >= last:
+    if first >= last or not rt.graph.kernel_control_flow[rt.graph.node_dispatch[node]]:
         return first, first, np.int64(STATUS_BAD_NOTIFY)
     return first, first + 1, np.int64(STATUS_OK)
 

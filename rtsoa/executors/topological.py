@@ -19,7 +19,6 @@ def run_topological(rt, starts, template, in_degree, queue, max_steps, record):
     """Kahn with a FIFO ring buffer (capacity n + 1); a pushed node's in-degree is re-armed."""
     for i in range(template.shape[0]):  # a slice copy would need NRT
         in_degree[i] = template[i]
-    offsets = rt.graph.succ_offsets
     targets = rt.graph.succ_targets
     node_dispatch = rt.graph.node_dispatch
     capacity = queue.shape[0]
@@ -42,7 +41,7 @@ def run_topological(rt, starts, template, in_degree, queue, max_steps, record):
         if record is not None:
             record_step(record, executed, node, start, monotonic_ns())
         executed += 1
-        first, last, stop = released_edges(status, offsets, node)
+        first, last, stop = released_edges(rt, status, node)
         if stop != STATUS_OK:
             return stop, np.int64(node), np.int64(executed)
         for e in range(first, last):

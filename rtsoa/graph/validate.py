@@ -15,6 +15,7 @@ from rtsoa._jit import jit
 from rtsoa.errors import GraphFormatError
 from rtsoa.graph.csr import first_node_on_cycle
 from rtsoa.graph.graph import root_graphs
+from rtsoa.graph.joins import JOIN_OK, REASONS, first_unsound_join
 from rtsoa.graph.schema import (
     CSRS,
     FIELDS,
@@ -86,7 +87,8 @@ def _check_field_ids(graph, field, io_rows):
 
 @jit
 def _check_edges(offsets, targets, node_root, in_degree):
-    """One pass over the successor CSR. Returns (code, edge row, node, all edges go forward).
+    """One pass over the successor CSR. Returns (code, edge row, node, all edges go forward,
+    some node is clamped: its template is below its edge count).
 
     When every edge goes from a smaller to a larger id the graph is acyclic without a Kahn pass.
     """
@@ -98,19 +100,21 @@ def _check_edges(offsets, targets, node_root, in_degree):
         for i in range(offsets[u], offsets[u + 1]):
             t = targets[i]
             if t == u:
-                return _EDGE_SELF_LOOP, i, u, False
+                return _EDGE_SELF_LOOP, i, u, False, False
             forward = forward and t > u
             if stamp[t] == u:
-                return _EDGE_DUPLICATE, i, u, False
+                return _EDGE_DUPLICATE, i, u, False, False
             stamp[t] = u
             if node_root[t] != node_root[u]:
-                return _EDGE_CROSS_ROOT, i, u, False
+                return _EDGE_CROSS_ROOT, i, u, False, False
             actual[t] += 1
+    clamped = False
     for v in range(n):
         template = in_degree[v]
         if template < 0 or template > actual[v] or (actual[v] > 0 and template == 0):
-            return _EDGE_IN_DEGREE, v, actual[v], False
-    return _EDGE_OK, -1, -1, forward
+            return _EDGE_IN_DEGREE, v, actual[v], False, False
+        clamped = clamped or template < actual[v]
+    return _EDGE_OK, -1, -1, forward, clamped
 
 
 def validate_graph(graph, io_rows=None):
@@ -140,7 +144,7 @@ def validate_graph(graph, io_rows=None):
     n = graph.num_nodes
     roots = root_graphs(graph.graph_parent)
     node_root = roots[graph.node_graph]
-    code, row, other, forward = _check_edges(
+    code, row, other, forward, clamped = _check_edges(
         graph.succ_offsets, graph.succ_targets, node_root, graph.in_degree
     )
     if code == _EDGE_SELF_LOOP:
@@ -159,6 +163,19 @@ def validate_graph(graph, io_rows=None):
             "edge(s) (must be 0 for start nodes, else between 1 and the edge count)",
             row,
         )
+    if clamped:
+        node, reason = first_unsound_join(
+            graph.succ_offsets,
+            graph.succ_targets,
+            graph.node_graph,
+            graph.graph_parent,
+            graph.graph_kind,
+            graph.in_degree,
+        )
+        if reason != JOIN_OK:
+            template = int(graph.in_degree[node])
+            message = f"node {node} has in-degree template {template} below its edge count (a "
+            _fail(_IN_DEGREE, message + f"wait-anyone join), but {REASONS[reason]}", node)
     if not meta.has_loops and not forward:
         node = first_node_on_cycle(graph.succ_offsets, graph.succ_targets, n)
         if node >= 0:

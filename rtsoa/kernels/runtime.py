@@ -53,6 +53,7 @@ class GraphArrays(NamedTuple):
     value_kind: np.ndarray  # int8 per value: ValueKind
     value_dtype: np.ndarray  # int8 per value: DType
     value_placement: np.ndarray  # int8 per value: Placement (where its memory is allocated)
+    kernel_control_flow: np.ndarray  # bool per dispatch id: may its `notify(k)` be obeyed?
 
 
 class ValueState(NamedTuple):
@@ -84,8 +85,9 @@ def read_only(array):
     return view
 
 
-def graph_arrays(graph, node_dispatch):
-    """The read-only `GraphArrays` of `graph`, `node_dispatch` the dispatch id of every node.
+def graph_arrays(graph, node_dispatch, kernel_control_flow):
+    """The read-only `GraphArrays` of `graph`, `node_dispatch` the dispatch id of every node,
+    `kernel_control_flow` the registry's control-flow flag per dispatch id.
 
     Built graphs and memory-mapped ones both become read-only views, so they share one
     compiled type (one compile).
@@ -107,6 +109,7 @@ def graph_arrays(graph, node_dispatch):
         value_kind=read_only(graph.value_kind),
         value_dtype=read_only(graph.value_dtype),
         value_placement=read_only(graph.value_placement),
+        kernel_control_flow=read_only(np.ascontiguousarray(kernel_control_flow, dtype=np.bool_)),
     )
 
 
@@ -122,11 +125,11 @@ def new_worker():
     )
 
 
-def make_runtime(graph, node_dispatch, device_state, values=None, worker=None):
+def make_runtime(graph, node_dispatch, kernel_control_flow, device_state, values=None, worker=None):
     """The Runtime of `graph` on `device_state` (`Device.state`); new value slots and worker
     state unless given (a session passes its own values, a worker thread its own worker)."""
     return Runtime(
-        graph=graph_arrays(graph, node_dispatch),
+        graph=graph_arrays(graph, node_dispatch, kernel_control_flow),
         values=values if values is not None else new_values(graph.num_values),
         worker=worker if worker is not None else new_worker(),
         device=device_state,

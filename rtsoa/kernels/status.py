@@ -33,7 +33,10 @@ STATUS_NAMES = {
     STATUS_END_OF_SEQUENCE: "end of sequence",
     STATUS_UNKNOWN_KERNEL: "unknown kernel id in dispatch",
     STATUS_QUEUE_OVERFLOW: "ready queue overflow (malformed control flow)",
-    STATUS_STEP_LIMIT: "step limit reached (a loop did not terminate; see max_steps)",
+    STATUS_STEP_LIMIT: (
+        "step limit reached (a loop did not terminate, or a node of a graph without loops ran "
+        "twice; see max_steps)"
+    ),
     STATUS_BAD_NOTIFY: "a switch chose a successor the node does not have",
 }
 

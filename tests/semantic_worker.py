@@ -1,0 +1,43 @@
+"""Worker process of the semantic fuzzer: runs saved graphs on every executor, one per line.
+
+Reads graph directory paths from stdin; for each, loads the graph and runs it on every
+executor (a fresh executor and default device each), then prints one JSON line:
+{"load": "ok" | "<error type>", "runs": {executor: [outcome, nodes, checksum, status]}}
+where outcome is "ok", "end" (end of sequence: order-dependent, not compared) or the error's
+type name. A crash or hang of this process is what the fuzzer is looking for.
+"""
+
+import json
+import sys
+
+from rtsoa import RtsoaError, load_graph
+from rtsoa.executors import EXECUTORS, KernelError, prepare_executor
+
+
+def outcomes(path):
+    try:
+        graph = load_graph(path)
+    except RtsoaError as error:
+        return {"load": type(error).__name__, "runs": {}}
+    runs = {}
+    for name in EXECUTORS:
+        try:
+            # one dispatch for every graph: a compile per executor, not per kernel-module set
+            result = prepare_executor(graph, name, kernels="all").run()
+        except KernelError as error:
+            runs[name] = ["KernelError", error.nodes_executed, 0, error.status]
+        except (RtsoaError, ValueError) as error:  # refused at prepare (typed)
+            runs[name] = [type(error).__name__, 0, 0, 0]
+        else:
+            outcome = "end" if result.end_of_sequence else "ok"
+            runs[name] = [outcome, result.nodes_executed, result.checksum, result.status]
+    return {"load": "ok", "runs": runs}
+
+
+def main():
+    for line in sys.stdin:
+        print(json.dumps(outcomes(line.strip())), flush=True)
+
+
+if __name__ == "__main__":
+    main()
