@@ -18,6 +18,7 @@ from rtsoa.executors import (
 from rtsoa.graph.generators import generate
 from rtsoa.graph.schema import GraphKind, ValueKind
 from rtsoa.kernels import STATUS_END_OF_SEQUENCE, expected_checksum
+from rtsoa.kernels.control_flow import add_const_int, add_if
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -124,9 +125,16 @@ def test_unknown_kernel_is_named():
 
 
 def test_unknown_executor_and_sequential_control_flow_rejected():
+    """Catches: an unknown name accepted, or the sequential executor (which cannot skip an
+    untaken branch) accepting a graph with control flow (resolve_executor's check dropped)."""
     graph = generate("chain", 5)
     with pytest.raises(ValueError, match="unknown executor"):
         prepare_executor(graph, "fastest")
+    builder = GraphBuilder()
+    const, condition = add_const_int(builder, 1)
+    add_if(builder, condition, [None, None], after=[const])
+    with pytest.raises(ValueError, match="sequential executor cannot run control flow"):
+        prepare_executor(builder.finalize(), "sequential")
 
 
 def test_missing_kernel_inputs_rejected_before_running():
