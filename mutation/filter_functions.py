@@ -1,11 +1,12 @@
 """cosmic-ray filter: mutate only the functions a config names.
 
-    python mutation/filter_functions.py SESSION.sqlite CONFIG.toml
+    python mutation/filter_functions.py SESSION.sqlite CONFIG.toml [--only NAME,NAME]
 
 Reads `[cosmic-ray.filters.function-filter] functions = ["name", ...]` from the config and
 marks as skipped every pending mutation that lies outside a function (or method) of one of
 those names in its module, so a run covers the functions that matter within the time there is.
-Like cosmic-ray's own filters it only edits the session database.
+`--only` narrows the list further for one run (mutation/run.sh passes $MUTATION_ONLY). Like
+cosmic-ray's own filters it only edits the session database.
 """
 
 import ast
@@ -36,10 +37,13 @@ class FunctionFilter(FilterApp):
 
     def add_args(self, parser: ArgumentParser):
         parser.add_argument("config", help="Config file naming the functions")
+        parser.add_argument("--only", default="", help="comma-separated subset of them")
 
     def filter(self, work_db: WorkDB, args: Namespace):
         config = load_config(args.config)
         names = set(config.sub("filters", "function-filter").get("functions", ()))
+        if args.only:
+            names &= set(args.only.split(","))
         if not names:
             return
         spans = {}
