@@ -5,6 +5,8 @@
   installed by `.ci/run`). A test that may legitimately skip on CI says so with
   `@pytest.mark.may_skip_on_ci`. Locally skips are allowed and listed (`-rs` in addopts).
 * The figures the fuzzers and property tests record (`figures.py`) are printed at the end.
+* With RTSOA_PURE_PYTHON_DEVICE=1 the simulated device runs its plain-Python copies
+  (`pure_python.py`; the allocator's mutation runs use it to skip compiling each mutant).
 """
 
 import os
@@ -35,6 +37,13 @@ def pytest_runtest_makereport(item, call):
         f"{item.nodeid} was skipped ({reason}), but every test must run on CI; install what "
         "it needs in .ci/run or mark it may_skip_on_ci"
     )
+
+
+def pytest_configure(config):
+    if os.environ.get("RTSOA_PURE_PYTHON_DEVICE") == "1":
+        from pure_python import install_device
+
+        install_device()
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -7,7 +7,6 @@ compile at all, so mutation testing (mutation/executors.toml) can run thousands 
 the loops, the sequential order and the heap in minutes instead of a compile per mutant.
 """
 
-import time
 import types
 import warnings
 
@@ -16,7 +15,7 @@ import pytest
 from abi_kernels import ABI_REGISTRY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from numba.core.registry import CPUDispatcher
+from pure_python import pure
 from reference import RecordingBuilder, simulate
 from test_control_flow import build, has_control_flow, programs
 
@@ -25,7 +24,6 @@ from rtsoa.graph import builder as builder_module
 from rtsoa.graph import csr, validate
 from rtsoa.graph.schema import GraphKind
 from rtsoa.kernels import REGISTRY
-from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
 from rtsoa.kernels.runtime import make_runtime
 from rtsoa.kernels.status import (
@@ -35,29 +33,6 @@ from rtsoa.kernels.status import (
     STATUS_QUEUE_OVERFLOW,
     STATUS_STEP_LIMIT,
 )
-
-_PYTHON_VERSIONS = {}
-# Intrinsics have no Python body: their plain-Python stand-ins.
-_INTRINSICS = {monotonic_ns: time.monotonic_ns}
-
-
-def pure(function):
-    """A plain-Python copy of `function` (jitted or not) whose global jitted helpers are
-    plain-Python copies too (memoized, so recursion and shared helpers are fine)."""
-    original = getattr(function, "py_func", function)
-    if original in _PYTHON_VERSIONS:
-        return _PYTHON_VERSIONS[original]
-    namespace = dict(original.__globals__)
-    copy = types.FunctionType(
-        original.__code__, namespace, original.__name__, original.__defaults__, original.__closure__
-    )
-    _PYTHON_VERSIONS[original] = copy
-    for name, value in list(namespace.items()):
-        if isinstance(value, CPUDispatcher):
-            namespace[name] = pure(value)
-        elif any(value is intrinsic for intrinsic in _INTRINSICS):
-            namespace[name] = next(v for k, v in _INTRINSICS.items() if value is k)
-    return copy
 
 
 @pytest.fixture(scope="module", autouse=True)
