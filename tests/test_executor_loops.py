@@ -142,6 +142,17 @@ def _chain(kernels, options=None):
 
 
 @pytest.mark.parametrize("name", list(EXECUTORS))
+def test_an_empty_main_runs_nothing(name):
+    """Nodes only in Init and DeInit. Catches: priority_order taking the priority path for an
+    empty root (priority.min() of nothing raises)."""
+    builder = RecordingBuilder()
+    builder.add_node("Checksum0", graph=GraphKind.INIT, priority=1)
+    builder.add_node("Checksum1", graph=GraphKind.DEINIT, priority=2)
+    run = Run(builder.finalize(), name)
+    assert (run.status, run.executed, run.checksum) == (STATUS_OK, 0, 0)
+
+
+@pytest.mark.parametrize("name", list(EXECUTORS))
 def test_failure_and_end_of_sequence_stop_the_run(name):
     graph = _chain(["Checksum0", "Checksum1", "Fail", "Checksum2"], {2: {"attributes": [9]}})
     graph = graph.finalize()

@@ -230,17 +230,21 @@ def test_graph_io_rows_are_named_as_the_file_orders_them(copy):
 def test_offsets_errors_name_the_offsets_column_and_row(saved, copy, offsets, targets):
     """Catches: a CSR missing from CSRS / the offsets loop; the monotone check reporting the
     row after the too large offset (node_offsets row 4 was once reported as row 5); the first-
-    and last-offset checks naming another row or comparing with the wrong target column."""
+    and last-offset checks naming another row or comparing with the wrong target column; the
+    messages quoting other offsets than the bad ones (mutation testing: offsets[row + 1]
+    mutated to offsets[row - 1], offsets[0] to offsets[1] survived)."""
     graph, path = saved
     n = graph.num_nodes
     length = len(getattr(graph, targets.name))
     set_value(copy, offsets.table, offsets.column, 2, length + 1)
-    with pytest.raises(GraphFormatError, match="not monotone") as info:
+    following = int(getattr(graph, offsets.name)[3])
+    message = rf"offset {length + 1} is above the next row's {following} \(offsets are not mono"
+    with pytest.raises(GraphFormatError, match=message) as info:
         load_graph(copy)
     assert where(info.value) == (offsets.table, offsets.column, 2)
     set_value(copy, offsets.table, offsets.column, 2, int(getattr(graph, offsets.name)[2]))
     set_value(copy, offsets.table, offsets.column, 0, 1)
-    with pytest.raises(GraphFormatError, match="first offset") as info:
+    with pytest.raises(GraphFormatError, match="first offset is 1, expected 0") as info:
         load_graph(copy)
     assert where(info.value) == (offsets.table, offsets.column, 0)
     set_value(copy, offsets.table, offsets.column, 0, 0)
@@ -371,3 +375,16 @@ def test_in_memory_tables_match_saved_tables(saved):
     graph, path = saved
     for name, table in graph_tables(graph).items():
         assert read(path, name).equals(table), name
+
+
+@pytest.mark.parametrize("template", [0, 3, -1])
+def test_in_degree_template_must_fit_the_incoming_edges(copy, template):
+    """A node with incoming edges must wait for 1 .. (its edge count) of them: 0 would start it
+    at once, more would never start it. Catches: the `template == 0 with edges` rule dropped
+    from _check_edges (mutation testing: `template == 0` mutated to `template < 0` survived)."""
+    graph = load_graph(copy)
+    node = int(np.flatnonzero(graph.in_degree == 1)[0])
+    set_value(copy, "nodes", "in_degree", node, template)
+    with pytest.raises(GraphFormatError, match="in-degree template") as info:
+        load_graph(copy)
+    assert where(info.value) == ("nodes", "in_degree", node)
