@@ -5,6 +5,8 @@
   installed by `.ci/run`). A test that may legitimately skip on CI says so with
   `@pytest.mark.may_skip_on_ci`. Locally skips are allowed and listed (`-rs` in addopts).
 * The figures the fuzzers and property tests record (`figures.py`) are printed at the end.
+* RTSOA_HYPOTHESIS_PROFILE=mutation: no shrinking (a mutation run needs a failure, not the
+  smallest one; shrinking once took 5 minutes of a mutant's run).
 * With RTSOA_PURE_PYTHON_DEVICE=1 the simulated device runs its plain-Python copies
   (`pure_python.py`; the allocator's mutation runs use it to skip compiling each mutant).
 """
@@ -13,8 +15,13 @@ import os
 
 import pytest
 from figures import REPORTS
+from hypothesis import Phase, settings
 
 pytest_plugins = ["pytester"]  # tests/test_ci_skips.py runs pytest on small files
+
+
+settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
+settings.load_profile(os.environ.get("RTSOA_HYPOTHESIS_PROFILE", "default"))
 
 
 def strict_skips():
