@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from device_checks import check_invariants
 
-from rtsoa.device import AllocatorConfig, Device, InvalidBlock
+from rtsoa.device import AllocatorConfig, Device, DeviceOutOfMemory, InvalidBlock
 from rtsoa.device.layout import BLOCK_ALLOCATED, PLACEMENT_HBM
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
 from rtsoa.testing.workloads import OP_ALLOC, random_sequence
@@ -235,3 +235,35 @@ def test_totals_and_freed_match_a_reference_and_free_blocks_report_no_request():
             assert all(b["requested"] == 0 for b in free_blocks)
             arrays = snapshot_arrays(device.state)
             assert (arrays["block_requested"][arrays["block_state"] != BLOCK_ALLOCATED] == 0).all()
+
+
+def test_the_out_of_memory_path_retries_counts_and_traces():
+    """A request that fits only once another stream's pending use is complete: the first retry
+    (sync the requesting stream, release) fails, the second (sync the device, release)
+    succeeds, which is one retry and no out-of-memory error. A request that never fits: one
+    retry and one error per request, each traced as `oom` without a block. Caught mutants
+    (mutation testing): the retry counted twice; the second retry's success taken for a
+    failure (`!=` -> `<`, counting an OOM and tracing it); the `oom` record's handle or
+    offset changed."""
+    device = Device(hbm_bytes=2 * MiB, num_streams=2)
+    block = device.malloc(512 * KiB, stream=1)
+    device.launch(stream=1, bytes_moved=10**8, writes=[block])  # pending until a sync
+    device.free(block, stream=1)
+    device.malloc(64 * KiB, stream=0)  # the cached segment is stream 1's until the device syncs
+    stats = device.stats()
+    assert (stats["num_alloc_retries"], stats["num_ooms"]) == (1, 0)
+    assert (stats["num_stream_syncs"], stats["num_device_syncs"]) == (1, 1)
+    assert "oom" not in [record["kind"] for record in device.trace()]
+
+    device = Device(hbm_bytes=8 * MiB)
+    device.malloc(6 * MiB)
+    for _ in range(2):
+        with pytest.raises(DeviceOutOfMemory):
+            device.malloc(6 * MiB)
+    stats = device.stats()
+    assert (stats["num_alloc_retries"], stats["num_ooms"], stats["num_device_syncs"]) == (2, 2, 2)
+    ooms = [record for record in device.trace() if record["kind"] == "oom"]
+    assert len(ooms) == 2
+    for record in ooms:
+        assert (record["handle"], record["offset"], record["size"]) == (-1, -1, 6 * MiB)
+        assert (record["requested"], record["stream"]) == (6 * MiB, 0)

@@ -61,7 +61,8 @@ KERNELS["NotifyAttr"] = ABI_REGISTRY["NotifyAttr"].function
 class Run:
     """One executor loop run as Python on `graph`: (status, node, executed, order, checksum)."""
 
-    def __init__(self, graph, name, max_steps=-1, slots=None):
+    # A bounded step count: a loop mutated never to stop ends with a failure, not a hang.
+    def __init__(self, graph, name, max_steps=100_000, slots=None):
         kernels = [pure(KERNELS[kernel]) for kernel in graph.kernel_names]
 
         def dispatch(rt, kernel, node):

@@ -231,22 +231,25 @@ def test_offsets_errors_name_the_offsets_column_and_row(saved, copy, offsets, ta
     """Catches: a CSR missing from CSRS / the offsets loop; the monotone check reporting the
     row after the too large offset (node_offsets row 4 was once reported as row 5); the first-
     and last-offset checks naming another row or comparing with the wrong target column; the
-    messages quoting other offsets than the bad ones (mutation testing: offsets[row + 1]
-    mutated to offsets[row - 1], offsets[0] to offsets[1] survived)."""
+    messages quoting other offsets than the bad ones; a negative first offset accepted
+    (mutation testing: offsets[row + 1] mutated to offsets[row - 1] or [row | 1], offsets[0]
+    to offsets[1], `offsets[0] != 0` to `> 0` survived)."""
     graph, path = saved
     n = graph.num_nodes
     length = len(getattr(graph, targets.name))
-    set_value(copy, offsets.table, offsets.column, 2, length + 1)
-    following = int(getattr(graph, offsets.name)[3])
+    # row 3, odd: a message quoting offsets[row | 1] or offsets[row] instead of row + 1 shows
+    set_value(copy, offsets.table, offsets.column, 3, length + 1)
+    following = int(getattr(graph, offsets.name)[4])
     message = rf"offset {length + 1} is above the next row's {following} \(offsets are not mono"
     with pytest.raises(GraphFormatError, match=message) as info:
         load_graph(copy)
-    assert where(info.value) == (offsets.table, offsets.column, 2)
-    set_value(copy, offsets.table, offsets.column, 2, int(getattr(graph, offsets.name)[2]))
-    set_value(copy, offsets.table, offsets.column, 0, 1)
-    with pytest.raises(GraphFormatError, match="first offset is 1, expected 0") as info:
-        load_graph(copy)
-    assert where(info.value) == (offsets.table, offsets.column, 0)
+    assert where(info.value) == (offsets.table, offsets.column, 3)
+    set_value(copy, offsets.table, offsets.column, 3, int(getattr(graph, offsets.name)[3]))
+    for first in (1, -1):  # a negative first offset would index before the targets
+        set_value(copy, offsets.table, offsets.column, 0, first)
+        with pytest.raises(GraphFormatError, match=f"first offset is {first}, expected 0") as info:
+            load_graph(copy)
+        assert where(info.value) == (offsets.table, offsets.column, 0)
     set_value(copy, offsets.table, offsets.column, 0, 0)
     set_value(copy, offsets.table, offsets.column, n, length + 1)
     with pytest.raises(GraphFormatError, match=targets.where) as info:
