@@ -267,3 +267,18 @@ def test_the_out_of_memory_path_retries_counts_and_traces():
     for record in ooms:
         assert (record["handle"], record["offset"], record["size"]) == (-1, -1, 6 * MiB)
         assert (record["requested"], record["stream"]) == (6 * MiB, 0)
+
+
+def test_a_freed_one_unit_block_is_parked_and_served_again():
+    """The smallest size (one 512 B unit) has quick list 0. Caught mutant (mutation testing):
+    device_free's `quick < 0` -> `quick <= 0`, which merged one-unit blocks instead."""
+    device = Device(hbm_bytes=8 * MiB)
+    first = device.malloc(100)
+    keep = device.malloc(100)  # a live neighbour, so a merge would not be invisible
+    offset = device.location(first)[1]
+    device.free(first)
+    assert device.state.quick_count[0] == 1 and device.state.quick_count.sum() == 1
+    again = device.malloc(512)
+    assert device.location(again)[1] == offset and device.state.quick_count.sum() == 0
+    device.free(again)
+    device.free(keep)
