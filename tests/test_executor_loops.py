@@ -19,6 +19,7 @@ from pure_python import pure
 from reference import RecordingBuilder, simulate
 from test_control_flow import build, has_control_flow, programs
 
+from rtsoa.errors import GraphFormatError
 from rtsoa.executors import EXECUTORS, sequential
 from rtsoa.graph import builder as builder_module
 from rtsoa.graph import csr, validate
@@ -151,6 +152,20 @@ def test_an_empty_main_runs_nothing(name):
     builder.add_node("Checksum1", graph=GraphKind.DEINIT, priority=2)
     run = Run(builder.finalize(), name)
     assert (run.status, run.executed, run.checksum) == (STATUS_OK, 0, 0)
+
+
+def test_sequential_refuses_a_cycle():
+    """A graph that declares loops may have a cycle without control flow; the sequential order
+    cannot hold it. Caught mutant (mutation testing): priority_order's `!=` -> `>`, which
+    returned the partial order."""
+    builder = RecordingBuilder()
+    for _ in range(3):
+        builder.add_node("Checksum0")
+    for source, target in ((0, 1), (1, 2), (2, 1)):
+        builder.add_edge(source, target)
+    builder.has_loops = True
+    with pytest.raises(GraphFormatError, match="cycle"):
+        Run(builder.finalize(), "sequential")
 
 
 @pytest.mark.parametrize("name", list(EXECUTORS))

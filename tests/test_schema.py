@@ -391,3 +391,12 @@ def test_in_degree_template_must_fit_the_incoming_edges(copy, template):
     with pytest.raises(GraphFormatError, match="in-degree template") as info:
         load_graph(copy)
     assert where(info.value) == ("nodes", "in_degree", node)
+
+
+def test_a_bad_io_role_names_its_row(copy):
+    """graph_io.role is checked before the split by role (load_graph's check_ids). Caught
+    mutant (mutation testing): check_ids raising only for row 0 (`row >= 0` -> `row == 0`)."""
+    set_value(copy, IO_TABLE, ROLE_COLUMN, 2, 7)
+    with pytest.raises(GraphFormatError, match="value 7 out of range") as info:
+        load_graph(copy)
+    assert where(info.value) == (IO_TABLE, ROLE_COLUMN, 2)
