@@ -194,12 +194,15 @@ def test_step_limit_and_bad_notify(name):
             builder.add_edge(switch, builder.add_node("Checksum0"))
         run = Run(builder.finalize(), name)
         assert (run.status, run.node, run.executed) == (STATUS_BAD_NOTIFY, 0, 1)
-    builder = RecordingBuilder()
-    switch = builder.add_node("NotifyAttr", attributes=[1])
-    for _ in range(3):
-        builder.add_edge(switch, builder.add_node("Checksum0"))
-    run = Run(builder.finalize(), name)
-    assert (run.status, run.order) == (STATUS_OK, [0, 2])
+    # 300 successors, choice 1 and 256: the choice is status - base (caught mutant: `^ base`,
+    # the same as `-` for choices below 256, where the base's low bits are zero)
+    for choice in (1, 256):
+        builder = RecordingBuilder()
+        switch = builder.add_node("NotifyAttr", attributes=[choice])
+        for _ in range(300):
+            builder.add_edge(switch, builder.add_node("Checksum0"))
+        run = Run(builder.finalize(), name)
+        assert (run.status, run.order) == (STATUS_OK, [0, choice + 1])
 
 
 @pytest.mark.parametrize("name", ["topological", "priority"])
