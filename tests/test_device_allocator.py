@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 from device_checks import check_invariants
 
-from rtsoa.device import AllocatorConfig, Device, InvalidBlock
+from rtsoa.device import AllocatorConfig, Device, DeviceError, DeviceOutOfMemory, InvalidBlock
 from rtsoa.device.layout import BLOCK_ALLOCATED, PLACEMENT_HBM
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
+from rtsoa.device.status import STATUS_INVALID_STREAM
 from rtsoa.testing.workloads import OP_ALLOC, random_sequence
 
 KiB = 1 << 10
@@ -235,3 +236,71 @@ def test_totals_and_freed_match_a_reference_and_free_blocks_report_no_request():
             assert all(b["requested"] == 0 for b in free_blocks)
             arrays = snapshot_arrays(device.state)
             assert (arrays["block_requested"][arrays["block_state"] != BLOCK_ALLOCATED] == 0).all()
+
+
+def test_the_out_of_memory_path_retries_counts_and_traces():
+    """A request that fits only once another stream's pending use is complete: the first retry
+    (sync the requesting stream, release) fails, the second (sync the device, release)
+    succeeds, which is one retry and no out-of-memory error. A request that never fits: one
+    retry and one error per request, each traced as `oom` without a block. Caught mutants
+    (mutation testing): the retry counted twice; the second retry's success taken for a
+    failure (`!=` -> `<`, counting an OOM and tracing it); the `oom` record's handle or
+    offset changed; the submission wait counted 0 or 2 times."""
+    device = Device(hbm_bytes=2 * MiB, num_streams=2)
+    block = device.malloc(512 * KiB, stream=1)
+    device.launch(stream=1, bytes_moved=10**8, writes=[block])  # pending until a sync
+    device.free(block, stream=1)
+    device.malloc(64 * KiB, stream=0)  # the cached segment is stream 1's until the device syncs
+    stats = device.stats()
+    assert (stats["num_alloc_retries"], stats["num_ooms"]) == (1, 0)
+    assert (stats["num_stream_syncs"], stats["num_device_syncs"]) == (1, 1)
+    assert stats["num_submission_waits"] == 1
+    assert "oom" not in [record["kind"] for record in device.trace()]
+
+    device = Device(hbm_bytes=8 * MiB)
+    device.malloc(6 * MiB)
+    for _ in range(2):
+        with pytest.raises(DeviceOutOfMemory):
+            device.malloc(6 * MiB)
+    stats = device.stats()
+    assert (stats["num_alloc_retries"], stats["num_ooms"], stats["num_device_syncs"]) == (2, 2, 2)
+    assert stats["num_submission_waits"] == 2
+    ooms = [record for record in device.trace() if record["kind"] == "oom"]
+    assert len(ooms) == 2
+    for record in ooms:
+        assert (record["handle"], record["offset"], record["size"]) == (-1, -1, 6 * MiB)
+        assert (record["requested"], record["stream"]) == (6 * MiB, 0)
+
+
+def test_freed_small_blocks_are_parked_by_size_and_served_again():
+    """One 512 B unit has quick list 0, two units list 1. Caught mutants (mutation testing):
+    device_free's `quick < 0` -> `quick <= 0` (one-unit blocks merged instead) and
+    -> `quick != 0` (only one-unit blocks parked)."""
+    device = Device(hbm_bytes=8 * MiB)
+    first = device.malloc(100)
+    second = device.malloc(1000)
+    keep = device.malloc(100)  # a live neighbour, so a merge would not be invisible
+    offsets = device.location(first)[1], device.location(second)[1]
+    device.free(first)
+    device.free(second)
+    assert device.state.quick_count[:2].tolist() == [1, 1]
+    assert device.state.quick_count.sum() == 2
+    again = device.malloc(512), device.malloc(1024)
+    assert tuple(device.location(handle)[1] for handle in again) == offsets
+    assert device.state.quick_count.sum() == 0
+    for handle in (*again, keep):
+        device.free(handle)
+
+
+@pytest.mark.parametrize("stream", [-1, 2, 3])
+def test_free_on_an_invalid_stream_is_refused_and_keeps_the_block(stream):
+    """Caught mutants (mutation testing) of device_free's stream check: `or` -> `and`,
+    `>=` -> `==` / `>`, `< 0` -> `< -1`."""
+    device = Device(hbm_bytes=8 * MiB, num_streams=2)
+    handle = device.malloc(4096)
+    with pytest.raises(DeviceError) as info:
+        device.free(handle, stream=stream)
+    assert info.value.status == STATUS_INVALID_STREAM
+    assert device.stats()["hbm"]["allocation.current"] == 1
+    device.free(handle, stream=1)
+    assert device.stats()["hbm"]["allocation.current"] == 0

@@ -10,15 +10,22 @@ cached segments, across streams), after every step:
     allocation when it is freed;
   * the hazard checker finds nothing, because no stream touches another's memory: any reuse
     across streams must have been ordered by the allocator;
-  * out of memory (64 MiB arena) raises `DeviceOutOfMemory` and leaves the device usable.
+  * out of memory raises `DeviceOutOfMemory` and leaves the device consistent and usable:
+    arenas of 4 to 64 MiB, so that at least a fifth of the examples run out of memory
+    (the test counts them; with one 64 MiB arena none ever did), and the device's own count
+    of out-of-memory errors equals the errors raised.
 """
 
+from collections import Counter
+
+import pytest
 from device_checks import check_invariants
+from figures import report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rtsoa.device import AllocatorConfig, Device, DeviceOutOfMemory
-from rtsoa.device.layout import PLACEMENT_HBM
+from rtsoa.device.layout import CNT_FREE_SEGMENTS, PLACEMENT_HBM
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
 
 KiB = 1 << 10
@@ -51,29 +58,38 @@ configs = st.sampled_from(
 )
 
 
+# Small arenas make out of memory happen (in about 3/4, 1/2, 1/4 of the programs on 4, 8 and
+# 16 MiB; never on 64 MiB, where the deep-cache paths run instead).
+ARENAS = st.sampled_from([4 * MiB, 4 * MiB, 8 * MiB, 16 * MiB, 64 * MiB])
+EXAMPLES = 40
+# Share of examples that must reach the out-of-memory path (expected: 0.45), and that must not.
+MIN_OUT_OF_MEMORY = 0.2
+MIN_WITHOUT = 0.1
+
+
 def stamp(device, handle, value):
     view = device.view(handle)
     view[:] = value
     return view
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(config=configs, program=st.lists(operation, min_size=40, max_size=160))
-def test_two_stream_programs_keep_the_allocator_consistent_and_hazard_free(config, program):
-    device = Device(hbm_bytes=64 * MiB, allocator=config, num_streams=2, num_events=4)
+def run_program(device, program):
+    """Run one two-stream program on `device`, checking the module's invariants after every
+    step; raises AssertionError on the first broken one. Returns the out-of-memory errors."""
     live = {0: [], 1: []}  # stream -> [(handle, stamp value)]
     next_stamp = 1
+    out_of_memory = 0
     for kind, stream, argument in program:
         mine = live[stream]
         if kind == "malloc":
             try:
                 handle = device.malloc(argument, stream=stream)
             except DeviceOutOfMemory:  # the device must stay consistent and usable
+                out_of_memory += 1
                 check_invariants(device)
+                # the path synchronised the device and released its cache before giving up
+                assert device.state.counters[CNT_FREE_SEGMENTS] == 0, "a free segment stayed"
+                assert (device.state.quick_count == 0).all(), "a quick list was not flushed"
                 continue
             stamp(device, handle, next_stamp % 251)
             mine.append((handle, next_stamp % 251))
@@ -102,18 +118,87 @@ def test_two_stream_programs_keep_the_allocator_consistent_and_hazard_free(confi
     assert device.hazard_count == 0, device.hazards()[:3]
     for stream, blocks in live.items():
         for handle, value in blocks:
-            assert (device.view(handle) == value).all()
+            assert (device.view(handle) == value).all(), "a live block's bytes were overwritten"
             device.free(handle, stream=stream)
     device.synchronize()
     device.release_cached()
-    assert device.stats()["hbm"]["reserved_bytes.current"] == 0
+    assert device.stats()["hbm"]["reserved_bytes.current"] == 0, "reserved memory leaked"
     check_invariants(device)
+    assert device.stats()["num_ooms"] == out_of_memory
+    return out_of_memory
+
+
+def test_two_stream_programs_keep_the_allocator_consistent_and_hazard_free():
+    """EXAMPLES random programs; the out-of-memory path is reached in at least
+    MIN_OUT_OF_MEMORY of them (it was never reached with one 64 MiB arena)."""
+    figures = Counter()
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(config=configs, arena=ARENAS, program=st.lists(operation, min_size=40, max_size=160))
+    def case(config, arena, program):
+        device = Device(hbm_bytes=arena, allocator=config, num_streams=2, num_events=4)
+        out_of_memory = run_program(device, program)
+        figures["examples"] += 1
+        figures["with out of memory"] += out_of_memory > 0
+        figures["out-of-memory errors"] += out_of_memory
+        figures["peak reserved MiB (max)"] = max(
+            figures["peak reserved MiB (max)"],
+            device.stats()["hbm"]["reserved_bytes.peak"] >> 20,
+        )
+
+    case()
+    report(
+        "test_device_properties.py (allocator programs)",
+        [f"  {key}: {value}" for key, value in figures.items()],
+    )
+    assert figures["with out of memory"] >= MIN_OUT_OF_MEMORY * figures["examples"], figures
+    without = figures["examples"] - figures["with out of memory"]
+    assert without >= MIN_WITHOUT * figures["examples"], figures
+
+
+class AliasingDevice(Device):
+    """A broken allocator: every third allocation hands out the previous block again."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+        self.last = None
+
+    def malloc(self, nbytes, placement="hbm", stream=0):
+        self.calls += 1
+        if self.calls % 3 == 0 and self.last is not None:
+            return self.last
+        self.last = super().malloc(nbytes, placement, stream)
+        return self.last
+
+
+class LeakingDevice(Device):
+    """A broken out-of-memory path: after an out-of-memory error a block stays allocated."""
+
+    def malloc(self, nbytes, placement="hbm", stream=0):
+        try:
+            return super().malloc(nbytes, placement, stream)
+        except DeviceOutOfMemory:
+            super().malloc(512, placement, stream)
+            raise
+
+
+OVERLAPPING_PROGRAM = [("malloc", 0, 4096)] * 3 + [("free", 0, 0)] * 3
+OUT_OF_MEMORY_PROGRAM = [("malloc", 0, 6 * MiB)] * 3 + [("free", 0, 0)] * 3
 
 
 def test_the_property_test_can_fail():
-    """The stamp check catches overlapping live blocks (guards against a vacuous property)."""
-    device = Device(hbm_bytes=64 * MiB)
-    a = device.malloc(4096)
-    stamp(device, a, 7)
-    device.state.arena_hbm[device.location(a)[1]] = 9  # what an overlapping block would do
-    assert not (device.view(a) == 7).all()
+    """The property's own checks, run on broken devices, fail: overlapping live blocks (the
+    stamp check) and a block leaked by the out-of-memory path (the statistics / leak checks).
+    Guards against a vacuous property; the correct device passes the same programs."""
+    for program in (OVERLAPPING_PROGRAM, OUT_OF_MEMORY_PROGRAM):
+        assert run_program(Device(hbm_bytes=8 * MiB, num_streams=2), program) >= 0
+    with pytest.raises(AssertionError, match="overwritten"):
+        run_program(AliasingDevice(hbm_bytes=8 * MiB, num_streams=2), OVERLAPPING_PROGRAM)
+    assert run_program(Device(hbm_bytes=8 * MiB, num_streams=2), OUT_OF_MEMORY_PROGRAM) == 2
+    with pytest.raises(AssertionError):
+        run_program(LeakingDevice(hbm_bytes=8 * MiB, num_streams=2), OUT_OF_MEMORY_PROGRAM)

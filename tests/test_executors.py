@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import types
-from reference import check_dag_order, reference_run
+from reference import RecordingBuilder, check_dag_order, recorded_generate, simulate
 
 from rtsoa import GraphBuilder, load_graph, save_graph
 from rtsoa.errors import GraphFormatError, RtsoaError, UnknownKernelError
@@ -18,6 +18,7 @@ from rtsoa.executors import (
 from rtsoa.graph.generators import generate
 from rtsoa.graph.schema import GraphKind, ValueKind
 from rtsoa.kernels import STATUS_END_OF_SEQUENCE, expected_checksum
+from rtsoa.kernels.control_flow import add_const_int, add_if
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -31,21 +32,24 @@ def run_recorded(executor):
     return result, profiler.nodes.copy()
 
 
-def check_all_executors(graph):
+def check_all_executors(graph, description):
+    """Every executor runs every Main node once, in exactly the order the reference computes
+    from the user's description for its policy, with the reference's checksum."""
     expected = expected_checksum(graph)
-    reference = reference_run(graph)
-    assert reference.checksum == expected
     for name in EXECUTORS:
+        reference = simulate(description, name)
+        assert reference.kind == "ok" and reference.checksum == expected, name
         executor = prepare_executor(graph, name)
         result, order = run_recorded(executor)
         assert result == RunResult(0, graph.nodes_of().shape[0], expected, False), name
+        assert order.tolist() == reference.order, name
         check_dag_order(graph, order)
 
 
 @pytest.mark.parametrize("kind", ["chain", "random", "layered", "lowered"])
 @pytest.mark.parametrize("nodes", [1, 7, 1000])
 def test_generated_graphs_match_reference(kind, nodes):
-    check_all_executors(generate(kind, nodes, seed=nodes))
+    check_all_executors(*recorded_generate(kind, nodes, seed=nodes))
 
 
 @SETTINGS
@@ -57,14 +61,22 @@ def test_generated_graphs_match_reference(kind, nodes):
 )
 def test_property_every_executor_agrees(kind, nodes, seed, kernels):
     options = {"random": {"edges_per_node": 4, "window": 30}, "layered": {"width": 9}}
-    check_all_executors(generate(kind, nodes, seed=seed, kernels=kernels, **options.get(kind, {})))
+    graph, description = recorded_generate(
+        kind, nodes, seed=seed, kernels=kernels, **options.get(kind, {})
+    )
+    check_all_executors(graph, description)
 
 
 @SETTINGS
-@given(data=st.data(), nodes=st.integers(1, 60))
+@given(data=st.data(), nodes=st.integers(2, 60))
 def test_property_random_priorities(data, nodes):
-    """Arbitrary priorities and edges: sequential follows (priority, FIFO), all agree."""
-    builder = GraphBuilder()
+    """Arbitrary priorities and edges (added in any order, repeats included): sequential runs
+    the (priority, ready time) Kahn order, priority the (priority, id) one, topological the
+    FIFO one, each exactly as the reference computes it from the description. Catches:
+    priorities ignored by `priority_order` (sequential.py) or by the priority executor's keys;
+    ties broken by id instead of ready time in the sequential order; successors visited in
+    another order than the edges were added."""
+    builder = RecordingBuilder()
     priorities = data.draw(st.lists(st.integers(-5, 5), min_size=nodes, max_size=nodes))
     for priority in priorities:
         builder.add_node("Checksum3", priority=priority)
@@ -75,7 +87,7 @@ def test_property_random_priorities(data, nodes):
         if a != b:
             builder.add_edge(min(a, b), max(a, b))
     graph = builder.finalize()
-    check_all_executors(graph)
+    check_all_executors(graph, builder.description)
 
 
 def test_sequential_and_priority_follow_priority_topological_is_fifo():
@@ -124,9 +136,16 @@ def test_unknown_kernel_is_named():
 
 
 def test_unknown_executor_and_sequential_control_flow_rejected():
+    """Catches: an unknown name accepted, or the sequential executor (which cannot skip an
+    untaken branch) accepting a graph with control flow (resolve_executor's check dropped)."""
     graph = generate("chain", 5)
     with pytest.raises(ValueError, match="unknown executor"):
         prepare_executor(graph, "fastest")
+    builder = GraphBuilder()
+    const, condition = add_const_int(builder, 1)
+    add_if(builder, condition, [None, None], after=[const])
+    with pytest.raises(ValueError, match="sequential executor cannot run control flow"):
+        prepare_executor(builder.finalize(), "sequential")
 
 
 def test_missing_kernel_inputs_rejected_before_running():
@@ -154,7 +173,7 @@ def test_other_roots_and_empty_main():
 
 def _fail_graph():
     """Chain Checksum0 x 10 with a FailWhen at node 5 whose status is an INT graph input."""
-    builder = GraphBuilder()
+    builder = RecordingBuilder()
     status_value = builder.add_value(kind=ValueKind.INT)
     for node in range(10):
         if node == 5:
@@ -163,12 +182,12 @@ def _fail_graph():
             builder.add_node("Checksum0")
         if node:
             builder.add_edge(node - 1, node)
-    return builder.finalize(), status_value
+    return builder.finalize(), status_value, builder.description
 
 
 @pytest.mark.parametrize("name", EXECUTORS)
 def test_kernel_failure_is_typed_and_recoverable(name):
-    graph, status_value = _fail_graph()
+    graph, status_value, description = _fail_graph()
     executor = prepare_executor(graph, name)
     executor.runtime.values.slots[status_value] = 7
     with pytest.raises(KernelError) as caught:
@@ -177,6 +196,9 @@ def test_kernel_failure_is_typed_and_recoverable(name):
     assert isinstance(error, RtsoaError)
     assert (error.status, error.node, error.kernel, error.compute_node) == (7, 5, "FailWhen", 42)
     assert error.nodes_executed == 6
+    reference = simulate(description, name, slots={status_value: 7})
+    assert (reference.kind, reference.status, reference.node) == ("fail", 7, 5)
+    assert len(reference.order) == error.nodes_executed
     executor.runtime.values.slots[status_value] = 0
     result = executor.run()
     assert result == RunResult(0, 10, expected_checksum(graph), False)
@@ -204,7 +226,7 @@ def test_fail_kernel_first_failure_wins():
 
 @pytest.mark.parametrize("name", EXECUTORS)
 def test_end_of_sequence_is_not_an_error(name):
-    builder = GraphBuilder()
+    builder = RecordingBuilder()
     for node in range(6):
         builder.add_node("EndOfSequence" if node == 3 else "Checksum2")
         if node:
@@ -214,7 +236,8 @@ def test_end_of_sequence_is_not_an_error(name):
     assert result.end_of_sequence and result.status == STATUS_END_OF_SEQUENCE
     assert result.nodes_executed == 4
     assert result.checksum == expected_checksum(graph, nodes=[0, 1, 2])
-    assert reference_run(graph).checksum == result.checksum
+    reference = simulate(builder.description, name)
+    assert (reference.kind, reference.node, reference.checksum) == ("end", 3, result.checksum)
 
 
 def test_busy_kernel_folds_like_checksum():
@@ -241,6 +264,6 @@ def test_kernel_error_pickles():
 
 
 def test_nodes_array_matches_reference_order_for_topological():
-    graph = generate("layered", 300, seed=5, width=10)
+    graph, description = recorded_generate("layered", 300, seed=5, width=10)
     _, order = run_recorded(prepare_executor(graph, "topological"))
-    assert order.tolist() == reference_run(graph).order
+    assert order.tolist() == simulate(description, "topological").order

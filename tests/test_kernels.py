@@ -40,14 +40,20 @@ def sum_scratch(rt, node):
 
 
 def test_an_allocating_kernel_runs_when_declared():
+    """SumScratch folds 4 * node: at nodes 1 and 2, not at node 0 (whose fold is 0, so the
+    kernel's work could be deleted unnoticed). Catches: the allocating kernel not run, or its
+    work (the scratch sum) lost."""
     builder = GraphBuilder()
-    first = builder.add_node("SumScratch")
-    second = builder.add_node("Triple")
+    first = builder.add_node("Triple")
+    second = builder.add_node("SumScratch")
+    third = builder.add_node("SumScratch")
     builder.add_edge(first, second)
+    builder.add_edge(second, third)
     graph = builder.finalize()
     result = prepare_executor(graph, "sequential", registry=USER_REGISTRY).run()
-    triple_part = 3 * int(mix_numpy(np.array([1]), np.array([12345], np.uint64))[0])
-    assert result.checksum == (4 * 0 + triple_part) % (1 << 64)
+    triple_part = 3 * int(mix_numpy(np.array([first]), np.array([12345], np.uint64))[0])
+    assert result.checksum == (4 * second + 4 * third + triple_part) % (1 << 64)
+    assert result.nodes_executed == 3
 
 
 def test_builtins_registered_in_a_stable_order():

@@ -230,19 +230,26 @@ def test_graph_io_rows_are_named_as_the_file_orders_them(copy):
 def test_offsets_errors_name_the_offsets_column_and_row(saved, copy, offsets, targets):
     """Catches: a CSR missing from CSRS / the offsets loop; the monotone check reporting the
     row after the too large offset (node_offsets row 4 was once reported as row 5); the first-
-    and last-offset checks naming another row or comparing with the wrong target column."""
+    and last-offset checks naming another row or comparing with the wrong target column; the
+    messages quoting other offsets than the bad ones; a negative first offset accepted
+    (mutation testing: offsets[row + 1] mutated to offsets[row - 1] or [row | 1], offsets[0]
+    to offsets[1], `offsets[0] != 0` to `> 0` survived)."""
     graph, path = saved
     n = graph.num_nodes
     length = len(getattr(graph, targets.name))
-    set_value(copy, offsets.table, offsets.column, 2, length + 1)
-    with pytest.raises(GraphFormatError, match="not monotone") as info:
+    # row 3, odd: a message quoting offsets[row | 1] or offsets[row] instead of row + 1 shows
+    set_value(copy, offsets.table, offsets.column, 3, length + 1)
+    following = int(getattr(graph, offsets.name)[4])
+    message = rf"offset {length + 1} is above the next row's {following} \(offsets are not mono"
+    with pytest.raises(GraphFormatError, match=message) as info:
         load_graph(copy)
-    assert where(info.value) == (offsets.table, offsets.column, 2)
-    set_value(copy, offsets.table, offsets.column, 2, int(getattr(graph, offsets.name)[2]))
-    set_value(copy, offsets.table, offsets.column, 0, 1)
-    with pytest.raises(GraphFormatError, match="first offset") as info:
-        load_graph(copy)
-    assert where(info.value) == (offsets.table, offsets.column, 0)
+    assert where(info.value) == (offsets.table, offsets.column, 3)
+    set_value(copy, offsets.table, offsets.column, 3, int(getattr(graph, offsets.name)[3]))
+    for first in (1, -1):  # a negative first offset would index before the targets
+        set_value(copy, offsets.table, offsets.column, 0, first)
+        with pytest.raises(GraphFormatError, match=f"first offset is {first}, expected 0") as info:
+            load_graph(copy)
+        assert where(info.value) == (offsets.table, offsets.column, 0)
     set_value(copy, offsets.table, offsets.column, 0, 0)
     set_value(copy, offsets.table, offsets.column, n, length + 1)
     with pytest.raises(GraphFormatError, match=targets.where) as info:
@@ -371,3 +378,25 @@ def test_in_memory_tables_match_saved_tables(saved):
     graph, path = saved
     for name, table in graph_tables(graph).items():
         assert read(path, name).equals(table), name
+
+
+@pytest.mark.parametrize("template", [0, 3, -1])
+def test_in_degree_template_must_fit_the_incoming_edges(copy, template):
+    """A node with incoming edges must wait for 1 .. (its edge count) of them: 0 would start it
+    at once, more would never start it. Catches: the `template == 0 with edges` rule dropped
+    from _check_edges (mutation testing: `template == 0` mutated to `template < 0` survived)."""
+    graph = load_graph(copy)
+    node = int(np.flatnonzero(graph.in_degree == 1)[0])
+    set_value(copy, "nodes", "in_degree", node, template)
+    with pytest.raises(GraphFormatError, match="in-degree template") as info:
+        load_graph(copy)
+    assert where(info.value) == ("nodes", "in_degree", node)
+
+
+def test_a_bad_io_role_names_its_row(copy):
+    """graph_io.role is checked before the split by role (load_graph's check_ids). Caught
+    mutant (mutation testing): check_ids raising only for row 0 (`row >= 0` -> `row == 0`)."""
+    set_value(copy, IO_TABLE, ROLE_COLUMN, 2, 7)
+    with pytest.raises(GraphFormatError, match="value 7 out of range") as info:
+        load_graph(copy)
+    assert where(info.value) == (IO_TABLE, ROLE_COLUMN, 2)

@@ -3,12 +3,14 @@
 Each workload is generated once (seeded) with `rtsoa.graph.generators.generate` and saved
 with `rtsoa.graph.io.save_graph` under `cache_root()/graphs`, named by a hash of its definition
 and of the generator's source, so an edit to the generator regenerates it. Benchmarks
-memory-map it with `load_graph`. rtsoa is imported lazily (inside functions) so that
-`asv check` never depends on modules that are still being written; a missing API raises
-NotImplementedError, which asv reports as a skipped benchmark.
+memory-map it with `load_graph`. An ImportError inside rtsoa propagates: asv then reports the
+benchmark as failed, not skipped (a skip, from NotImplementedError, would make the benchmarks
+of a broken import quietly vanish). Only a missing C compiler skips, and only the benchmarks
+that need the C baseline.
 """
 
 import hashlib
+import importlib
 import json
 import os
 import statistics
@@ -50,18 +52,15 @@ def ensure_rtsoa_importable():
         sys.path.insert(0, str(REPO_ROOT))
 
 
-def _require(module, what):
-    """Import `module`, turning its absence into NotImplementedError (an asv skip)."""
+def _import(module):
+    """Import an rtsoa module; an ImportError propagates, so asv reports a failure."""
     ensure_rtsoa_importable()
-    try:
-        return __import__(module, fromlist=["_"])
-    except ImportError as error:
-        raise NotImplementedError(f"{what} is not available yet: {error}") from error
+    return importlib.import_module(module)
 
 
 def _workload_key(name):
-    generators = _require("rtsoa.graph.generators", "rtsoa.graph.generators")
-    schema = _require("rtsoa.graph.schema", "rtsoa.graph.schema")
+    generators = _import("rtsoa.graph.generators")
+    schema = _import("rtsoa.graph.schema")
     digest = hashlib.sha256()
     definition = {"workload": WORKLOADS[name], "seed": SEED, "kernels": KERNELS}
     digest.update(json.dumps(definition, sort_keys=True).encode())
@@ -74,8 +73,8 @@ def workload_path(name):
     """Path of the saved workload graph, generating and saving it on first use."""
     path = cache_root() / "graphs" / f"{name}-{_workload_key(name)}.rtsoa"
     if not path.is_dir():
-        generators = _require("rtsoa.graph.generators", "rtsoa.graph.generators")
-        io = _require("rtsoa.graph.io", "rtsoa.graph.io")
+        generators = _import("rtsoa.graph.generators")
+        io = _import("rtsoa.graph.io")
         options = dict(WORKLOADS[name])
         kind = options.pop("kind")
         nodes = options.pop("nodes")
@@ -91,8 +90,14 @@ def build_workloads():
 
 def load_workload(path):
     """The saved graph at `path`, memory-mapped."""
-    io = _require("rtsoa.graph.io", "rtsoa.graph.io")
+    io = _import("rtsoa.graph.io")
     return io.load_graph(path)
+
+
+def workload_checksum(path):
+    """The checksum of one run of the saved workload at `path` (NumPy reference, no rtsoa
+    executor), for `fresh_process_code`."""
+    return reference_checksum(checksum_kernel_ids(load_workload(path)))
 
 
 def checksum_kernel_ids(graph):
@@ -123,12 +128,8 @@ def prepare_c(graph, executor):
 
 
 def prepare_rtsoa(graph, executor):
-    """rtsoa's prepared executor (NotImplementedError until rtsoa.executors provides it)."""
-    executors = _require("rtsoa.executors", "rtsoa.executors")
-    prepare_executor = getattr(executors, "prepare_executor", None)
-    if prepare_executor is None:
-        raise NotImplementedError("rtsoa.executors.prepare_executor is not available yet")
-    return prepare_executor(graph, executor=executor)
+    """rtsoa's prepared executor."""
+    return _import("rtsoa.executors").prepare_executor(graph, executor=executor)
 
 
 def as_uint64(value):
@@ -220,8 +221,10 @@ def process_preamble(cold_cache):
     return lines
 
 
-def fresh_process_code(path, executor, cold_cache=False):
-    """Python source that loads the saved graph at `path` and runs `executor` once.
+def fresh_process_code(path, executor, expected_checksum, cold_cache=False):
+    """Python source that loads the saved graph at `path`, runs `executor` once and asserts
+    every node ran with `expected_checksum` (from `workload_checksum`, computed by the caller so
+    the timed process does not pay for it).
 
     With `cold_cache`, Numba's and rtsoa's disk caches are pointed at a new empty directory
     (removed at exit) before anything is imported, so the run includes every compile.
@@ -237,5 +240,6 @@ def fresh_process_code(path, executor, cold_cache=False):
         f"graph = load_graph({str(path)!r})",
         f"result = prepare_executor(graph, executor={executor!r}).run()",
         "assert int(result.nodes_executed) == graph.num_nodes, result",
+        f"assert int(result.checksum) & (2**64 - 1) == {int(expected_checksum)}, result",
     ]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,63 @@
+"""Suite-wide hooks.
+
+* On CI (`CI` set to true / 1, as `.ci/run` is run) or with RTSOA_STRICT_SKIPS=1, a skipped
+  test fails the run: every test must run there (gcc, which the C-baseline tests need, is
+  installed by `.ci/run`). A test that may legitimately skip on CI says so with
+  `@pytest.mark.may_skip_on_ci`. Locally skips are allowed and listed (`-rs` in addopts).
+* The figures the fuzzers and property tests record (`figures.py`) are printed at the end.
+* RTSOA_HYPOTHESIS_PROFILE=mutation: no shrinking (a mutation run needs a failure, not the
+  smallest one; shrinking once took 5 minutes of a mutant's run).
+* With RTSOA_PURE_PYTHON_DEVICE=1 the simulated device runs its plain-Python copies
+  (`pure_python.py`; the allocator's mutation runs use it to skip compiling each mutant).
+"""
+
+import os
+
+import pytest
+from figures import REPORTS
+from hypothesis import Phase, settings
+
+pytest_plugins = ["pytester"]  # tests/test_ci_skips.py runs pytest on small files
+
+
+settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
+settings.load_profile(os.environ.get("RTSOA_HYPOTHESIS_PROFILE", "default"))
+
+
+def strict_skips():
+    """True where a skipped test must fail the run (CI, or RTSOA_STRICT_SKIPS=1)."""
+    ci = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+    return ci or os.environ.get("RTSOA_STRICT_SKIPS") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not (report.skipped and strict_skips()) or hasattr(report, "wasxfail"):
+        return
+    if item.get_closest_marker("may_skip_on_ci") is not None:
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = (
+        f"{item.nodeid} was skipped ({reason}), but every test must run on CI; install what "
+        "it needs in .ci/run or mark it may_skip_on_ci"
+    )
+
+
+def pytest_configure(config):
+    if os.environ.get("RTSOA_PURE_PYTHON_DEVICE") == "1":
+        from pure_python import install_device
+
+        install_device()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not REPORTS:
+        return
+    terminalreporter.section("what the fuzzers and property tests exercised")
+    for test, lines in REPORTS.items():
+        terminalreporter.write_line(test)
+        for line in lines:
+            terminalreporter.write_line(line)

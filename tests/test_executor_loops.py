@@ -1,0 +1,221 @@
+"""The executor loops' own logic, run as plain Python: each loop's source (the function
+`specialise` compiles) with a Python dispatch and plain-Python copies of every jitted helper it
+calls, against the reference model of the recorded description.
+
+Two reasons: it checks the loops without depending on Numba's compilation, and it needs no
+compile at all, so mutation testing (mutation/executors.toml) can run thousands of mutants of
+the loops, the sequential order and the heap in minutes instead of a compile per mutant.
+"""
+
+import types
+import warnings
+
+import numpy as np
+import pytest
+from abi_kernels import ABI_REGISTRY
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pure_python import pure
+from reference import RecordingBuilder, simulate
+from test_control_flow import build, has_control_flow, programs
+
+from rtsoa.errors import GraphFormatError
+from rtsoa.executors import EXECUTORS, sequential
+from rtsoa.graph import builder as builder_module
+from rtsoa.graph import csr, validate
+from rtsoa.graph.schema import GraphKind
+from rtsoa.kernels import REGISTRY
+from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
+from rtsoa.kernels.runtime import make_runtime
+from rtsoa.kernels.status import (
+    STATUS_BAD_NOTIFY,
+    STATUS_END_OF_SEQUENCE,
+    STATUS_OK,
+    STATUS_QUEUE_OVERFLOW,
+    STATUS_STEP_LIMIT,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def python_graph_passes():
+    """The builder's and the validator's jitted passes as plain Python (no compile)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for module, name in (
+            (csr, "_counting_sort_csr"),
+            (csr, "_dedupe_rows"),
+            (builder_module, "in_degrees"),
+            (validate, "_check_edges"),
+            (validate, "first_node_on_cycle"),
+            (sequential, "_kahn_priority_order"),
+            (sequential, "_kahn_fifo_order"),
+        ):
+            patch.setattr(module, name, pure(getattr(module, name)))
+        with warnings.catch_warnings(), np.errstate(over="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # uint64 folds wrap on purpose
+            yield
+
+
+KERNELS = {info.name: info.function for info in REGISTRY.entries()}
+KERNELS["NotifyAttr"] = ABI_REGISTRY["NotifyAttr"].function
+
+
+class Run:
+    """One executor loop run as Python on `graph`: (status, node, executed, order, checksum)."""
+
+    # A bounded step count: a loop mutated never to stop ends with a failure, not a hang.
+    def __init__(self, graph, name, max_steps=100_000, slots=None):
+        kernels = [pure(KERNELS[kernel]) for kernel in graph.kernel_names]
+
+        def dispatch(rt, kernel, node):
+            return kernels[kernel](rt, node)
+
+        loop = pure(EXECUTORS[name].loop)
+        loop.__globals__["dispatch"] = dispatch
+        main = graph.nodes_of(GraphKind.MAIN)
+        state = types.SimpleNamespace(
+            graph=graph,
+            nodes=main,
+            starts=main[graph.in_degree[main] == 0],
+            max_steps=max_steps,
+        )
+        arguments = EXECUTORS[name]._prepare(state)
+        rt = make_runtime(graph, graph.node_kernel, None)
+        for value, initial in (slots or {}).items():
+            rt.values.slots[value] = initial
+        record = np.zeros((8 * graph.num_nodes + 64, 3), dtype=np.int64)
+        status, node, executed = loop(rt, *arguments, record)
+        self.status, self.node, self.executed = int(status), int(node), int(executed)
+        self.order = record[: min(self.executed, record.shape[0]), 0].tolist()
+        self.checksum = int(rt.worker.checksum[0])
+
+
+def check_against_reference(builder, names=tuple(EXECUTORS)):
+    """Each loop runs the reference's order for its policy, with its checksum."""
+    graph = builder.finalize()
+    for name in names:
+        reference = simulate(builder.description, name)
+        run = Run(graph, name)
+        assert (run.status, run.node) == (STATUS_OK, -1), name
+        assert run.order == reference.order, name
+        assert run.checksum == reference.checksum, name
+        assert run.executed == len(reference.order), name
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), nodes=st.integers(1, 40))
+def test_random_priorities(data, nodes):
+    builder = RecordingBuilder()
+    for priority in data.draw(st.lists(st.integers(-3, 3), min_size=nodes, max_size=nodes)):
+        builder.add_node("Checksum3", priority=priority)
+    pairs = data.draw(st.lists(st.tuples(st.integers(0, nodes - 1), st.integers(0, nodes - 1))))
+    for a, b in pairs:
+        if a != b:
+            builder.add_edge(min(a, b), max(a, b))
+    check_against_reference(builder)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=programs().filter(has_control_flow))
+def test_random_control_flow(program):
+    builder = RecordingBuilder()
+    build(builder, program, GraphKind.MAIN, [], None, [])
+    check_against_reference(builder, ("topological", "priority"))
+
+
+@pytest.mark.parametrize("name", ["topological", "priority"])
+@pytest.mark.parametrize("taken", [0, 1, 2, 5])
+def test_case_and_loops(name, taken):
+    builder = RecordingBuilder()
+    const, condition = add_const_int(builder, taken)
+    branches = [None, None, lambda b, g, p: [add_while(b, 3, None, g, [p]).exit]]
+    cf = add_if(builder, condition, branches, after=[const])
+    last = builder.add_node("Checksum1")
+    builder.add_edge(cf.join, last)
+    check_against_reference(builder, (name,))
+
+
+def _chain(kernels, options=None):
+    builder = RecordingBuilder()
+    for index, kernel in enumerate(kernels):
+        builder.add_node(kernel, **(options or {}).get(index, {}))
+        if index:
+            builder.add_edge(index - 1, index)
+    return builder
+
+
+@pytest.mark.parametrize("name", list(EXECUTORS))
+def test_an_empty_main_runs_nothing(name):
+    """Nodes only in Init and DeInit. Catches: priority_order taking the priority path for an
+    empty root (priority.min() of nothing raises)."""
+    builder = RecordingBuilder()
+    builder.add_node("Checksum0", graph=GraphKind.INIT, priority=1)
+    builder.add_node("Checksum1", graph=GraphKind.DEINIT, priority=2)
+    run = Run(builder.finalize(), name)
+    assert (run.status, run.executed, run.checksum) == (STATUS_OK, 0, 0)
+
+
+def test_sequential_refuses_a_cycle():
+    """A graph that declares loops may have a cycle without control flow; the sequential order
+    cannot hold it. Caught mutant (mutation testing): priority_order's `!=` -> `>`, which
+    returned the partial order."""
+    builder = RecordingBuilder()
+    for _ in range(3):
+        builder.add_node("Checksum0")
+    for source, target in ((0, 1), (1, 2), (2, 1)):
+        builder.add_edge(source, target)
+    builder.has_loops = True
+    with pytest.raises(GraphFormatError, match="cycle"):
+        Run(builder.finalize(), "sequential")
+
+
+@pytest.mark.parametrize("name", list(EXECUTORS))
+def test_failure_and_end_of_sequence_stop_the_run(name):
+    graph = _chain(["Checksum0", "Checksum1", "Fail", "Checksum2"], {2: {"attributes": [9]}})
+    graph = graph.finalize()
+    run = Run(graph, name)
+    assert (run.status, run.node, run.executed, run.order) == (9, 2, 3, [0, 1, 2])
+    graph = _chain(["Checksum0", "EndOfSequence", "Checksum2"]).finalize()
+    run = Run(graph, name)
+    assert (run.status, run.node, run.executed) == (STATUS_END_OF_SEQUENCE, 1, 2)
+
+
+@pytest.mark.parametrize("name", ["topological", "priority"])
+def test_step_limit_and_bad_notify(name):
+    builder = RecordingBuilder()
+    add_while(builder, iterations=10**9)
+    graph = builder.finalize()
+    run = Run(graph, name, max_steps=50)
+    assert (run.status, run.executed) == (STATUS_STEP_LIMIT, 50)
+    assert run.order == simulate(builder.description, name, max_steps=50).order
+    for choice, successors in ((1, 1), (0, 0), (3, 2)):
+        builder = RecordingBuilder()
+        switch = builder.add_node("NotifyAttr", attributes=[choice])
+        for _ in range(successors):
+            builder.add_edge(switch, builder.add_node("Checksum0"))
+        run = Run(builder.finalize(), name)
+        assert (run.status, run.node, run.executed) == (STATUS_BAD_NOTIFY, 0, 1)
+    # 300 successors, choice 1 and 256: the choice is status - base (caught mutant: `^ base`,
+    # the same as `-` for choices below 256, where the base's low bits are zero)
+    for choice in (1, 256):
+        builder = RecordingBuilder()
+        switch = builder.add_node("NotifyAttr", attributes=[choice])
+        for _ in range(300):
+            builder.add_edge(switch, builder.add_node("Checksum0"))
+        run = Run(builder.finalize(), name)
+        assert (run.status, run.order) == (STATUS_OK, [0, choice + 1])
+
+
+@pytest.mark.parametrize("name", ["topological", "priority"])
+def test_a_node_made_ready_twice_overflows_the_queue_cleanly(name):
+    """A malformed loop: a wait-anyone node w feeds two wait-anyone nodes that both lead back
+    to w, so every round queues w twice as often. The loop stops with a queue overflow, at
+    the node it could not queue, instead of writing past its queue."""
+    builder = RecordingBuilder()
+    start = builder.add_node("Checksum0")
+    w, x, y = (builder.add_node("WaitAnyone", wait_anyone=True) for _ in range(3))
+    for source, target in ((start, w), (w, x), (w, y), (x, w), (y, w)):
+        builder.add_edge(source, target)
+    builder.has_loops = True
+    run = Run(builder.finalize(), name, max_steps=10**6)
+    assert run.status == STATUS_QUEUE_OVERFLOW and run.node in (w, x, y)
+    assert run.executed < 20
