@@ -173,10 +173,13 @@ def test_sequential_refuses_a_cycle():
 
 @pytest.mark.parametrize("name", list(EXECUTORS))
 def test_failure_and_end_of_sequence_stop_the_run(name):
-    graph = _chain(["Checksum0", "Checksum1", "Fail", "Checksum2"], {2: {"attributes": [9]}})
-    graph = graph.finalize()
-    run = Run(graph, name)
-    assert (run.status, run.node, run.executed, run.order) == (9, 2, 3, [0, 1, 2])
+    # a negative status fails too (caught mutant: `status != STATUS_OK` -> `> STATUS_OK`)
+    for status in (9, -3):
+        graph = _chain(
+            ["Checksum0", "Checksum1", "Fail", "Checksum2"], {2: {"attributes": [status]}}
+        )
+        run = Run(graph.finalize(), name)
+        assert (run.status, run.node, run.executed, run.order) == (status, 2, 3, [0, 1, 2])
     graph = _chain(["Checksum0", "EndOfSequence", "Checksum2"]).finalize()
     run = Run(graph, name)
     assert (run.status, run.node, run.executed) == (STATUS_END_OF_SEQUENCE, 1, 2)

@@ -184,3 +184,15 @@ def test_invalid_utf8_in_a_string_column_is_a_format_error(copy):
     with pytest.raises(GraphFormatError) as info:
         load_graph(copy)
     assert info.value.table == "metadata"
+
+
+def test_a_column_name_that_is_not_utf8_is_a_format_error(copy):
+    """Found by the file fuzzer: one bit flip in a column name (constants.byte) made
+    load_graph raise UnicodeDecodeError from the schema check instead of GraphFormatError."""
+    file = copy / "constants.arrow"
+    data = file.read_bytes()
+    assert data.count(b"byte") >= 1
+    file.write_bytes(data.replace(b"byte", b"\xf9yte"))
+    with pytest.raises(GraphFormatError, match="not a readable Arrow IPC file") as info:
+        load_graph(copy)
+    assert info.value.table == "constants"
