@@ -184,12 +184,10 @@ def _kill_at_step(step, path, graph, durable):
                     os.kill(os.getpid(), signal.SIGKILL)
                 counter[0] += 1
 
-            def counted(function):
+            def counted(function):  # the gap after a step is the one before the next
                 def call(*args, **kwargs):
                     tick()
-                    result = function(*args, **kwargs)
-                    tick()
-                    return result
+                    return function(*args, **kwargs)
 
                 return call
 
@@ -243,7 +241,7 @@ def test_a_save_killed_at_every_step_leaves_the_old_or_the_new_graph(
             seen.append(which(path))
         step += 1
     assert which(path) == "new"
-    assert step > 30  # 13 tables written, the flushes, the swap, the clean-up
+    assert step >= 17  # 13 tables written, the flushes, the swap, the clean-up
     assert seen[0] == "old" and seen[-1] == "new"
     if exchange == "renameat2":
         assert set(seen) == {"old", "new"}
