@@ -61,8 +61,12 @@ def test_wait_anyone_in_degree_is_clamped_to_one():
     w = b.add_node("WaitAnyone", wait_anyone=True)
     b.add_edge(x, w)
     b.add_edge(y, w)
-    g = b.finalize()
+    # the builder clamps; validation then refuses this join, whose predecessors are not
+    # exclusive branches (tests/test_executor_guarantees.py)
+    g = b.finalize(validate=False)
     assert g.in_degree[w] == 1
+    with pytest.raises(GraphFormatError, match="nothing makes them exclusive"):
+        b.finalize()
 
 
 def test_subgraphs_and_roots():
