@@ -1,7 +1,7 @@
 """Regenerate the committed example graphs byte for byte: `python datasets/make_datasets.py`.
 
-Every graph comes from `rtsoa.graph.generators` with a fixed seed; Arrow IPC output is deterministic,
-so rerunning this script leaves `git status` clean.
+Every graph comes from `rtsoa.graph.generators` with a fixed seed; Arrow IPC output is
+deterministic, so rerunning this script leaves `git status` clean.
 """
 
 import sys

@@ -3,7 +3,7 @@
 from rtsoa.errors import GraphFormatError, RtsoaError, UnknownKernelError
 from rtsoa.executors import KernelError, Profiler, RunResult, Subscriber, Tracer, prepare_executor
 from rtsoa.graph.builder import GraphBuilder, float_bits
-from rtsoa.graph.graph import ExecuteGraph, GraphMeta
+from rtsoa.graph.graph import ExecuteGraph, GraphMeta, is_dynamic
 from rtsoa.graph.io import load_graph, save_graph
 from rtsoa.graph.schema import FORMAT_VERSION, DType, GraphKind, Placement, ValueKind, WorkerClass
 from rtsoa.graph.validate import validate_graph
@@ -33,6 +33,7 @@ __all__ = [
     "ValueKind",
     "WorkerClass",
     "float_bits",
+    "is_dynamic",
     "load_graph",
     "save_graph",
     "validate_graph",

@@ -48,6 +48,7 @@ DTYPES = 10
 PLACEMENTS = 4
 GRAPH_KINDS = 6
 INT32_MAX = 2**31 - 1
+MAX_RANK = 8  # tensors.rank: 0 .. 8, or -1 (unknown)
 
 
 def _control_flow_graph():
@@ -67,6 +68,10 @@ def _control_flow_graph():
     for source, target in ((enter, wait), (wait, step), (step, done), (done, wait)):
         b.add_edge(source, target)
     b.add_relation(free, free - 1 if free else free)
+    # Named tensors (format version 2): the graph input and output, a weight of unknown rank.
+    b.add_tensor_info(value, "x", ["batch", 4, None])
+    b.add_tensor_info(value + 1, "y", ["batch", "seq"])
+    b.add_tensor_info(b.add_value(), "w", None)
     return b.finalize()
 
 
@@ -263,6 +268,33 @@ def check_ranges(graph):
         assert graph.graph_kind[subgraph] >= 3, ("graphs.kind", subgraph)
     assert len(set(graph.kernel_names)) == kernels and (kernels > 0 or n == 0)
     _check_edges(graph, n)
+    _check_tensors(graph, values)
+
+
+def _check_tensors(graph, values):
+    """The tensors / dims / symbols tables (README, "The graph format", version 2)."""
+    tensors = graph.tensor_value.shape[0]
+    assert len(graph.tensor_name) == graph.tensor_rank.shape[0] == tensors
+    assert graph.tensor_dim_start.shape[0] == tensors
+    dims = graph.dim_size.shape[0]
+    symbols = len(graph.symbol_names)
+    assert graph.dim_symbol.shape[0] == dims
+    _in_range("tensors.value", graph.tensor_value, 0, values)
+    _in_range("tensors.rank", graph.tensor_rank, -1, MAX_RANK + 1)
+    for start, rank in zip(
+        graph.tensor_dim_start.tolist(), graph.tensor_rank.tolist(), strict=True
+    ):
+        assert 0 <= start and start + max(rank, 0) <= dims, ("tensors.dim_start", start, rank)
+    assert (graph.dim_size >= -1).all(), "dims.size below -1"
+    _in_range("dims.symbol", graph.dim_symbol, -1, symbols)
+    assert (graph.dim_size[graph.dim_symbol >= 0] == -1).all(), "symbolic dim with a size"
+    assert len(set(graph.tensor_value.tolist())) == tensors, "tensors.value repeated"
+    for names in (graph.tensor_name, graph.symbol_names):
+        assert len(set(names)) == len(names) and "" not in names, names
+    if tensors:
+        named = set(graph.tensor_value.tolist())
+        io = graph.graph_inputs.tolist() + graph.graph_outputs.tolist()
+        assert named.issuperset(io), "unnamed graph input or output"
 
 
 def _check_edges(graph, n):
@@ -382,6 +414,16 @@ def test_mutated_files_load_correctly_or_raise_graph_format_error(originals, tmp
         ("graph_inputs", 99),
         ("graph_outputs", -1),
         ("in_degree", 50),
+        ("tensor_value", 99),
+        ("tensor_value", 0),  # repeated, or the graph output unnamed
+        ("tensor_rank", 9),
+        ("tensor_rank", -2),
+        ("tensor_dim_start", -1),
+        ("tensor_dim_start", 6),  # w's empty window past the 5 dims rows
+        ("dim_size", -2),
+        ("dim_size", 5),  # the symbolic dim batch or seq with a size
+        ("dim_symbol", 2),
+        ("dim_symbol", -2),
     ],
 )
 def test_the_range_checker_can_fail(field, value):

@@ -9,7 +9,16 @@ import numpy as np
 from rtsoa.errors import GraphFormatError
 from rtsoa.graph.csr import build_csr, in_degrees
 from rtsoa.graph.graph import ExecuteGraph, GraphMeta
-from rtsoa.graph.schema import DType, GraphKind, Placement, ValueKind, WorkerClass
+from rtsoa.graph.schema import (
+    MAX_RANK,
+    RANK_UNKNOWN,
+    SIZE_UNKNOWN,
+    DType,
+    GraphKind,
+    Placement,
+    ValueKind,
+    WorkerClass,
+)
 
 
 class _Column:
@@ -65,6 +74,15 @@ class _Pairs:
         self.items.extend(items)
 
 
+def _dim_size(tensor, dim):
+    """dims.size of one entry of add_tensor_info's `dims`: the size, or -1 (symbol, unknown)."""
+    if dim is None or isinstance(dim, str):
+        return SIZE_UNKNOWN
+    if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or not 0 <= dim < 2**63:
+        raise ValueError(f"tensor {tensor!r}: a dim is an int >= 0, a str or None, got {dim!r}")
+    return int(dim)
+
+
 def float_bits(value):
     """The int64 attribute slot holding a float64 (kernels read it through a float64 view)."""
     return int(np.array([value], dtype=np.float64).view(np.int64)[0])
@@ -109,6 +127,9 @@ class GraphBuilder:
         self._constants = bytearray()
         self._graph_inputs = []
         self._graph_outputs = []
+        self._tensors = {"value": [], "name": [], "rank": [], "dim_start": []}
+        self._dims = {"size": [], "symbol": []}
+        self._symbol_ids = {}
         self.has_loops = False
 
     # -- small tables -------------------------------------------------------------------
@@ -144,6 +165,36 @@ class GraphBuilder:
         offset = len(self._constants)
         self._constants.extend(data)
         return offset, len(data)
+
+    def symbol_index(self, name):
+        """Row of a symbolic dimension's name (e.g. "batch") in the symbols table (interned)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a symbol is a non-empty str, got {name!r}")
+        return self._symbol_ids.setdefault(name, len(self._symbol_ids))
+
+    def add_tensor_info(self, value, name, dims):
+        """Name value `value` and give its shape; returns its row in the tensors table.
+
+        `dims` is a sequence with one entry per dimension: an int >= 0 (static size), a str
+        (a symbol such as "batch", interned by name) or None (unknown size); `dims=None` means
+        the rank itself is unknown. Each value and each name may be given once (validated).
+        """
+        if dims is None:
+            sizes, symbols = [], []
+        else:
+            dims = list(dims)
+            if len(dims) > MAX_RANK:
+                raise ValueError(f"tensor {name!r}: rank {len(dims)} above {MAX_RANK}")
+            sizes = [_dim_size(name, dim) for dim in dims]
+            symbols = [self.symbol_index(dim) if isinstance(dim, str) else -1 for dim in dims]
+        tensors = self._tensors
+        tensors["value"].append(int(value))
+        tensors["name"].append(str(name))
+        tensors["rank"].append(RANK_UNKNOWN if dims is None else len(sizes))
+        tensors["dim_start"].append(len(self._dims["size"]))
+        self._dims["size"].extend(sizes)
+        self._dims["symbol"].extend(symbols)
+        return len(tensors["value"]) - 1
 
     def mark_graph_input(self, value):
         self._graph_inputs.append(int(value))
@@ -334,6 +385,13 @@ class GraphBuilder:
             graph_names=tuple(self._graph_names),
             graph_inputs=np.asarray(self._graph_inputs, dtype=np.int32),
             graph_outputs=np.asarray(self._graph_outputs, dtype=np.int32),
+            tensor_value=np.asarray(self._tensors["value"], dtype=np.int32),
+            tensor_name=tuple(self._tensors["name"]),
+            tensor_rank=np.asarray(self._tensors["rank"], dtype=np.int8),
+            tensor_dim_start=np.asarray(self._tensors["dim_start"], dtype=np.int64),
+            dim_size=np.asarray(self._dims["size"], dtype=np.int64),
+            dim_symbol=np.asarray(self._dims["symbol"], dtype=np.int32),
+            symbol_names=tuple(self._symbol_ids),
             meta=meta,
         )
         if validate:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa.graph.schema import FIELDS, FORMAT_VERSION, GraphKind
+from rtsoa.graph.schema import FIELDS, FORMAT_VERSION, DType, GraphKind
 
 
 class GraphMeta(NamedTuple):
@@ -106,8 +106,68 @@ class ExecuteGraph(_ExecuteGraphFields):
     def kernel_name(self, node):
         return self.kernel_names[int(self.node_kernel[node])]
 
+    # -- named tensors (models) ---------------------------------------------------------
+    def tensor_info(self, value):
+        """(name, dims) of a named value, or None. `dims` is a tuple with per dimension its
+        size (int), its symbol's name (str) or None (unknown), or None if the rank is unknown."""
+        rows = np.flatnonzero(self.tensor_value == int(value))
+        if rows.shape[0] == 0:
+            return None
+        return self._tensor_row_info(int(rows[0]))
+
+    def _tensor_row_info(self, row):
+        rank = int(self.tensor_rank[row])
+        if rank < 0:
+            return self.tensor_name[row], None
+        start = int(self.tensor_dim_start[row])
+        dims = []
+        for size, symbol in zip(
+            self.dim_size[start : start + rank].tolist(),
+            self.dim_symbol[start : start + rank].tolist(),
+            strict=True,
+        ):
+            if symbol >= 0:
+                dims.append(self.symbol_names[symbol])
+            else:
+                dims.append(size if size >= 0 else None)
+        return self.tensor_name[row], tuple(dims)
+
+    def io_description(self):
+        """{"inputs": [(name, value, DType, dims)], "outputs": [...]} in graph_inputs /
+        graph_outputs order; an unnamed value is called f"value{v}" and has dims None."""
+        rows = {value: row for row, value in enumerate(self.tensor_value.tolist())}
+        description = {}
+        for key, values in (("inputs", self.graph_inputs), ("outputs", self.graph_outputs)):
+            entries = []
+            for value in values.tolist():
+                name, dims = f"value{value}", None
+                if value in rows:
+                    name, dims = self._tensor_row_info(rows[value])
+                entries.append((name, value, DType(int(self.value_dtype[value])), dims))
+            description[key] = entries
+        return description
+
+    def symbols(self):
+        """Names of the graph's symbolic dimensions (rows of the symbols table)."""
+        return tuple(self.symbol_names)
+
 
 ExecuteGraph.__doc__ += "\n" + "\n".join(_field_line(field) for field in FIELDS) + "\n"
+
+
+def is_dynamic(graph):
+    """Whether `graph` has dynamic shapes: some named tensor (graph inputs and outputs among
+    them) has an unknown rank or a symbolic or unknown dim, or its metadata says so."""
+    if graph.meta.is_dynamic or (graph.tensor_rank < 0).any():
+        return True
+    ranks = graph.tensor_rank.astype(np.int64)
+    total = int(ranks.sum())
+    if total == 0:
+        return False
+    # The dims rows of every tensor's window, concatenated: start + 0 .. rank - 1 per tensor.
+    ends = np.cumsum(ranks)
+    rows = np.repeat(graph.tensor_dim_start - (ends - ranks), ranks) + np.arange(total)
+    return bool((graph.dim_size[rows] < 0).any())
 
 
 def root_graphs(graph_parent):

@@ -3,6 +3,7 @@
 import numpy as np
 
 from rtsoa.graph.csr import kahn_levels
+from rtsoa.graph.graph import is_dynamic
 from rtsoa.graph.schema import GraphKind, WorkerClass
 
 
@@ -42,7 +43,7 @@ def graph_summary(graph, path=None):
         "streams": graph.meta.stream_count,
         "events": graph.meta.event_count,
         "notifies": graph.meta.notify_count,
-        "is_dynamic": graph.meta.is_dynamic,
+        "is_dynamic": is_dynamic(graph),
         "has_loops": graph.meta.has_loops,
         "graph_inputs": int(graph.graph_inputs.shape[0]),
         "graph_outputs": int(graph.graph_outputs.shape[0]),
@@ -54,6 +55,15 @@ def graph_summary(graph, path=None):
         levels, _ = kahn_levels(graph.succ_offsets, graph.succ_targets, n)
         summary["critical_path"] = int(levels.max()) + 1 if n else 0
         summary["max_width"] = int(np.bincount(levels).max()) if n else 0
+    if graph.tensor_value.shape[0]:
+        summary["io"] = {
+            key: [
+                {"name": name, "value": value, "dtype": dtype.name, "dims": dims}
+                for name, value, dtype, dims in entries
+            ]
+            for key, entries in graph.io_description().items()
+        }
+        summary["symbols"] = list(graph.symbols())
     summary["bytes_per_table"] = table_bytes(graph)
     summary["structure_bytes"] = graph.nbytes()
     return summary
@@ -82,6 +92,12 @@ def format_summary(summary):
         f"  dynamic shapes   {summary['is_dynamic']}, loops {summary['has_loops']}",
         f"  structure        {summary['structure_bytes']:,} bytes",
     ]
+    for key in ("inputs", "outputs") if "io" in summary else ():
+        lines.append(f"  {key}:")
+        for entry in summary["io"][key]:
+            lines.append(f"    {entry['name']:<32} {entry['dtype']:<8} {_shape(entry['dims'])}")
+    if "symbols" in summary:
+        lines.append(f"  symbols          {', '.join(summary['symbols']) or '(none)'}")
     for title, key in (
         ("nodes per graph", "nodes_per_graph"),
         ("nodes per kernel", "nodes_per_kernel"),
@@ -93,6 +109,13 @@ def format_summary(summary):
         for name, count in summary[key].items():
             lines.append(f"    {name:<32} {count:>14,}")
     return "\n".join(lines)
+
+
+def _shape(dims):
+    """[batch, 3, ?] for dims ("batch", 3, None); "rank unknown" for None."""
+    if dims is None:
+        return "rank unknown"
+    return "[" + ", ".join("?" if dim is None else str(dim) for dim in dims) + "]"
 
 
 def _maybe(value):

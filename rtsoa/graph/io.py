@@ -20,16 +20,20 @@ from rtsoa.graph.graph import ExecuteGraph, GraphMeta
 from rtsoa.graph.schema import (
     FIELDS,
     FILE_SUFFIX,
+    FORMAT_VERSION,
     IO_TABLE,
     METADATA_SCHEMA,
     METADATA_TABLE,
+    READABLE_FORMAT_VERSIONS,
     ROLE_CODES,
     ROLE_COLUMN,
     ROLE_FIELDS,
     SAVE_ID_KEY,
     TABLES,
+    TABLES_SINCE,
     check_format_version,
     check_table_schema,
+    tables_of_version,
 )
 from rtsoa.graph.validate import check_ids, validate_graph
 
@@ -245,6 +249,9 @@ def load_graph(path, validate=True):
     check_ids(roles, *ROLE_CODES.bounds(None), IO_TABLE, ROLE_COLUMN)
     columns = {}
     for field in FIELDS:
+        if field.table not in tables:  # a table added after the file's version: empty
+            columns[field.name] = () if field.dtype is None else np.empty(0, dtype=field.dtype)
+            continue
         value = _column(tables[field.table], field.table, field.column)
         if field.role is not None:
             value = value[roles == field.role]
@@ -275,12 +282,17 @@ def _identity(path, missing_ok=False):
 
 
 def _read_tables(path):
-    """(GraphMeta, {table name: schema-checked table}) of the graph directory `path`."""
+    """(GraphMeta, {table name: schema-checked table}) of the graph directory `path`.
+
+    A file of an older readable version holds only the tables of its version; the graph read
+    from it is of the current version (GraphMeta.format_version is FORMAT_VERSION), with the
+    newer tables empty, so saving it writes the current version.
+    """
     # The version first: a file of another version may have other tables and columns.
     metadata = _map_table(path, METADATA_TABLE)
     version = _format_version(metadata)
     if version is not None:
-        check_format_version(version)
+        check_format_version(version, READABLE_FORMAT_VERSIONS)
     check_table_schema(METADATA_TABLE, metadata)
     if metadata.num_rows != 1:
         raise GraphFormatError(f"{metadata.num_rows} rows, expected 1", table=METADATA_TABLE)
@@ -288,8 +300,25 @@ def _read_tables(path):
         row = {column: metadata.column(column)[0].as_py() for column in metadata.column_names}
     except ValueError as error:  # e.g. invalid UTF-8 in the name
         raise GraphFormatError(f"unreadable metadata ({error})", table=METADATA_TABLE) from None
+    version = row["format_version"]
+    names = tables_of_version(version)
+    for name, since in TABLES_SINCE.items():
+        present = (Path(path) / f"{name}{FILE_SUFFIX}").exists()
+        if name not in names and present:
+            raise GraphFormatError(
+                f"a format version {version} graph has no {name} table (added in version "
+                f"{since}): the file's version is wrong or the directory mixes graphs",
+                table=name,
+            )
+        if name in names and not present:
+            raise GraphFormatError(
+                f"file {name}{FILE_SUFFIX} is missing: a format version {version} graph has a "
+                f"{name} table (added in version {since})",
+                table=name,
+            )
     tables = {METADATA_TABLE: metadata}
-    tables.update({name: read_table(path, name) for name in TABLES if name != METADATA_TABLE})
+    tables.update({name: read_table(path, name) for name in names if name != METADATA_TABLE})
+    row["format_version"] = FORMAT_VERSION
     return GraphMeta(**row), tables
 
 

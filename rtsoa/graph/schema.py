@@ -15,6 +15,9 @@ one line here (plus filling it in the builder). Three special cases stay explici
 metadata table is `GraphMeta` (`METADATA_SCHEMA`), kernels.name and graphs.name are tuples of
 str, and graph_io is split by its `role` column into graph_inputs and graph_outputs.
 
+Format version 2 added the tensors, dims and symbols tables (names and shapes of a model's
+tensors, symbolic dimensions); load_graph reads version 1 files with those tables empty.
+
 Ids are dense int32, CSR offsets int64. Every CSR over nodes keeps its offsets in the
 `node_offsets` table (n + 1 rows), next to the flat target tables.
 """
@@ -28,7 +31,15 @@ import pyarrow as pa
 
 from rtsoa.errors import GraphFormatError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Tables added by a format version: a file of an older version has none of them (load reads
+# them as empty). Version 2 added the named tensors of models, their dims and their symbols.
+TABLES_SINCE = {"tensors": 2, "dims": 2, "symbols": 2}
+# Versions load_graph reads; an in-memory graph (and so validate_graph) is always FORMAT_VERSION.
+READABLE_FORMAT_VERSIONS = (1, 2)
+MAX_RANK = 8  # tensors.rank is 0 .. MAX_RANK, or RANK_UNKNOWN
+RANK_UNKNOWN = -1
+SIZE_UNKNOWN = -1  # dims.size of a symbolic or unknown dimension
 FILE_SUFFIX = ".arrow"
 # Key of every table's Arrow schema metadata holding its save's id (a digest of the graph's
 # content): tables with different ids come from different graphs, so a mix is refused at load.
@@ -274,6 +285,29 @@ FIELDS = (
     Field("graph_names", "graphs", "name", pa.string()),
     Field("graph_inputs", "graph_io", "value", pa.int32(), Rows("values"), role=IoRole.INPUT),
     Field("graph_outputs", "graph_io", "value", pa.int32(), Rows("values"), role=IoRole.OUTPUT),
+    # Since version 2: named tensors (model inputs, outputs, weights, intermediates) with their
+    # shapes. Tensor t's dims are dims rows [dim_start, dim_start + rank); rank -1 has none.
+    Field(
+        "tensor_value",
+        "tensors",
+        "value",
+        pa.int32(),
+        Rows("values"),
+        doc="one row per named value (synthetic graphs have none)",
+    ),
+    Field("tensor_name", "tensors", "name", pa.string(), doc="unique, non-empty"),
+    Field("tensor_rank", "tensors", "rank", pa.int8(), doc="0 .. MAX_RANK (8), or -1: unknown"),
+    Field("tensor_dim_start", "tensors", "dim_start", pa.int64(), doc="first row in dims"),
+    Field("dim_size", "dims", "size", pa.int64(), doc=">= 0 static, -1 symbolic or unknown"),
+    Field(
+        "dim_symbol",
+        "dims",
+        "symbol",
+        pa.int32(),
+        Rows("symbols", or_none=True),
+        doc="the symbol of a symbolic dim (its size is -1), -1 for none",
+    ),
+    Field("symbol_names", "symbols", "name", pa.string(), doc='e.g. "batch", "seq"; unique'),
 )
 
 FIELDS_BY_NAME = {field.name: field for field in FIELDS}
@@ -348,11 +382,18 @@ def saved_row(graph, field, row):
     return row
 
 
-def check_format_version(version):
-    """Raise GraphFormatError unless `version` is the format version this rtsoa reads."""
-    if version != FORMAT_VERSION:
+def tables_of_version(version):
+    """Names of the tables a file of format `version` holds (metadata first, on-disk order)."""
+    return [name for name in TABLES if TABLES_SINCE.get(name, 1) <= version]
+
+
+def check_format_version(version, readable=(FORMAT_VERSION,)):
+    """Raise GraphFormatError unless `version` is one of `readable` (load_graph passes
+    READABLE_FORMAT_VERSIONS; an in-memory graph must be FORMAT_VERSION)."""
+    if version not in readable:
+        versions = ", ".join(str(v) for v in readable)
         raise GraphFormatError(
-            f"format version {version} is not supported (this rtsoa reads {FORMAT_VERSION})",
+            f"format version {version} is not supported (this rtsoa reads {versions})",
             table=METADATA_TABLE,
             column="format_version",
             row=0,

@@ -20,9 +20,12 @@ from rtsoa.graph.schema import (
     CSRS,
     FIELDS,
     FIELDS_BY_NAME,
+    MAX_RANK,
     METADATA_TABLE,
     NODES_TABLE,
+    RANK_UNKNOWN,
     ROOT_GRAPHS,
+    SIZE_UNKNOWN,
     TABLE_FIELDS,
     GraphKind,
     Offsets,
@@ -140,6 +143,7 @@ def validate_graph(graph, io_rows=None):
     _check_kernels_table(graph)
     for field in _RANGED:
         _check_field_ids(graph, field, io_rows)
+    _check_tensor_tables(graph, io_rows)
 
     n = graph.num_nodes
     roots = root_graphs(graph.graph_parent)
@@ -270,3 +274,78 @@ def _check_kernels_table(graph):
             if name in seen:
                 _fail(_KERNEL_NAMES, f"kernel name {name!r} is not unique", row)
             seen.add(name)
+
+
+# -- the tensors, dims and symbols tables (format version 2) -------------------------------------
+_TENSOR_VALUE = FIELDS_BY_NAME["tensor_value"]
+_TENSOR_NAME = FIELDS_BY_NAME["tensor_name"]
+_TENSOR_RANK = FIELDS_BY_NAME["tensor_rank"]
+_TENSOR_DIM_START = FIELDS_BY_NAME["tensor_dim_start"]
+_DIM_SIZE = FIELDS_BY_NAME["dim_size"]
+_DIM_SYMBOL = FIELDS_BY_NAME["dim_symbol"]
+_SYMBOL_NAMES = FIELDS_BY_NAME["symbol_names"]
+_GRAPH_IO = (FIELDS_BY_NAME["graph_inputs"], FIELDS_BY_NAME["graph_outputs"])
+
+
+def _check_tensor_tables(graph, io_rows):
+    """Named tensors and their shapes: ranks in [-1, MAX_RANK]; each tensor's dims window
+    [dim_start, dim_start + rank) inside dims; sizes >= -1, -1 for a dim with a symbol; one row
+    per value; unique non-empty tensor and symbol names; and a graph that names any tensor
+    names its inputs and outputs. Value and symbol ids are range-checked before (FIELDS)."""
+    rank = graph.tensor_rank
+    row = _first_out_of_range(rank, RANK_UNKNOWN, MAX_RANK + 1)
+    if row >= 0:
+        message = f"rank {int(rank[row])} out of range [{RANK_UNKNOWN}, {MAX_RANK}] (-1: unknown)"
+        _fail(_TENSOR_RANK, message, row)
+    start = graph.tensor_dim_start
+    dims = graph.dim_size.shape[0]
+    width = np.maximum(rank, 0).astype(np.int64)
+    # start > dims - width, not start + width > dims: the sum may overflow int64.
+    outside = (start < 0) | (start > dims - width)
+    if outside.any():
+        row = int(np.argmax(outside))
+        first, count = int(start[row]), int(width[row])
+        message = (
+            f"dims rows [{first}, {first + count}) of a rank {count} tensor outside [0, {dims})"
+        )
+        _fail(_TENSOR_DIM_START, message, row)
+    size = graph.dim_size
+    below = size < SIZE_UNKNOWN
+    if below.any():
+        row = int(np.argmax(below))
+        _fail(_DIM_SIZE, f"size {int(size[row])} below -1 (-1: symbolic or unknown)", row)
+    sized_symbol = (graph.dim_symbol >= 0) & (size != SIZE_UNKNOWN)
+    if sized_symbol.any():
+        row = int(np.argmax(sized_symbol))
+        symbol = graph.symbol_names[int(graph.dim_symbol[row])]
+        message = f"size {int(size[row])} for symbolic dim {symbol!r}: a symbol's size is -1"
+        _fail(_DIM_SIZE, message, row)
+    _check_unique(_TENSOR_VALUE, graph.tensor_value.tolist(), "value")
+    _check_unique(_TENSOR_NAME, graph.tensor_name, "tensor name")
+    _check_unique(_SYMBOL_NAMES, graph.symbol_names, "symbol name")
+    if graph.tensor_value.shape[0] == 0:
+        return
+    for field in _GRAPH_IO:
+        array = getattr(graph, field.name)
+        unnamed = ~np.isin(array, graph.tensor_value)
+        if unnamed.any():
+            index = int(np.argmax(unnamed))
+            row = saved_row(graph, field, index)
+            if io_rows is not None:
+                row = int(io_rows[row])
+            message = (
+                f"graph {field.role.name.lower()} value {int(array[index])} has no tensors row "
+                "(a graph that names tensors names its inputs and outputs)"
+            )
+            _fail(field, message, row)
+
+
+def _check_unique(field, items, what):
+    """GraphFormatError at the first item equal to an earlier one (or an empty name)."""
+    first_row = {}
+    for row, item in enumerate(items):
+        if item == "":
+            _fail(field, f"empty {what}", row)
+        if item in first_row:
+            _fail(field, f"{what} {item!r} repeats row {first_row[item]}", row)
+        first_row[item] = row
