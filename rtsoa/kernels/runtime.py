@@ -31,8 +31,19 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir
+from rtsoa.graph.schema import MAX_RANK
 
 SCRATCH_SIZE = 8  # int64 words of WorkerState.scratch
+# Columns of ValueState.shapes: rank (-1 unknown), DType code, then MAX_RANK dims.
+SHAPE_RANK = 0
+SHAPE_DTYPE = 1
+SHAPE_DIMS = 2
+SHAPE_WIDTH = SHAPE_DIMS + MAX_RANK
+# Rows of GraphArrays.functions: addresses of separately compiled code kernels call.
+FUNCTION_OPS = 0  # rtsoa.ops.entry (0 when the graph runs no compute op)
+NUM_FUNCTIONS = 1
+# Kernels of lowered models: a graph running any of them gets shape rows for every value.
+MODEL_KERNELS = ("OpInferShape", "OpLaunch", "ConstTensor", "UploadConstant")
 
 
 class GraphArrays(NamedTuple):
@@ -54,12 +65,16 @@ class GraphArrays(NamedTuple):
     value_dtype: np.ndarray  # int8 per value: DType
     value_placement: np.ndarray  # int8 per value: Placement (where its memory is allocated)
     kernel_control_flow: np.ndarray  # bool per dispatch id: may its `notify(k)` be obeyed?
+    functions: np.ndarray  # int64[NUM_FUNCTIONS]: addresses of out-of-line compiled code
 
 
 class ValueState(NamedTuple):
     """What one run produces (shared by the workers of that run, written by producers)."""
 
     slots: np.ndarray  # int64 per value: its 8-byte inline slot
+    # int64[values, SHAPE_WIDTH] for graphs of lowered models (a tensor's run-time rank, dtype
+    # and dims, written by its shape kernel); one unused row for other graphs
+    shapes: np.ndarray
 
 
 class WorkerState(NamedTuple):
@@ -93,6 +108,11 @@ def graph_arrays(graph, node_dispatch, kernel_control_flow):
     compiled type (one compile).
     """
     attr_pool = read_only(np.ascontiguousarray(graph.attr_pool))
+    functions = np.zeros(NUM_FUNCTIONS, dtype=np.int64)
+    if is_model(graph):
+        from rtsoa.ops.entry import entry_address  # compiles / loads the op library
+
+        functions[FUNCTION_OPS] = entry_address()
     return GraphArrays(
         node_dispatch=read_only(np.ascontiguousarray(node_dispatch, dtype=np.int32)),
         node_stream=read_only(graph.node_stream),
@@ -110,12 +130,21 @@ def graph_arrays(graph, node_dispatch, kernel_control_flow):
         value_dtype=read_only(graph.value_dtype),
         value_placement=read_only(graph.value_placement),
         kernel_control_flow=read_only(np.ascontiguousarray(kernel_control_flow, dtype=np.bool_)),
+        functions=read_only(functions),
     )
 
 
-def new_values(num_values):
-    """Fresh value slots for one run (zeros)."""
-    return ValueState(slots=np.zeros(max(int(num_values), 1), dtype=np.int64))
+def is_model(graph):
+    """Does `graph` run kernels of lowered models (so its values need shape rows)?"""
+    return any(name in MODEL_KERNELS for name in graph.kernel_names)
+
+
+def new_values(num_values, shapes=False):
+    """Fresh value slots for one run (zeros); with `shapes`, a shape row per value (rank -1)."""
+    rows = max(int(num_values), 1) if shapes else 1
+    shape_rows = np.zeros((rows, SHAPE_WIDTH), dtype=np.int64)
+    shape_rows[:, SHAPE_RANK] = -1
+    return ValueState(slots=np.zeros(max(int(num_values), 1), dtype=np.int64), shapes=shape_rows)
 
 
 def new_worker():
@@ -130,7 +159,7 @@ def make_runtime(graph, node_dispatch, kernel_control_flow, device_state, values
     state unless given (a session passes its own values, a worker thread its own worker)."""
     return Runtime(
         graph=graph_arrays(graph, node_dispatch, kernel_control_flow),
-        values=values if values is not None else new_values(graph.num_values),
+        values=values if values is not None else new_values(graph.num_values, is_model(graph)),
         worker=worker if worker is not None else new_worker(),
         device=device_state,
     )

@@ -1,0 +1,75 @@
+"""`call_entry`: calling the compiled op entry (`rtsoa.ops.entry`) through its address.
+
+Kernels get the address at run time (`rt.graph.functions[FUNCTION_OPS]`), so the op library is
+never linked into (and compiled again with) the executor loops. This module imports nothing of
+the op library itself, so the kernel modules can import it cheaply.
+"""
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array
+
+
+@intrinsic
+def call_entry(typingctx, address, mode, code, arena, table, attrs, fattrs, n_in, n_out):
+    """Call the op entry at `address` (an int64) on arrays: the arena (uint8[:]), the operand
+    table (int64[MAX_OPERANDS + 1, ROW_WIDTH], C order), the attribute slots (int64[:]) and their
+    float64 view; returns its int32 status. The caller checked shapes and contiguity."""
+    arrays = (arena, table, attrs, fattrs)
+    if not all(isinstance(array, types.Array) for array in arrays):
+        return None
+    signature = types.int32(address, mode, code, arena, table, attrs, fattrs, n_in, n_out)
+
+    def codegen(context, builder, signature, arguments):
+        address_value, mode_value, code_value = arguments[:3]
+        arena_value, table_value, attrs_value, fattrs_value = arguments[3:7]
+        n_in_value, n_out_value = arguments[7:9]
+        i64 = ir.IntType(64)
+        kinds = signature.args
+
+        def data(index, value):
+            array = make_array(kinds[index])(context, builder, value)
+            return array
+
+        arena_array = data(3, arena_value)
+        table_array = data(4, table_value)
+        attrs_array = data(5, attrs_value)
+        fattrs_array = data(6, fattrs_value)
+        function_type = ir.FunctionType(
+            ir.IntType(32),
+            [
+                i64,
+                i64,
+                ir.IntType(8).as_pointer(),
+                i64,
+                i64.as_pointer(),
+                i64.as_pointer(),
+                ir.DoubleType().as_pointer(),
+                i64,
+                i64,
+                i64,
+            ],
+        )
+        pointer = builder.inttoptr(address_value, function_type.as_pointer())
+
+        def as64(value, kind):
+            return context.cast(builder, value, kind, types.int64)
+
+        return builder.call(
+            pointer,
+            [
+                as64(mode_value, kinds[1]),
+                as64(code_value, kinds[2]),
+                builder.bitcast(arena_array.data, ir.IntType(8).as_pointer()),
+                builder.extract_value(arena_array.shape, 0),
+                builder.bitcast(table_array.data, i64.as_pointer()),
+                builder.bitcast(attrs_array.data, i64.as_pointer()),
+                builder.bitcast(fattrs_array.data, ir.DoubleType().as_pointer()),
+                builder.extract_value(attrs_array.shape, 0),
+                as64(n_in_value, kinds[7]),
+                as64(n_out_value, kinds[8]),
+            ],
+        )
+
+    return signature, codegen

@@ -1,0 +1,248 @@
+"""Matrix products: MatMul (numpy semantics, batched with broadcasting) and Gemm.
+
+Float32 / float64 products go to BLAS through Numba's `np.dot` on contiguous 2-D views (one
+call per batch matrix; scipy provides the BLAS); integer MatMul runs a plain triple loop.
+"""
+
+import numpy as np
+
+from rtsoa._jit import jit_inline_ir, jit_with_nrt
+from rtsoa.ops.abi import (
+    COL_DIMS,
+    COL_RANK,
+    F32,
+    F64,
+    I32,
+    I64,
+    MAX_RANK,
+    RESULT_ROW,
+    STATUS_OP_BAD_ATTRIBUTE,
+    STATUS_OP_BAD_DTYPE,
+    STATUS_OP_BAD_SHAPE,
+    dim,
+    dtype,
+    numel,
+    present,
+    rank,
+    set_dim,
+    set_output,
+    view,
+)
+from rtsoa.ops.broadcast import apply2, broadcast_rows
+from rtsoa.ops.registry import register_op
+
+_SCRATCH_A = 62  # spare table rows used to broadcast batch dimensions (n_in + n_out < 62)
+_SCRATCH_B = 63
+
+
+@jit_with_nrt
+def matmul_infer(arena, table, n_in, n_out, attrs, fattrs):
+    """numpy.matmul shapes: 1-D operands are promoted and the added dimension dropped."""
+    if dtype(table, 0) != dtype(table, 1):
+        return np.int32(STATUS_OP_BAD_DTYPE)
+    ra = rank(table, 0)
+    rb = rank(table, 1)
+    if ra < 1 or rb < 1:
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    m = dim(table, 0, ra - 2) if ra >= 2 else np.int64(1)
+    k = dim(table, 0, ra - 1)
+    kb = dim(table, 1, rb - 2) if rb >= 2 else dim(table, 1, 0)
+    n = dim(table, 1, rb - 1) if rb >= 2 else np.int64(1)
+    if k != kb:
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    # batch dims: broadcast of the leading dims (scratch rows hold them)
+    table[_SCRATCH_A, COL_RANK] = max(ra - 2, 0)
+    table[_SCRATCH_B, COL_RANK] = max(rb - 2, 0)
+    for axis in range(max(ra - 2, 0)):
+        table[_SCRATCH_A, COL_DIMS + axis] = dim(table, 0, axis)
+    for axis in range(max(rb - 2, 0)):
+        table[_SCRATCH_B, COL_DIMS + axis] = dim(table, 1, axis)
+    rows = np.array([_SCRATCH_A, _SCRATCH_B], dtype=np.int64)
+    status = broadcast_rows(table, rows, n_in)
+    if status != 0:
+        return status
+    batch_rank = table[n_in, COL_RANK]
+    out_rank = batch_rank + (1 if ra >= 2 else 0) + (1 if rb >= 2 else 0)
+    if out_rank > MAX_RANK:
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    set_output(table, n_in, dtype(table, 0), out_rank)
+    axis = batch_rank
+    if ra >= 2:
+        set_dim(table, n_in, axis, m)
+        axis += 1
+    if rb >= 2:
+        set_dim(table, n_in, axis, n)
+    table[RESULT_ROW, 0] = 2 * numel(table, n_in) * k
+    return np.int32(0)
+
+
+@jit_inline_ir
+def _int_product(a, b, out, m, k, n):
+    for i in range(m):
+        for j in range(n):
+            total = a[0] - a[0]
+            for p in range(k):
+                total += a[i * k + p] * b[p * n + j]
+            out[i * n + j] = total
+
+
+@jit_inline_ir
+def _matmul_as(arena, table, n_in, kind, blas):
+    a = view(arena, table, 0, kind)
+    b = view(arena, table, 1, kind)
+    out = view(arena, table, n_in, kind)
+    ra = rank(table, 0)
+    rb = rank(table, 1)
+    m = dim(table, 0, ra - 2) if ra >= 2 else np.int64(1)
+    k = dim(table, 0, ra - 1)
+    n = dim(table, 1, rb - 1) if rb >= 2 else np.int64(1)
+    if out.shape[0] == 0:
+        return
+    if k == 0:
+        out[:] = 0
+        return
+    # batch index -> offsets of a and b (broadcast over the batch dims)
+    batch = out.shape[0] // (m * n)
+    index_a = np.arange(numel(table, _SCRATCH_A), dtype=np.int64)
+    index_b = np.arange(numel(table, _SCRATCH_B), dtype=np.int64)
+    which_a = np.zeros(batch, dtype=np.int64)
+    which_b = np.zeros(batch, dtype=np.int64)
+    # broadcast the batch indices of a and b to the output's batch shape
+    table[_SCRATCH_A - 1, COL_RANK] = table[n_in, COL_RANK] - (1 if ra >= 2 else 0)
+    table[_SCRATCH_A - 1, COL_RANK] -= 1 if rb >= 2 else 0
+    for axis in range(table[_SCRATCH_A - 1, COL_RANK]):
+        table[_SCRATCH_A - 1, COL_DIMS + axis] = table[n_in, COL_DIMS + axis]
+    apply2(_first, index_a, _SCRATCH_A, index_a, _SCRATCH_A, which_a, _SCRATCH_A - 1, table)
+    apply2(_first, index_b, _SCRATCH_B, index_b, _SCRATCH_B, which_b, _SCRATCH_A - 1, table)
+    for t in range(batch):
+        a2 = a[which_a[t] * m * k : (which_a[t] + 1) * m * k]
+        b2 = b[which_b[t] * k * n : (which_b[t] + 1) * k * n]
+        o2 = out[t * m * n : (t + 1) * m * n]
+        if blas:
+            np.dot(a2.reshape((m, k)), b2.reshape((k, n)), o2.reshape((m, n)))
+        else:
+            _int_product(a2, b2, o2, m, k, n)
+
+
+@jit_inline_ir
+def _first(x, y):
+    return x
+
+
+@jit_with_nrt
+def matmul_compute(arena, table, n_in, n_out, attrs, fattrs):
+    kind = dtype(table, 0)
+    if kind == F32:
+        _matmul_as(arena, table, n_in, np.float32, True)
+    elif kind == F64:
+        _matmul_as(arena, table, n_in, np.float64, True)
+    elif kind == I64:
+        _matmul_as(arena, table, n_in, np.int64, False)
+    elif kind == I32:
+        _matmul_as(arena, table, n_in, np.int32, False)
+    else:
+        return np.int32(STATUS_OP_BAD_DTYPE)
+    return np.int32(0)
+
+
+# -- Gemm: Y = alpha * op(A) @ op(B) + beta * C --------------------------------------------------
+# attrs: [transA, transB, alpha (float), beta (float)]
+
+
+@jit_with_nrt
+def gemm_infer(arena, table, n_in, n_out, attrs, fattrs):
+    if rank(table, 0) != 2 or rank(table, 1) != 2:
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    kind = dtype(table, 0)
+    if kind != F32 and kind != F64:
+        return np.int32(STATUS_OP_BAD_DTYPE)
+    if dtype(table, 1) != kind or (n_in > 2 and present(table, 2) and dtype(table, 2) != kind):
+        return np.int32(STATUS_OP_BAD_DTYPE)
+    trans_a = attrs[0]
+    trans_b = attrs[1]
+    if (trans_a != 0 and trans_a != 1) or (trans_b != 0 and trans_b != 1):
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
+    m = dim(table, 0, 1) if trans_a else dim(table, 0, 0)
+    k = dim(table, 0, 0) if trans_a else dim(table, 0, 1)
+    kb = dim(table, 1, 1) if trans_b else dim(table, 1, 0)
+    n = dim(table, 1, 0) if trans_b else dim(table, 1, 1)
+    if k != kb:
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    set_output(table, n_in, kind, 2)
+    set_dim(table, n_in, 0, m)
+    set_dim(table, n_in, 1, n)
+    if n_in > 2 and present(table, 2):  # C must broadcast to (m, n)
+        rows = np.array([2, n_in], dtype=np.int64)
+        table[_SCRATCH_A, COL_RANK] = 2
+        status = broadcast_rows(table, rows, _SCRATCH_A)
+        if status != 0:
+            return status
+        if dim(table, _SCRATCH_A, 0) != m or dim(table, _SCRATCH_A, 1) != n:
+            return np.int32(STATUS_OP_BAD_SHAPE)
+    table[RESULT_ROW, 0] = 2 * m * n * k
+    return np.int32(0)
+
+
+@jit_inline_ir
+def _gemm_as(arena, table, n_in, attrs, fattrs, kind):
+    a = view(arena, table, 0, kind)
+    b = view(arena, table, 1, kind)
+    out = view(arena, table, n_in, kind)
+    trans_a = attrs[0]
+    trans_b = attrs[1]
+    alpha = kind(fattrs[2])
+    beta = kind(fattrs[3])
+    m = dim(table, n_in, 0)
+    n = dim(table, n_in, 1)
+    if out.shape[0] == 0:
+        return
+    a2 = a.reshape((dim(table, 0, 0), dim(table, 0, 1)))
+    b2 = b.reshape((dim(table, 1, 0), dim(table, 1, 1)))
+    o2 = out.reshape((m, n))
+    if dim(table, 0, 0) * dim(table, 0, 1) == 0:
+        o2[:] = 0
+    elif trans_a and trans_b:
+        np.dot(a2.T, b2.T, o2)
+    elif trans_a:
+        np.dot(a2.T, b2, o2)
+    elif trans_b:
+        np.dot(a2, b2.T, o2)
+    else:
+        np.dot(a2, b2, o2)
+    if alpha != 1:
+        out *= alpha
+    if n_in > 2 and present(table, 2) and beta != 0:
+        c = view(arena, table, 2, kind)
+        if beta != 1:
+            scaled = c * beta
+            apply2(_add2, out, n_in, scaled, 2, out, n_in, table)
+        else:
+            apply2(_add2, out, n_in, c, 2, out, n_in, table)
+
+
+@jit_inline_ir
+def _add2(x, y):
+    return x + y
+
+
+@jit_with_nrt
+def gemm_compute(arena, table, n_in, n_out, attrs, fattrs):
+    if dtype(table, 0) == F32:
+        _gemm_as(arena, table, n_in, attrs, fattrs, np.float32)
+    else:
+        _gemm_as(arena, table, n_in, attrs, fattrs, np.float64)
+    return np.int32(0)
+
+
+def encode_gemm(attributes, inputs):
+    """Gemm attrs: transA, transB, alpha, beta."""
+    return [
+        int(attributes.get("transA", 0)),
+        int(attributes.get("transB", 0)),
+        float(attributes.get("alpha", 1.0)),
+        float(attributes.get("beta", 1.0)),
+    ]
+
+
+register_op("MatMul", matmul_infer, matmul_compute, inputs=(2, 2))
+register_op("Gemm", gemm_infer, gemm_compute, encode=encode_gemm, inputs=(2, 3))
