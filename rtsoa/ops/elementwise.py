@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from rtsoa._jit import jit_inline_ir, jit_with_nrt
+from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     BOOL,
     F32,
@@ -20,11 +20,10 @@ from rtsoa.ops.abi import (
     STATUS_OP_BAD_DTYPE,
     copy_shape,
     dtype,
-    numel,
     set_output,
     view,
 )
-from rtsoa.ops.broadcast import apply2, broadcast_copy, broadcast_rows
+from rtsoa.ops.broadcast import broadcast_rows, index_map, same_shape
 from rtsoa.ops.registry import register_op
 
 # -- shape inference ----------------------------------------------------------------------------
@@ -59,173 +58,303 @@ def same_shape_infer(arena, table, n_in, n_out, attrs, fattrs):
     return np.int32(0)
 
 
-# -- the functions applied elementwise --------------------------------------------------------
+# -- loops (one small function per family, specialised per dtype; `op` picks the formula) ------
+
+ADD, SUB, MUL, DIV, POW, MAX, MIN = 0, 1, 2, 3, 4, 5, 6
+EQUAL, LESS, GREATER = 0, 1, 2
+RELU, LEAKY_RELU, SIGMOID, TANH, EXP, LOG, SQRT, NEG, ABS, ERF = range(10)
 
 
-@jit_inline_ir
-def _add(x, y):
-    return x + y
+@jit_with_nrt
+def binary_loop(op, x, xi, y, yi, out):
+    """out[i] = x[xi[i]] op y[yi[i]]; xi / yi of length 0 mean the identity map."""
+    n = out.shape[0]
+    mapped_x = xi.shape[0] > 0
+    mapped_y = yi.shape[0] > 0
+    for i in range(n):
+        a = x[xi[i]] if mapped_x else x[i]
+        b = y[yi[i]] if mapped_y else y[i]
+        if op == ADD:
+            out[i] = a + b
+        elif op == SUB:
+            out[i] = a - b
+        elif op == MUL:
+            out[i] = a * b
+        elif op == DIV:
+            out[i] = a / b
+        elif op == POW:
+            out[i] = a**b
+        elif op == MAX:
+            out[i] = max(a, b)
+        else:
+            out[i] = min(a, b)
 
 
-@jit_inline_ir
-def _sub(x, y):
-    return x - y
+@jit_with_nrt
+def int_binary_loop(op, x, xi, y, yi, out):
+    """binary_loop for integers: DIV truncates toward zero (x / 0 gives 0), POW by squaring."""
+    n = out.shape[0]
+    mapped_x = xi.shape[0] > 0
+    mapped_y = yi.shape[0] > 0
+    for i in range(n):
+        a = x[xi[i]] if mapped_x else x[i]
+        b = y[yi[i]] if mapped_y else y[i]
+        if op == ADD:
+            out[i] = a + b
+        elif op == SUB:
+            out[i] = a - b
+        elif op == MUL:
+            out[i] = a * b
+        elif op == DIV:
+            if b == 0:
+                out[i] = 0
+            else:
+                q = abs(a) // abs(b)
+                out[i] = q if (a >= 0) == (b >= 0) else -q
+        elif op == POW:
+            result = a - a + 1
+            base = a
+            exponent = b
+            while exponent > 0:
+                if exponent & 1:
+                    result *= base
+                base *= base
+                exponent >>= 1
+            out[i] = result if b >= 0 else a - a
+        elif op == MAX:
+            out[i] = max(a, b)
+        else:
+            out[i] = min(a, b)
 
 
-@jit_inline_ir
-def _mul(x, y):
-    return x * y
+@jit_with_nrt
+def compare_loop(op, x, xi, y, yi, out):
+    """Bool out[i] = x[xi[i]] op y[yi[i]] (EQUAL / LESS / GREATER)."""
+    mapped_x = xi.shape[0] > 0
+    mapped_y = yi.shape[0] > 0
+    for i in range(out.shape[0]):
+        a = x[xi[i]] if mapped_x else x[i]
+        b = y[yi[i]] if mapped_y else y[i]
+        if op == EQUAL:
+            out[i] = a == b
+        elif op == LESS:
+            out[i] = a < b
+        else:
+            out[i] = a > b
 
 
-@jit_inline_ir
-def _div(x, y):
-    return x / y
+@jit_with_nrt
+def unary_loop(op, x, out, p0, p1):
+    """out[i] = f(x[i]) for the activation `op` (parameters p0, p1 where it has them)."""
+    n = out.shape[0]
+    zero = x.dtype.type(0) if n == 0 else x[0] - x[0]
+    if op == RELU:
+        for i in range(n):
+            out[i] = x[i] if x[i] > 0 else zero
+    elif op == LEAKY_RELU:
+        for i in range(n):
+            out[i] = x[i] if x[i] >= 0 else p0 * x[i]
+    elif op == SIGMOID:
+        for i in range(n):
+            v = x[i]
+            if v >= 0:
+                out[i] = 1 / (1 + np.exp(-v))
+            else:
+                e = np.exp(v)
+                out[i] = e / (1 + e)
+    elif op == TANH:
+        for i in range(n):
+            out[i] = np.tanh(x[i])
+    elif op == EXP:
+        for i in range(n):
+            out[i] = np.exp(x[i])
+    elif op == LOG:
+        for i in range(n):
+            out[i] = np.log(x[i])
+    elif op == SQRT:
+        for i in range(n):
+            out[i] = np.sqrt(x[i])
+    elif op == NEG:
+        for i in range(n):
+            out[i] = -x[i]
+    elif op == ABS:
+        for i in range(n):
+            out[i] = abs(x[i])
+    elif op == ERF:
+        for i in range(n):
+            out[i] = math.erf(x[i])
 
 
-@jit_inline_ir
-def _int_div(x, y):  # truncating, like C and onnxruntime; x / 0 gives 0 instead of a trap
-    if y == 0:
-        return x - x
-    q = abs(x) // abs(y)
-    return q if (x >= 0) == (y >= 0) else -q
+@jit_with_nrt
+def _map(table, row, out):
+    """The index map of row `row` into output `out`, or an empty array for the identity."""
+    if same_shape(table, row, out):
+        return np.zeros(0, dtype=np.int64)
+    return index_map(table, row, out)
 
 
-@jit_inline_ir
-def _pow(x, y):
-    return x**y
-
-
-@jit_inline_ir
-def _max(x, y):
-    return max(x, y)
-
-
-@jit_inline_ir
-def _min(x, y):
-    return min(x, y)
-
-
-@jit_inline_ir
-def _equal(x, y):
-    return x == y
-
-
-@jit_inline_ir
-def _less(x, y):
-    return x < y
-
-
-@jit_inline_ir
-def _greater(x, y):
-    return x > y
-
-
-# -- dtype dispatch -----------------------------------------------------------------------------
-
-
-@jit_inline_ir
-def _fold(fn, arena, table, n_in, kind):
-    """out = in0 fn in1 fn ... (broadcast), all of numpy dtype `kind`."""
-    out = view(arena, table, n_in, kind)
-    if n_in == 2:
-        apply2(fn, view(arena, table, 0, kind), 0, view(arena, table, 1, kind), 1, out, n_in, table)
-        return
-    broadcast_copy(view(arena, table, 0, kind), 0, out, n_in, table)
+@jit_with_nrt
+def fold_numeric(op, arena, table, n_in):
+    """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64 / int32 / int64."""
+    o = n_in
+    kind = dtype(table, 0)
     for row in range(1, n_in):
-        apply2(fn, out, n_in, view(arena, table, row, kind), row, out, n_in, table)
-
-
-@jit_inline_ir
-def fold_numeric(fn, int_fn, arena, table, n_in):
-    """`_fold` on the inputs' dtype (float32 / float64 with `fn`, int32 / int64 with `int_fn`)."""
-    kind = dtype(table, 0)
-    if kind == F32:
-        _fold(fn, arena, table, n_in, np.float32)
-    elif kind == F64:
-        _fold(fn, arena, table, n_in, np.float64)
-    elif kind == I64:
-        _fold(int_fn, arena, table, n_in, np.int64)
-    elif kind == I32:
-        _fold(int_fn, arena, table, n_in, np.int32)
-    else:
-        return np.int32(STATUS_OP_BAD_DTYPE)
+        x_row = 0 if row == 1 else o
+        xi = _map(table, x_row, o)
+        yi = _map(table, row, o)
+        if kind == F32:
+            x = view(arena, table, x_row, np.float32)
+            binary_loop(
+                op,
+                x,
+                xi,
+                view(arena, table, row, np.float32),
+                yi,
+                view(arena, table, o, np.float32),
+            )
+        elif kind == F64:
+            x = view(arena, table, x_row, np.float64)
+            binary_loop(
+                op,
+                x,
+                xi,
+                view(arena, table, row, np.float64),
+                yi,
+                view(arena, table, o, np.float64),
+            )
+        elif kind == I64:
+            x = view(arena, table, x_row, np.int64)
+            int_binary_loop(
+                op, x, xi, view(arena, table, row, np.int64), yi, view(arena, table, o, np.int64)
+            )
+        elif kind == I32:
+            x = view(arena, table, x_row, np.int32)
+            int_binary_loop(
+                op, x, xi, view(arena, table, row, np.int32), yi, view(arena, table, o, np.int32)
+            )
+        else:
+            return np.int32(STATUS_OP_BAD_DTYPE)
+    if n_in == 1:  # Sum / Max / Min / Mean of one input: a copy
+        source = view(arena, table, 0, np.uint8)
+        target = view(arena, table, o, np.uint8)
+        target[:] = source[: target.shape[0]]
     return np.int32(0)
 
 
-@jit_inline_ir
-def _compare_as(fn, arena, table, kind):
+@jit_with_nrt
+def compare(op, arena, table):
+    """Bool output of in0 op in1 with broadcasting, on any numeric or bool dtype."""
+    kind = dtype(table, 0)
+    xi = _map(table, 0, 2)
+    yi = _map(table, 1, 2)
     out = view(arena, table, 2, np.bool_)
-    apply2(fn, view(arena, table, 0, kind), 0, view(arena, table, 1, kind), 1, out, 2, table)
-
-
-@jit_inline_ir
-def compare(fn, arena, table):
-    """Bool output of fn(in0, in1) with broadcasting, on any numeric or bool dtype."""
-    kind = dtype(table, 0)
     if kind == F32:
-        _compare_as(fn, arena, table, np.float32)
+        compare_loop(
+            op, view(arena, table, 0, np.float32), xi, view(arena, table, 1, np.float32), yi, out
+        )
     elif kind == F64:
-        _compare_as(fn, arena, table, np.float64)
+        compare_loop(
+            op, view(arena, table, 0, np.float64), xi, view(arena, table, 1, np.float64), yi, out
+        )
     elif kind == I64:
-        _compare_as(fn, arena, table, np.int64)
+        compare_loop(
+            op, view(arena, table, 0, np.int64), xi, view(arena, table, 1, np.int64), yi, out
+        )
     elif kind == I32:
-        _compare_as(fn, arena, table, np.int32)
+        compare_loop(
+            op, view(arena, table, 0, np.int32), xi, view(arena, table, 1, np.int32), yi, out
+        )
     elif kind == BOOL:
-        _compare_as(fn, arena, table, np.bool_)
+        compare_loop(
+            op, view(arena, table, 0, np.bool_), xi, view(arena, table, 1, np.bool_), yi, out
+        )
     else:
         return np.int32(STATUS_OP_BAD_DTYPE)
     return np.int32(0)
 
 
-# -- binary and variadic ops ----------------------------------------------------------------------
+@jit_with_nrt
+def unary(op, arena, table, n_in, p0, p1):
+    """out = f(x) for activation `op`: float32 / float64, and int32 / int64 for NEG and ABS."""
+    kind = dtype(table, 0)
+    if kind == F32:
+        unary_loop(
+            op,
+            view(arena, table, 0, np.float32),
+            view(arena, table, n_in, np.float32),
+            np.float32(p0),
+            np.float32(p1),
+        )
+    elif kind == F64:
+        unary_loop(
+            op,
+            view(arena, table, 0, np.float64),
+            view(arena, table, n_in, np.float64),
+            np.float64(p0),
+            np.float64(p1),
+        )
+    elif kind == I64 and (op == NEG or op == ABS):
+        unary_loop(
+            op,
+            view(arena, table, 0, np.int64),
+            view(arena, table, n_in, np.int64),
+            np.int64(0),
+            np.int64(0),
+        )
+    elif kind == I32 and (op == NEG or op == ABS):
+        unary_loop(
+            op,
+            view(arena, table, 0, np.int32),
+            view(arena, table, n_in, np.int32),
+            np.int32(0),
+            np.int32(0),
+        )
+    else:
+        return np.int32(STATUS_OP_BAD_DTYPE)
+    return np.int32(0)
+
+
+# -- the ops --------------------------------------------------------------------------------------
 
 
 @jit_with_nrt
 def add_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(_add, _add, arena, table, n_in)
+    return fold_numeric(ADD, arena, table, n_in)
 
 
 @jit_with_nrt
 def sub_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(_sub, _sub, arena, table, n_in)
+    return fold_numeric(SUB, arena, table, n_in)
 
 
 @jit_with_nrt
 def mul_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(_mul, _mul, arena, table, n_in)
+    return fold_numeric(MUL, arena, table, n_in)
 
 
 @jit_with_nrt
 def div_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(_div, _int_div, arena, table, n_in)
+    return fold_numeric(DIV, arena, table, n_in)
 
 
 @jit_with_nrt
 def pow_compute(arena, table, n_in, n_out, attrs, fattrs):
-    if dtype(table, 1) != dtype(table, 0):
-        return np.int32(STATUS_OP_BAD_DTYPE)
-    return fold_numeric(_pow, _pow, arena, table, n_in)
-
-
-@jit_with_nrt
-def pow_infer(arena, table, n_in, n_out, attrs, fattrs):
-    """Pow: base and exponent of one dtype (mixed types are not supported yet)."""
-    return same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
+    return fold_numeric(POW, arena, table, n_in)
 
 
 @jit_with_nrt
 def max_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(_max, _max, arena, table, n_in)
+    return fold_numeric(MAX, arena, table, n_in)
 
 
 @jit_with_nrt
 def min_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(_min, _min, arena, table, n_in)
+    return fold_numeric(MIN, arena, table, n_in)
 
 
 @jit_with_nrt
 def mean_compute(arena, table, n_in, n_out, attrs, fattrs):
-    status = fold_numeric(_add, _add, arena, table, n_in)
+    status = fold_numeric(ADD, arena, table, n_in)
     if status != 0:
         return status
     kind = dtype(table, n_in)
@@ -242,171 +371,67 @@ def mean_compute(arena, table, n_in, n_out, attrs, fattrs):
 
 @jit_with_nrt
 def equal_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return compare(_equal, arena, table)
+    return compare(EQUAL, arena, table)
 
 
 @jit_with_nrt
 def less_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return compare(_less, arena, table)
+    return compare(LESS, arena, table)
 
 
 @jit_with_nrt
 def greater_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return compare(_greater, arena, table)
-
-
-# -- unary ops ------------------------------------------------------------------------------------
-
-
-@jit_inline_ir
-def _apply1(fn, x, out, p0, p1):
-    for i in range(out.shape[0]):
-        out[i] = fn(x[i], p0, p1)
-
-
-@jit_inline_ir
-def unary_float(fn, arena, table, n_in, p0, p1):
-    """out = fn(x, p0, p1) elementwise for a float32 / float64 input (p0, p1: parameters)."""
-    kind = dtype(table, 0)
-    if numel(table, 0) == 0:
-        return np.int32(0)
-    if kind == F32:
-        _apply1(
-            fn,
-            view(arena, table, 0, np.float32),
-            view(arena, table, n_in, np.float32),
-            np.float32(p0),
-            np.float32(p1),
-        )
-    elif kind == F64:
-        _apply1(
-            fn,
-            view(arena, table, 0, np.float64),
-            view(arena, table, n_in, np.float64),
-            np.float64(p0),
-            np.float64(p1),
-        )
-    else:
-        return np.int32(STATUS_OP_BAD_DTYPE)
-    return np.int32(0)
-
-
-@jit_inline_ir
-def unary_signed(fn, arena, table, n_in):
-    """out = fn(x, 0, 0) for float or signed integer inputs (Abs, Neg)."""
-    kind = dtype(table, 0)
-    if kind == I64:
-        x = view(arena, table, 0, np.int64)
-        _apply1(fn, x, view(arena, table, n_in, np.int64), np.int64(0), np.int64(0))
-        return np.int32(0)
-    if kind == I32:
-        x = view(arena, table, 0, np.int32)
-        _apply1(fn, x, view(arena, table, n_in, np.int32), np.int32(0), np.int32(0))
-        return np.int32(0)
-    return unary_float(fn, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_inline_ir
-def _relu(x, p0, p1):
-    return x if x > 0 else x - x
-
-
-@jit_inline_ir
-def _leaky_relu(x, alpha, p1):
-    return x if x >= 0 else alpha * x
-
-
-@jit_inline_ir
-def _sigmoid(x, p0, p1):
-    if x >= 0:
-        return 1 / (1 + np.exp(-x))
-    e = np.exp(x)
-    return e / (1 + e)
-
-
-@jit_inline_ir
-def _tanh(x, p0, p1):
-    return np.tanh(x)
-
-
-@jit_inline_ir
-def _exp(x, p0, p1):
-    return np.exp(x)
-
-
-@jit_inline_ir
-def _log(x, p0, p1):
-    return np.log(x)
-
-
-@jit_inline_ir
-def _sqrt(x, p0, p1):
-    return np.sqrt(x)
-
-
-@jit_inline_ir
-def _neg(x, p0, p1):
-    return -x
-
-
-@jit_inline_ir
-def _abs(x, p0, p1):
-    return abs(x)
-
-
-@jit_inline_ir
-def _erf(x, p0, p1):
-    return math.erf(x)
+    return compare(GREATER, arena, table)
 
 
 @jit_with_nrt
 def relu_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_float(_relu, arena, table, n_in, 0.0, 0.0)
+    return unary(RELU, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
 def leaky_relu_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_float(_leaky_relu, arena, table, n_in, fattrs[0], 0.0)
+    return unary(LEAKY_RELU, arena, table, n_in, fattrs[0], 0.0)
 
 
 @jit_with_nrt
 def sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_float(_sigmoid, arena, table, n_in, 0.0, 0.0)
+    return unary(SIGMOID, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
 def tanh_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_float(_tanh, arena, table, n_in, 0.0, 0.0)
+    return unary(TANH, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
 def exp_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_float(_exp, arena, table, n_in, 0.0, 0.0)
+    return unary(EXP, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
 def log_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_float(_log, arena, table, n_in, 0.0, 0.0)
+    return unary(LOG, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
 def sqrt_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_float(_sqrt, arena, table, n_in, 0.0, 0.0)
+    return unary(SQRT, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
 def erf_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_float(_erf, arena, table, n_in, 0.0, 0.0)
+    return unary(ERF, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
 def neg_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_signed(_neg, arena, table, n_in)
+    return unary(NEG, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
 def abs_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary_signed(_abs, arena, table, n_in)
+    return unary(ABS, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
@@ -433,7 +458,7 @@ for _name, _compute in (
     ("Div", div_compute),
 ):
     register_op(_name, same_dtype_broadcast_infer, _compute, inputs=(2, 2))
-register_op("Pow", pow_infer, pow_compute, inputs=(2, 2))
+register_op("Pow", same_dtype_broadcast_infer, pow_compute, inputs=(2, 2))
 for _name, _compute in (
     ("Sum", add_compute),
     ("Max", max_compute),

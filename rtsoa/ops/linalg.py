@@ -28,11 +28,22 @@ from rtsoa.ops.abi import (
     set_output,
     view,
 )
-from rtsoa.ops.broadcast import apply2, broadcast_rows
+from rtsoa.ops.broadcast import broadcast_rows, index_map
 from rtsoa.ops.registry import register_op
 
 _SCRATCH_A = 62  # spare table rows used to broadcast batch dimensions (n_in + n_out < 62)
 _SCRATCH_B = 63
+
+
+@jit_inline_ir
+def _batch_rows(table, ra, rb):
+    """Scratch rows A / B get the batch (leading) dims of inputs 0 / 1."""
+    table[_SCRATCH_A, COL_RANK] = max(ra - 2, 0)
+    table[_SCRATCH_B, COL_RANK] = max(rb - 2, 0)
+    for axis in range(max(ra - 2, 0)):
+        table[_SCRATCH_A, COL_DIMS + axis] = dim(table, 0, axis)
+    for axis in range(max(rb - 2, 0)):
+        table[_SCRATCH_B, COL_DIMS + axis] = dim(table, 1, axis)
 
 
 @jit_with_nrt
@@ -50,13 +61,7 @@ def matmul_infer(arena, table, n_in, n_out, attrs, fattrs):
     n = dim(table, 1, rb - 1) if rb >= 2 else np.int64(1)
     if k != kb:
         return np.int32(STATUS_OP_BAD_SHAPE)
-    # batch dims: broadcast of the leading dims (scratch rows hold them)
-    table[_SCRATCH_A, COL_RANK] = max(ra - 2, 0)
-    table[_SCRATCH_B, COL_RANK] = max(rb - 2, 0)
-    for axis in range(max(ra - 2, 0)):
-        table[_SCRATCH_A, COL_DIMS + axis] = dim(table, 0, axis)
-    for axis in range(max(rb - 2, 0)):
-        table[_SCRATCH_B, COL_DIMS + axis] = dim(table, 1, axis)
+    _batch_rows(table, ra, rb)  # batch dims: broadcast of the leading dims
     rows = np.array([_SCRATCH_A, _SCRATCH_B], dtype=np.int64)
     status = broadcast_rows(table, rows, n_in)
     if status != 0:
@@ -101,19 +106,16 @@ def _matmul_as(arena, table, n_in, kind, blas):
     if k == 0:
         out[:] = 0
         return
-    # batch index -> offsets of a and b (broadcast over the batch dims)
+    # batch index -> which matrix of a and of b (broadcast over the batch dims)
     batch = out.shape[0] // (m * n)
-    index_a = np.arange(numel(table, _SCRATCH_A), dtype=np.int64)
-    index_b = np.arange(numel(table, _SCRATCH_B), dtype=np.int64)
-    which_a = np.zeros(batch, dtype=np.int64)
-    which_b = np.zeros(batch, dtype=np.int64)
-    # broadcast the batch indices of a and b to the output's batch shape
-    table[_SCRATCH_A - 1, COL_RANK] = table[n_in, COL_RANK] - (1 if ra >= 2 else 0)
-    table[_SCRATCH_A - 1, COL_RANK] -= 1 if rb >= 2 else 0
-    for axis in range(table[_SCRATCH_A - 1, COL_RANK]):
-        table[_SCRATCH_A - 1, COL_DIMS + axis] = table[n_in, COL_DIMS + axis]
-    apply2(_first, index_a, _SCRATCH_A, index_a, _SCRATCH_A, which_a, _SCRATCH_A - 1, table)
-    apply2(_first, index_b, _SCRATCH_B, index_b, _SCRATCH_B, which_b, _SCRATCH_A - 1, table)
+    _batch_rows(table, ra, rb)
+    batch_row = _SCRATCH_A - 1
+    table[batch_row, COL_RANK] = table[n_in, COL_RANK] - (1 if ra >= 2 else 0)
+    table[batch_row, COL_RANK] -= 1 if rb >= 2 else 0
+    for axis in range(table[batch_row, COL_RANK]):
+        table[batch_row, COL_DIMS + axis] = table[n_in, COL_DIMS + axis]
+    which_a = index_map(table, _SCRATCH_A, batch_row)
+    which_b = index_map(table, _SCRATCH_B, batch_row)
     for t in range(batch):
         a2 = a[which_a[t] * m * k : (which_a[t] + 1) * m * k]
         b2 = b[which_b[t] * k * n : (which_b[t] + 1) * k * n]
@@ -122,11 +124,6 @@ def _matmul_as(arena, table, n_in, kind, blas):
             np.dot(a2.reshape((m, k)), b2.reshape((k, n)), o2.reshape((m, n)))
         else:
             _int_product(a2, b2, o2, m, k, n)
-
-
-@jit_inline_ir
-def _first(x, y):
-    return x
 
 
 @jit_with_nrt
@@ -213,16 +210,9 @@ def _gemm_as(arena, table, n_in, attrs, fattrs, kind):
         out *= alpha
     if n_in > 2 and present(table, 2) and beta != 0:
         c = view(arena, table, 2, kind)
-        if beta != 1:
-            scaled = c * beta
-            apply2(_add2, out, n_in, scaled, 2, out, n_in, table)
-        else:
-            apply2(_add2, out, n_in, c, 2, out, n_in, table)
-
-
-@jit_inline_ir
-def _add2(x, y):
-    return x + y
+        ci = index_map(table, 2, n_in)
+        for i in range(out.shape[0]):
+            out[i] += beta * c[ci[i]]
 
 
 @jit_with_nrt

@@ -50,7 +50,7 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 17:  # Neg
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 18:  # Pow
-        return rtsoa.ops.elementwise.pow_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 19:  # Relu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 20:  # Sigmoid
