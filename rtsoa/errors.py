@@ -41,3 +41,12 @@ class TooLargeError(RtsoaError, ValueError):
 class KernelDefinitionError(RtsoaError, ValueError):
     """A kernel rtsoa cannot register or compile as written: a bad name, a return type other
     than int32, or arrays created without `allocates=True`. The message names the kernel."""
+
+
+class LoweringError(RtsoaError, ValueError):
+    """A model rtsoa cannot lower: an unsupported op (named with its node and opset), a bad
+    attribute, a shape that cannot work. Raised at lowering, never at run time."""
+
+
+class ModelInputError(RtsoaError, ValueError):
+    """Inputs that do not fit a model: missing, extra, wrongly typed or shaped (named)."""

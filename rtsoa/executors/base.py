@@ -131,6 +131,18 @@ def _bind_nodes(columns, kernel_dispatch, graph_root, graph_in_subgraph, root, t
     return count, start_count, control_flow, launches, unmet, unmet_column, bad_start
 
 
+def _kernel_selection(registry, binding, kernels):
+    """Dispatch ids the compiled dispatch holds: the root's ("used"), None for the whole
+    registry ("all"), or the root's plus the named kernels (a collection of names: graphs
+    that share one such set share one compiled loop, e.g. a model's Init, Main and DeInit)."""
+    if isinstance(kernels, str):
+        if kernels not in ("used", "all"):
+            raise ValueError(f"kernels must be 'used', 'all' or kernel names, not {kernels!r}")
+        return binding.used if kernels == "used" else None
+    ids = registry.bind(tuple(kernels))
+    return sorted(set(binding.used) | {int(i) for i in ids})
+
+
 class Executor(abc.ABC):
     """A graph's root (Main by default) prepared for one executor. Create with
     `prepare_executor`; subclasses define `name`, `runs_control_flow`, `loop` and `_prepare`."""
@@ -140,7 +152,14 @@ class Executor(abc.ABC):
     loop = None  # the plain Python loop function `specialise` compiles
 
     def __init__(
-        self, graph, binding, record_capacity=None, max_steps=None, device=None, kernels="used"
+        self,
+        graph,
+        binding,
+        record_capacity=None,
+        max_steps=None,
+        device=None,
+        kernels="used",
+        values=None,
     ):
         self.graph = graph
         self.root = binding.root
@@ -154,13 +173,18 @@ class Executor(abc.ABC):
         self.device = device if device is not None else default_device(graph)
         control_flow_kernels = self.registry.tables().control_flow
         self.runtime = make_runtime(
-            graph, binding.node_dispatch, control_flow_kernels, self.device.state
+            graph, binding.node_dispatch, control_flow_kernels, self.device.state, values=values
         )
-        self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
-        self.runtime.values.slots[self._memory_values] = NO_BLOCK
-        if kernels not in ("used", "all"):
-            raise ValueError(f"kernels must be 'used' or 'all', not {kernels!r}")
-        used = binding.used if kernels == "used" else None
+        memory = graph.value_kind == ValueKind.MEMORY_BLOCK
+        if values is None:  # fresh slots: no block anywhere yet
+            self.runtime.values.slots[np.flatnonzero(memory)] = NO_BLOCK
+        # the blocks this root allocates (shared values: Init's weights are not Main's to free)
+        producer = graph.value_producer
+        own = np.zeros(graph.num_values, dtype=bool)
+        has_producer = producer >= 0
+        own[has_producer] = np.isin(producer[has_producer], self.nodes)
+        self._memory_values = np.flatnonzero(memory & own)
+        used = _kernel_selection(self.registry, binding, kernels)
         self.registry.check_kernels(self.runtime, used)  # named errors, not Numba's
         module = load_dispatch(self.registry, used=used)
         self._dispatch = module.dispatch
@@ -370,6 +394,7 @@ def prepare_executor(
     max_steps=None,
     device=None,
     kernels="used",
+    values=None,
 ):
     """Prepare `graph`'s root `root` for `executor` (auto, or a name in `EXECUTORS`).
 
@@ -380,10 +405,12 @@ def prepare_executor(
     with a KernelError (STATUS_STEP_LIMIT) after this many steps; default DEFAULT_MAX_STEPS for
     a graph with loops, else the root's node count (every node runs at most once). `device`: the
     `rtsoa.device.Device` the kernels run against (default: `default_device(graph)`).
-    `kernels`: "used" compiles a dispatch holding the kernel modules the graph uses; "all" one
-    holding the whole registry, which every graph then shares (one compile for a batch of
-    graphs using different kernels).
+    `kernels`: "used" compiles a dispatch holding the kernel modules the graph uses; a
+    collection of kernel names adds those; "all" one holding the whole registry, which every
+    graph then shares (one compile for a batch of graphs using different kernels). `values`: the `ValueState` to run on (default: fresh
+    slots); the executors of one model's Init, Main and DeInit share one, so Main reads the
+    weights Init uploaded (`rtsoa.kernels.runtime.new_values`).
     """
     binding = bind(graph, root, registry)
     name = resolve_executor(executor, binding.control_flow, binding.launch_count)
-    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device, kernels)
+    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device, kernels, values)

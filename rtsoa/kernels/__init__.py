@@ -7,6 +7,7 @@ Dispatch ids are positions in the sorted kernel names, so import order does not 
 from rtsoa.kernels import (  # noqa: F401  (register built-ins)
     arithmetic,
     builtin,
+    compute,
     control_flow,
     lowered,
 )

@@ -30,6 +30,10 @@ FOLD_SALTS.update(
         "AllocMemory": salt_of(102),
         "LaunchKernel": salt_of(103),
         "FreeMemory": salt_of(104),
+        "OpInferShape": salt_of(105),
+        "OpLaunch": salt_of(106),
+        "ConstTensor": salt_of(107),
+        "UploadConstant": salt_of(108),
     }
 )
 

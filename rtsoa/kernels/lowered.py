@@ -46,10 +46,11 @@ def shape_output(builder, node):
     return [shape]
 
 
-def block_output(builder, node, placement=Placement.DEVICE_HBM):
-    """Outputs creator of AllocMemory: its MEMORY_BLOCK value on `placement`."""
+def block_output(builder, node, placement=Placement.DEVICE_HBM, dtype=DType.UINT8):
+    """Outputs creator of AllocMemory: its MEMORY_BLOCK value on `placement` (`dtype`: the
+    element type of the tensor it will hold, for models; bytes otherwise)."""
     value = builder.add_value(
-        kind=ValueKind.MEMORY_BLOCK, dtype=DType.UINT8, placement=placement, producer=node
+        kind=ValueKind.MEMORY_BLOCK, dtype=dtype, placement=placement, producer=node
     )
     return [value]
 

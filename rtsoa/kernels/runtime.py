@@ -39,6 +39,9 @@ SHAPE_RANK = 0
 SHAPE_DTYPE = 1
 SHAPE_DIMS = 2
 SHAPE_WIDTH = SHAPE_DIMS + MAX_RANK
+# The op operand table (rtsoa.ops.abi: MAX_OPERANDS + 1 rows of offset, bytes, dtype, rank, dims)
+OPERAND_ROWS = 65
+OPERAND_WIDTH = 4 + MAX_RANK
 # Rows of GraphArrays.functions: addresses of separately compiled code kernels call.
 FUNCTION_OPS = 0  # rtsoa.ops.entry (0 when the graph runs no compute op)
 NUM_FUNCTIONS = 1
@@ -82,6 +85,9 @@ class WorkerState(NamedTuple):
 
     checksum: np.ndarray  # uint64[1]: order-independent fold of the nodes this worker ran
     scratch: np.ndarray  # int64[SCRATCH_SIZE]: sink for work that must not be optimized away
+    # int64[OPERAND_ROWS, OPERAND_WIDTH] each: operand tables of the op kernels (rtsoa.ops.abi)
+    table: np.ndarray
+    check_table: np.ndarray
 
 
 class Runtime(NamedTuple):
@@ -150,7 +156,10 @@ def new_values(num_values, shapes=False):
 def new_worker():
     """Fresh per-thread state."""
     return WorkerState(
-        checksum=np.zeros(1, dtype=np.uint64), scratch=np.zeros(SCRATCH_SIZE, dtype=np.int64)
+        checksum=np.zeros(1, dtype=np.uint64),
+        scratch=np.zeros(SCRATCH_SIZE, dtype=np.int64),
+        table=np.zeros((OPERAND_ROWS, OPERAND_WIDTH), dtype=np.int64),
+        check_table=np.zeros((OPERAND_ROWS, OPERAND_WIDTH), dtype=np.int64),
     )
 
 

@@ -29,15 +29,20 @@ import numpy as np
 
 from rtsoa._jit import jit_inline_ir
 from rtsoa.graph.schema import MAX_RANK, DType
+from rtsoa.kernels.runtime import OPERAND_ROWS, OPERAND_WIDTH
 from rtsoa.kernels.tensors import _array_over, itemsize
 
-MAX_OPERANDS = 64  # inputs + outputs of one op (Concat / Sum with more are refused at lowering)
+MAX_OPERANDS = 64  # rows of the operand table (plus RESULT_ROW)
+# Inputs + outputs of one op (Concat / Sum with more are refused at lowering); rows from here
+# to MAX_OPERANDS - 1 are scratch rows an op may use for its own shape bookkeeping.
+MAX_OP_OPERANDS = 56
 COL_OFFSET = 0
 COL_NBYTES = 1
 COL_DTYPE = 2
 COL_RANK = 3
 COL_DIMS = 4
 ROW_WIDTH = COL_DIMS + MAX_RANK
+assert (MAX_OPERANDS + 1, ROW_WIDTH) == (OPERAND_ROWS, OPERAND_WIDTH)  # WorkerState's tables
 RESULT_ROW = MAX_OPERANDS  # infer may write the op's flop count to table[RESULT_ROW, 0]
 ABSENT = -1
 

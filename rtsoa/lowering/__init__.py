@@ -1,0 +1,16 @@
+"""Lowering real models: ONNX import, converters, and the passes to an ExecuteGraph."""
+
+from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
+from rtsoa.lowering.converters import find_converter, register_converter
+from rtsoa.lowering.lower import lower
+from rtsoa.lowering.onnx_import import import_onnx
+
+__all__ = [
+    "ComputeGraph",
+    "Node",
+    "Tensor",
+    "find_converter",
+    "import_onnx",
+    "lower",
+    "register_converter",
+]

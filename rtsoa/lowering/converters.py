@@ -1,0 +1,125 @@
+"""Converters: how each ONNX op becomes compute ops, looked up by op type, domain and opset.
+
+A converter is `fn(ctx, node)`; it reads the node (`node.inputs`, `node.attributes`) and
+emits ops with `ctx.emit(op, inputs, outputs, attributes)` (an op registered in `rtsoa.ops`,
+or a kernel of your own: see README "Adding an op"), or turns outputs into constants with
+`ctx.set_constant(name, array)`. Every op registered in `rtsoa.ops` converts one-to-one
+without a converter; a converter is needed for ops that map onto others or onto nothing.
+
+    from rtsoa.lowering import register_converter
+
+    @register_converter("Gelu", domain="com.example")
+    def gelu(ctx, node):
+        x, = node.inputs
+        ...
+        ctx.emit("Mul", [x, half], node.outputs)
+
+`register_converter(op_type, domain="", since=1)` keys a converter by the first opset version
+it applies to; the lookup takes the newest converter whose `since` is at most the model's
+opset for that domain.
+"""
+
+import numpy as np
+
+from rtsoa.errors import LoweringError
+
+_CONVERTERS = {}  # (domain, op_type) -> [(since, fn)], sorted by since
+
+
+def register_converter(op_type, domain="", since=1):
+    """Decorator: `fn(ctx, node)` converts `op_type` of `domain` from opset `since` on."""
+
+    def decorate(fn):
+        entries = _CONVERTERS.setdefault((domain, op_type), [])
+        entries[:] = [entry for entry in entries if entry[0] != since]
+        entries.append((int(since), fn))
+        entries.sort(key=lambda entry: entry[0])
+        return fn
+
+    return decorate
+
+
+def unregister_converter(op_type, domain=""):
+    """Remove every converter of `op_type` (tests)."""
+    _CONVERTERS.pop((domain, op_type), None)
+
+
+def find_converter(op_type, domain, opset):
+    """The converter for `op_type` at `opset`, a default one-to-one converter if `rtsoa.ops`
+    has the op, or None."""
+    from rtsoa.ops import OPS
+
+    entries = _CONVERTERS.get((domain, op_type), [])
+    chosen = None
+    for since, fn in entries:
+        if since <= opset:
+            chosen = fn
+    if chosen is not None:
+        return chosen
+    if domain == "" and op_type in OPS:
+        return one_to_one
+    return None
+
+
+def one_to_one(ctx, node):
+    """The op of the same name, with the node's inputs, outputs and attributes."""
+    ctx.emit(node.op_type, node.inputs, node.outputs, node.attributes)
+
+
+# -- built-in converters ---------------------------------------------------------------------
+
+
+_CONSTANT_KEYS = {
+    "value_float": np.float32,
+    "value_floats": np.float32,
+    "value_int": np.int64,
+    "value_ints": np.int64,
+}
+
+
+@register_converter("Constant")
+def constant(ctx, node):
+    """A Constant is data: its output becomes a constant tensor (folded into consumers or
+    uploaded in Init)."""
+    attributes = node.attributes
+    if "value" in attributes:
+        data = np.asarray(attributes["value"])
+    else:
+        for key, kind in _CONSTANT_KEYS.items():
+            if key in attributes:
+                data = np.asarray(attributes[key], dtype=kind)
+                break
+        else:
+            raise LoweringError(
+                f"{ctx.describe(node)}: constant attribute {sorted(attributes)} not supported"
+            )
+    ctx.set_constant(node.outputs[0], data)
+
+
+@register_converter("Dropout")
+def dropout(ctx, node):
+    """Inference: the output is the input; the optional mask is all True."""
+    ctx.emit("Identity", node.inputs[:1], node.outputs[:1], {})
+    if len(node.outputs) > 1 and node.outputs[1]:
+        if "Dropout" not in _ops():
+            raise LoweringError(f"{ctx.describe(node)}: the mask output is not supported")
+        ctx.emit("Dropout", node.inputs[:1], node.outputs, node.attributes)
+
+
+def _ops():
+    from rtsoa.ops import OPS
+
+    return OPS
+
+
+def _unsupported(reason):
+    def convert(ctx, node):
+        raise LoweringError(f"{ctx.describe(node)}: {reason}")
+
+    return convert
+
+
+# Control flow: the execute-graph format and executors have If / While nodes, but lowering
+# ONNX If / Loop bodies onto them is not built yet; refuse at lowering, never at run time.
+register_converter("If")(_unsupported("If is not supported yet (lowering of subgraphs)"))
+register_converter("Loop")(_unsupported("Loop is not supported yet (lowering of subgraphs)"))

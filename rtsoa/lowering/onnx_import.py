@@ -1,0 +1,182 @@
+"""ONNX import: an `onnx.ModelProto` (or a path, or bytes) into a ComputeGraph.
+
+The `onnx` package reads the file (external-data files next to it included) and runs its shape
+inference so intermediate tensors get dtypes and shapes where ONNX can tell. Initializers become
+constants; attributes become Python values (ints, floats, strs, lists, numpy arrays for tensor
+attributes, ComputeGraphs for If / Loop bodies). Symbolic dims keep their names ("batch");
+anonymous unknown dims are None.
+"""
+
+import os
+
+import numpy as np
+
+from rtsoa.errors import LoweringError
+from rtsoa.graph.schema import DType
+from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
+
+SUPPORTED_OPSETS = (7, 25)  # default-domain opset versions the importer accepts
+
+
+def _dtype_map():
+    from onnx import TensorProto
+
+    return {
+        TensorProto.FLOAT: DType.FLOAT32,
+        TensorProto.DOUBLE: DType.FLOAT64,
+        TensorProto.FLOAT16: DType.FLOAT16,
+        TensorProto.INT8: DType.INT8,
+        TensorProto.INT16: DType.INT16,
+        TensorProto.INT32: DType.INT32,
+        TensorProto.INT64: DType.INT64,
+        TensorProto.UINT8: DType.UINT8,
+        TensorProto.BOOL: DType.BOOL,
+    }
+
+
+def onnx_dtype(code, where):
+    """rtsoa DType of an ONNX element type code, or LoweringError naming `where`."""
+    mapped = _dtype_map().get(int(code))
+    if mapped is None:
+        from onnx import TensorProto
+
+        name = (
+            TensorProto.DataType.Name(int(code)) if code in TensorProto.DataType.values() else code
+        )
+        raise LoweringError(f"{where}: element type {name} is not supported")
+    return mapped
+
+
+def _dims_of(type_proto):
+    tensor_type = type_proto.tensor_type
+    if not tensor_type.HasField("shape"):
+        return None
+    dims = []
+    for d in tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(str(d.dim_param))
+        else:
+            dims.append(None)
+    return tuple(dims)
+
+
+def _value_info(graph, tensor_proto_info, where):
+    type_proto = tensor_proto_info.type
+    if not type_proto.HasField("tensor_type"):
+        raise LoweringError(f"{where} {tensor_proto_info.name!r}: only tensor values are supported")
+    elem = type_proto.tensor_type.elem_type
+    tensor = graph.tensor(tensor_proto_info.name)
+    if elem:
+        tensor.dtype = onnx_dtype(elem, f"{where} {tensor_proto_info.name!r}")
+    dims = _dims_of(type_proto)
+    if dims is not None:
+        tensor.dims = dims
+    return tensor
+
+
+def _attribute_value(attribute, where, opsets):
+    from onnx import AttributeProto, helper, numpy_helper
+
+    kind = attribute.type
+    if kind == AttributeProto.TENSOR:
+        return numpy_helper.to_array(attribute.t)
+    if kind == AttributeProto.GRAPH:
+        return _convert_graph(attribute.g, opsets, where=f"{where} attribute {attribute.name!r}")
+    if kind == AttributeProto.STRING:
+        return attribute.s.decode("utf-8", "replace")
+    if kind == AttributeProto.STRINGS:
+        return [s.decode("utf-8", "replace") for s in attribute.strings]
+    if kind in (AttributeProto.SPARSE_TENSOR, AttributeProto.GRAPHS, AttributeProto.TENSORS):
+        raise LoweringError(f"{where}: attribute {attribute.name!r} of this kind is not supported")
+    value = helper.get_attribute_value(attribute)
+    if isinstance(value, list):
+        return [v for v in value]
+    return value
+
+
+def _convert_graph(graph_proto, opsets, where="graph"):
+    from onnx import numpy_helper
+
+    graph = ComputeGraph(name=graph_proto.name, opsets=dict(opsets))
+    initializers = set()
+    for init in graph_proto.initializer:
+        data = numpy_helper.to_array(init)
+        dtype = onnx_dtype(init.data_type, f"initializer {init.name!r}")
+        graph.tensors[init.name] = Tensor(
+            init.name, dtype, tuple(int(d) for d in data.shape), np.ascontiguousarray(data)
+        )
+        initializers.add(init.name)
+    for info in graph_proto.input:
+        if info.name in initializers:
+            continue  # an initializer listed as an input (old exporters): a constant
+        _value_info(graph, info, "input")
+        graph.inputs.append(info.name)
+    for info in graph_proto.value_info:
+        if info.name not in initializers:
+            _value_info(graph, info, "value")
+    for info in graph_proto.output:
+        if info.name not in initializers:
+            _value_info(graph, info, "output")
+        graph.outputs.append(info.name)
+    for index, node_proto in enumerate(graph_proto.node):
+        node = Node(
+            op_type=node_proto.op_type,
+            inputs=list(node_proto.input),
+            outputs=list(node_proto.output),
+            name=node_proto.name,
+            domain=node_proto.domain if node_proto.domain != "ai.onnx" else "",
+        )
+        label = node.describe(index)
+        for attribute in node_proto.attribute:
+            value = _attribute_value(attribute, label, opsets)
+            if isinstance(value, ComputeGraph):
+                node.subgraphs[attribute.name] = value
+            else:
+                node.attributes[attribute.name] = value
+        for name in node.inputs + node.outputs:
+            if name:
+                graph.tensor(name)
+        graph.nodes.append(node)
+    return graph
+
+
+def load_onnx(source):
+    """The ModelProto of a path, bytes, or a ModelProto (external data loaded from the
+    model's directory)."""
+    import onnx
+
+    if isinstance(source, onnx.ModelProto):
+        return source
+    if isinstance(source, bytes | bytearray):
+        return onnx.load_from_string(bytes(source))
+    path = os.fspath(source)
+    if not os.path.isfile(path):
+        raise LoweringError(f"{path}: no such ONNX file")
+    try:
+        return onnx.load(path, load_external_data=True)
+    except Exception as error:  # protobuf errors have many types
+        raise LoweringError(f"{path}: not a readable ONNX model ({error})") from None
+
+
+def import_onnx(source, infer_shapes=True):
+    """A ComputeGraph from an ONNX model (path, bytes or ModelProto)."""
+    import onnx
+
+    model = load_onnx(source)
+    opsets = {entry.domain or "": int(entry.version) for entry in model.opset_import}
+    version = opsets.get("", opsets.get("ai.onnx", 0))
+    if not SUPPORTED_OPSETS[0] <= version <= SUPPORTED_OPSETS[1]:
+        raise LoweringError(
+            f"default-domain opset {version} is not supported (rtsoa imports opsets "
+            f"{SUPPORTED_OPSETS[0]} to {SUPPORTED_OPSETS[1]})"
+        )
+    if infer_shapes:
+        try:
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        except Exception:  # keep the declared shapes when ONNX cannot infer more
+            pass
+    graph = _convert_graph(model.graph, opsets)
+    graph.name = model.graph.name or "model"
+    return graph
