@@ -1,4 +1,4 @@
-"""The `rtsoa` command line: gen, inspect, run."""
+"""The `rtsoa` command line: gen, inspect, lower, run."""
 
 import argparse
 import json
@@ -74,6 +74,13 @@ def _gen(args):
         )
 
 
+@command("lower")
+def _lower(args):
+    from rtsoa.runtime.commands import lower_command
+
+    lower_command(args, _progress)
+
+
 @command("inspect")
 def _inspect(args):
     from rtsoa.graph.inspect import format_summary, graph_summary
@@ -100,8 +107,19 @@ def _run(args):
         raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
     # the per-run times are kept for the median: refuse a count whose array would not fit
     check_fits(f"--repeat {args.repeat:,} (8 bytes of timing per run)", 8 * args.repeat)
+    from rtsoa.kernels.runtime import is_model
+    from rtsoa.runtime.commands import is_onnx_path, run_model
+
     start = time.perf_counter()
+    if is_onnx_path(args.file):
+        from rtsoa.lowering import lower
+
+        return run_model(args, lower(args.file))
     graph = load_graph(args.file)
+    if is_model(graph):
+        return run_model(args, graph)
+    if args.inputs or args.outputs:
+        raise ValueError(f"{args.file} is not a model: --inputs / --outputs apply to models")
     loaded = time.perf_counter()
     from rtsoa.device import device_for_graph
 
@@ -339,8 +357,17 @@ def build_parser():
     inspect.add_argument("file", help="graph directory (.rtsoa)")
     inspect.add_argument("--json", action="store_true", help="print a JSON object")
 
-    run = sub.add_parser("run", help="execute a saved graph's Main graph")
-    run.add_argument("file", help="graph directory (.rtsoa)")
+    lower = sub.add_parser("lower", help="lower an ONNX model to an execute graph")
+    lower.add_argument("file", help="ONNX model (.onnx)")
+    lower.add_argument("-o", "--output", required=True, help="output graph directory (.rtsoa)")
+    lower.add_argument("--force", action="store_true", help="replace an existing graph at -o")
+    lower.add_argument("--json", action="store_true", help="print a JSON object")
+    lower.add_argument("--no-progress", dest="progress", action="store_false")
+
+    run = sub.add_parser("run", help="execute a saved graph's Main graph, or a model")
+    run.add_argument("file", help="graph directory (.rtsoa) or ONNX model (.onnx)")
+    run.add_argument("--inputs", help="model inputs by graph-input name (.npz)")
+    run.add_argument("--outputs", help="write the model's outputs here (.npz)")
     run.add_argument("--executor", default="auto", choices=["auto", *EXECUTORS])
     run.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
     run.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")

@@ -407,9 +407,10 @@ def prepare_executor(
     `rtsoa.device.Device` the kernels run against (default: `default_device(graph)`).
     `kernels`: "used" compiles a dispatch holding the kernel modules the graph uses; a
     collection of kernel names adds those; "all" one holding the whole registry, which every
-    graph then shares (one compile for a batch of graphs using different kernels). `values`: the `ValueState` to run on (default: fresh
-    slots); the executors of one model's Init, Main and DeInit share one, so Main reads the
-    weights Init uploaded (`rtsoa.kernels.runtime.new_values`).
+    graph then shares (one compile for a batch of graphs using different kernels). `values`:
+    the `ValueState` to run on (default: fresh slots); the executors of one model's Init, Main
+    and DeInit share one, so Main reads the weights Init uploaded
+    (`rtsoa.kernels.runtime.new_values`).
     """
     binding = bind(graph, root, registry)
     name = resolve_executor(executor, binding.control_flow, binding.launch_count)

@@ -3,7 +3,18 @@ ExecutorBusyError: an executor used by two threads at once."""
 
 from rtsoa.device.status import STATUS_NAMES as DEVICE_STATUS_NAMES
 from rtsoa.errors import RtsoaError
+from rtsoa.kernels import compute
 from rtsoa.kernels.status import status_name
+from rtsoa.ops.abi import OP_STATUS_NAMES
+
+MODEL_STATUS_NAMES = {
+    **{code: f"op: {name}" for code, name in OP_STATUS_NAMES.items()},
+    compute.STATUS_BAD_OP_NODE: "op node: header and inputs / outputs do not match",
+    compute.STATUS_NO_OP_LIBRARY: "op node: the op library is not loaded",
+    compute.STATUS_BAD_TENSOR: "op node: a tensor shape is unset, out of range or too large",
+    compute.STATUS_CONSTANT_RANGE: "constant outside the constant blob or its block",
+    compute.STATUS_SHAPE_CHANGED: "op node: output shape differs from the allocated one",
+}
 
 
 class KernelError(RtsoaError):
@@ -22,6 +33,8 @@ class KernelError(RtsoaError):
         meaning = status_name(self.status)
         if meaning is None and self.status in DEVICE_STATUS_NAMES:
             meaning = f"device: {DEVICE_STATUS_NAMES[self.status]}"
+        if meaning is None:
+            meaning = MODEL_STATUS_NAMES.get(self.status)
         detail = f" ({meaning})" if meaning else ""
         super().__init__(
             f"kernel {kernel!r} failed with status {self.status}{detail} at node {self.node} "

@@ -15,6 +15,8 @@ Every op of a lowered model (Conv, Add, Reshape, ...) is two njit functions with
 - `attrs`: int64[:], the op's attribute slots as its `encode` laid them out; `fattrs` the
   same slots viewed as float64 (a float attribute k is `fattrs[k]`).
 
+The entry checks the counts against the op's registration (`inputs`, `outputs`) and that
+its required inputs are present before calling it, so an op checks only its optional ones.
 `infer` reads the input rows (dims, dtypes; and the data of the inputs listed in the op's
 `data_inputs`, which the executor makes available) and writes each output row's dtype, rank
 and dims (the caller computes byte sizes and allocates). `compute` reads the inputs' data and
@@ -56,6 +58,7 @@ STATUS_OP_UNKNOWN = 2006  # an op code the entry does not know
 STATUS_OP_BAD_INDEX = 2007  # an index input out of range (Gather, ...)
 STATUS_OP_MISSING_INPUT = 2008  # a required input is absent
 STATUS_OP_TOO_LARGE = 2009  # a result's size overflows int64 bytes
+STATUS_OP_ARITY = 2010  # input / output counts outside what the op takes
 
 OP_STATUS_NAMES = {
     STATUS_OP_BAD_DTYPE: "unsupported or mismatched input dtype",
@@ -67,6 +70,7 @@ OP_STATUS_NAMES = {
     STATUS_OP_BAD_INDEX: "index out of range",
     STATUS_OP_MISSING_INPUT: "a required input is absent",
     STATUS_OP_TOO_LARGE: "result too large",
+    STATUS_OP_ARITY: "input or output count the op does not take",
 }
 
 # Bytes per element by DType code (0 for UNDEFINED).

@@ -16,7 +16,15 @@ from numba import carray, cfunc, types
 
 from rtsoa._jit import jit_out_of_line
 from rtsoa.ops import switch
-from rtsoa.ops.abi import MAX_OPERANDS, ROW_WIDTH, STATUS_OP_UNKNOWN
+from rtsoa.ops.abi import (
+    COL_RANK,
+    MAX_OP_OPERANDS,
+    MAX_OPERANDS,
+    ROW_WIDTH,
+    STATUS_OP_ARITY,
+    STATUS_OP_MISSING_INPUT,
+    STATUS_OP_UNKNOWN,
+)
 from rtsoa.ops.call import call_entry
 
 MODE_INFER = 0
@@ -45,6 +53,14 @@ def entry(
     table = carray(table_data, (MAX_OPERANDS + 1, ROW_WIDTH))
     attrs = carray(attrs_data, (count,))
     fattrs = carray(fattrs_data, (count,))
+    low, high, out_low, out_high = switch.arity(code)
+    if n_in < low or n_in > high or n_out < out_low or n_out > out_high:
+        return np.int32(STATUS_OP_ARITY)
+    if n_in + n_out > MAX_OP_OPERANDS:
+        return np.int32(STATUS_OP_ARITY)
+    for row in range(low):
+        if table[row, COL_RANK] < 0:
+            return np.int32(STATUS_OP_MISSING_INPUT)
     if mode == MODE_INFER:
         return switch.infer(code, arena, table, n_in, n_out, attrs, fattrs)
     if mode == MODE_COMPUTE:

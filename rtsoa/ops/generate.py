@@ -26,6 +26,7 @@ def _qualified(function):
 def source():
     """The text switch.py must hold."""
     from rtsoa.ops import OPS, op_names
+    from rtsoa.ops.abi import MAX_OP_OPERANDS
 
     names = op_names()
     modules = sorted(
@@ -37,6 +38,21 @@ def source():
     lines.append(FOOTER_IMPORTS.rstrip("\n"))
     lines.append("")
     lines.append(f"OP_NAMES = {names!r}")
+    lines.append("")
+    lines.append("")
+    lines.append("@jit_with_nrt")
+    lines.append("def arity(code):")
+    lines.append('    """(min inputs, max inputs, min outputs, max outputs) of op `code`."""')
+    for code, name in enumerate(names):
+        definition = OPS[name]
+        keyword = "if" if code == 0 else "elif"
+        low, high = definition.inputs[0], definition.max_inputs
+        out_low, out_high = definition.outputs[0], definition.outputs[1]
+        if out_high is None:
+            out_high = MAX_OP_OPERANDS
+        lines.append(f"    {keyword} code == {code}:  # {name}")
+        lines.append(f"        return ({low}, {high}, {out_low}, {out_high})")
+    lines.append("    return (0, -1, 0, -1)")
     for role in ("infer", "compute"):
         lines.append("")
         lines.append("")

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 
 from rtsoa.graph.builder import float_bits
-from rtsoa.ops.abi import MAX_OPERANDS
+from rtsoa.ops.abi import MAX_OP_OPERANDS
 
 
 def no_attributes(attributes, inputs):
@@ -38,7 +38,9 @@ class OpDef:
     @property
     def max_inputs(self):
         """The largest input count (variadic ops: what the operand table leaves)."""
-        return self.inputs[1] if self.inputs[1] is not None else MAX_OPERANDS - self.outputs[1]
+        if self.inputs[1] is not None:
+            return self.inputs[1]
+        return MAX_OP_OPERANDS - (self.outputs[1] or 1)
 
     def slots(self, attributes, inputs):
         """The op's attribute slots for an ONNX node (int64 array; floats as their bits)."""

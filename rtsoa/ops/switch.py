@@ -12,6 +12,62 @@ OP_NAMES = ('Abs', 'Add', 'Div', 'Equal', 'Erf', 'Exp', 'Gemm', 'Greater', 'Iden
 
 
 @jit_with_nrt
+def arity(code):
+    """(min inputs, max inputs, min outputs, max outputs) of op `code`."""
+    if code == 0:  # Abs
+        return (1, 1, 1, 1)
+    elif code == 1:  # Add
+        return (2, 2, 1, 1)
+    elif code == 2:  # Div
+        return (2, 2, 1, 1)
+    elif code == 3:  # Equal
+        return (2, 2, 1, 1)
+    elif code == 4:  # Erf
+        return (1, 1, 1, 1)
+    elif code == 5:  # Exp
+        return (1, 1, 1, 1)
+    elif code == 6:  # Gemm
+        return (2, 3, 1, 1)
+    elif code == 7:  # Greater
+        return (2, 2, 1, 1)
+    elif code == 8:  # Identity
+        return (1, 1, 1, 1)
+    elif code == 9:  # LeakyRelu
+        return (1, 1, 1, 1)
+    elif code == 10:  # Less
+        return (2, 2, 1, 1)
+    elif code == 11:  # Log
+        return (1, 1, 1, 1)
+    elif code == 12:  # MatMul
+        return (2, 2, 1, 1)
+    elif code == 13:  # Max
+        return (1, 55, 1, 1)
+    elif code == 14:  # Mean
+        return (1, 55, 1, 1)
+    elif code == 15:  # Min
+        return (1, 55, 1, 1)
+    elif code == 16:  # Mul
+        return (2, 2, 1, 1)
+    elif code == 17:  # Neg
+        return (1, 1, 1, 1)
+    elif code == 18:  # Pow
+        return (2, 2, 1, 1)
+    elif code == 19:  # Relu
+        return (1, 1, 1, 1)
+    elif code == 20:  # Sigmoid
+        return (1, 1, 1, 1)
+    elif code == 21:  # Sqrt
+        return (1, 1, 1, 1)
+    elif code == 22:  # Sub
+        return (2, 2, 1, 1)
+    elif code == 23:  # Sum
+        return (1, 55, 1, 1)
+    elif code == 24:  # Tanh
+        return (1, 1, 1, 1)
+    return (0, -1, 0, -1)
+
+
+@jit_with_nrt
 def infer(code, arena, table, n_in, n_out, attrs, fattrs):
     if code == 0:  # Abs
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)

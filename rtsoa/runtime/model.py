@@ -163,8 +163,9 @@ class ModelExecutor:
             arrays.append(np.ascontiguousarray(array))
         return arrays
 
-    def execute_sync(self, inputs):
-        """Run Main on `inputs` ({name: array}); returns {output name: array}."""
+    def execute_sync(self, inputs, subscriber=None):
+        """Run Main on `inputs` ({name: array}); returns {output name: array}. `subscriber`:
+        profiler / tracer subscribers of the Main run (`rtsoa.executors.Subscriber`)."""
         if self.state != "loaded":
             raise ModelStateError(f"execute on a model that is {self.state}; call load() first")
         arrays = self.check_inputs(inputs)
@@ -183,7 +184,7 @@ class ModelExecutor:
                 shapes[shape, SHAPE_DTYPE] = int(dtype)
                 shapes[shape, SHAPE_DIMS : SHAPE_DIMS + MAX_RANK] = 0
                 shapes[shape, SHAPE_DIMS : SHAPE_DIMS + array.ndim] = array.shape
-            self.main.run()
+            self.main.run(subscriber=subscriber)
             self.iterations += 1
             return self._collect()
         finally:

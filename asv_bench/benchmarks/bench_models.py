@@ -1,0 +1,125 @@
+"""Real models against onnxruntime, single thread both, ratios measured in one process.
+
+- `ModelLatency.track_ratio_vs_onnxruntime`: median latency of one `execute_sync` over
+  onnxruntime's `run` on the same inputs (interleaved rounds). `mlp-1000`: ~1,000 ops on small
+  tensors, where runtime overhead dominates (target <= 1.0).
+- `Lowering.time_lower`: lowering a ~1,000-op model (target < 1 s).
+- `ModelStart.timeraw_load_and_first_inference`: a fresh process with warm caches loads the
+  committed example model and runs one inference (target < 2 s).
+
+Reproduce: `cd asv_bench && asv run --python=same --quick -b bench_models`.
+"""
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from .common import REPO_ROOT, process_preamble
+
+EXAMPLE = REPO_ROOT / "datasets" / "mlp.onnx"
+
+
+def _models():
+    from rtsoa.testing.models import mlp
+
+    return {
+        # 333 layers x (MatMul, Add, Relu) + Gemm = 1,000 ops on [1, 16] tensors
+        "mlp-1000": (mlp(seed=0, features=16, hidden=16, classes=4, layers=333), (1, 16)),
+    }
+
+
+def _interleaved_medians(first, second, rounds=7, calls=20):
+    a, b = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            first()
+        a.append((time.perf_counter() - start) / calls)
+        start = time.perf_counter()
+        for _ in range(calls):
+            second()
+        b.append((time.perf_counter() - start) / calls)
+    return float(np.median(a)), float(np.median(b))
+
+
+class ModelLatency:
+    params = (("mlp-1000",),)
+    param_names = ("model",)
+    timeout = 900
+
+    def setup(self, name):
+        import onnxruntime as ort
+
+        from rtsoa.lowering import lower
+        from rtsoa.runtime import load_model
+
+        proto, shape = _models()[name]
+        self.inputs = {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+        self.model = load_model(lower(proto))
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(proto.SerializeToString(), options)
+        want = self.session.run(None, self.inputs)[0]
+        got = self.model.execute_sync(self.inputs)["y"]
+        assert np.allclose(got, want, rtol=1e-3, atol=1e-4), "rtsoa disagrees with onnxruntime"
+
+    def teardown(self, name):
+        self.model.unload()
+
+    def time_rtsoa(self, name):
+        self.model.execute_sync(self.inputs)
+
+    def time_onnxruntime(self, name):
+        self.session.run(None, self.inputs)
+
+    def track_ratio_vs_onnxruntime(self, name):
+        ours, theirs = _interleaved_medians(
+            lambda: self.model.execute_sync(self.inputs),
+            lambda: self.session.run(None, self.inputs),
+        )
+        return ours / theirs
+
+    track_ratio_vs_onnxruntime.unit = "rtsoa / onnxruntime"
+
+
+class Lowering:
+    timeout = 600
+
+    def setup(self):
+        self.proto = _models()["mlp-1000"][0]
+        from rtsoa.lowering import lower
+
+        lower(self.proto)  # warm the op library
+
+    def time_lower(self):
+        from rtsoa.lowering import lower
+
+        lower(self.proto)
+
+
+class ModelStart:
+    number = 1
+    repeat = (1, 3, 120.0)
+    warmup_time = 0
+    timeout = 600
+
+    def _code(self):
+        lines = process_preamble(False)
+        lines += [
+            "import numpy as np",
+            "from rtsoa.runtime import load_model",
+            f"model = load_model({str(EXAMPLE)!r})",
+            "y = model.execute_sync({'x': np.ones((1, 16), np.float32)})",
+            "assert y['y'].shape == (1, 4)",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def setup(self):
+        result = subprocess.run([sys.executable, "-c", self._code()], capture_output=True)
+        assert result.returncode == 0, result.stderr
+
+    def timeraw_load_and_first_inference(self):
+        return self._code()

@@ -1,0 +1,125 @@
+"""`rtsoa lower` and `rtsoa run` on models: the CLI's model half (rtsoa/cli.py dispatches)."""
+
+import json
+import time
+
+import numpy as np
+
+from rtsoa.errors import ModelInputError
+
+
+def is_onnx_path(path):
+    """Does `path` name an ONNX file (by suffix)?"""
+    return str(path).lower().endswith(".onnx")
+
+
+def lower_command(args, progress):
+    """rtsoa lower model.onnx -o model.rtsoa"""
+    from rtsoa.graph.io import save_graph
+    from rtsoa.lowering import import_onnx, lower
+
+    start = time.perf_counter()
+    with progress(3, "lower", args.progress) as bar:
+        model = import_onnx(args.file)
+        bar.update()
+        graph = lower(model)
+        bar.update()
+        save_graph(graph, args.output, overwrite=args.force)
+        bar.update()
+    seconds = time.perf_counter() - start
+    summary = {
+        "file": str(args.file),
+        "output": str(args.output),
+        "compute_nodes": len(model.nodes),
+        "nodes": graph.num_nodes,
+        "seconds": round(seconds, 6),
+        "op_counts": model.op_counts(),
+    }
+    if args.json:
+        print(json.dumps(summary))
+        return
+    print(
+        f"{args.file}: {len(model.nodes)} ops lowered to {graph.num_nodes} nodes in "
+        f"{seconds * 1e3:.1f} ms -> {args.output}"
+    )
+
+
+def read_inputs(path):
+    """{name: array} from an .npz file (ModelInputError if it is not one)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as error:
+        raise ModelInputError(f"--inputs {path}: not a readable .npz file ({error})") from None
+
+
+def run_model(args, graph):
+    """rtsoa run on a lowered model (a saved graph or an .onnx file lowered on the fly)."""
+    from rtsoa.runtime.model import ModelExecutor
+
+    if args.repeat < 1:
+        raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
+    start = time.perf_counter()
+    model = ModelExecutor(graph, executor=args.executor, hbm_bytes=args.device_hbm)
+    inputs = read_inputs(args.inputs) if args.inputs else {}
+    model.check_inputs(inputs)  # named errors before anything runs
+    model.load()
+    loaded = time.perf_counter()
+    outputs = model.execute_sync(inputs)
+    first = time.perf_counter() - loaded
+    times = np.empty(args.repeat)
+    device = model.device
+    device_start = device.host_time
+    for i in range(args.repeat):
+        begin = time.perf_counter_ns()
+        outputs = model.execute_sync(inputs)
+        times[i] = time.perf_counter_ns() - begin
+    device.synchronize()
+    device_ns = (device.host_time - device_start) / args.repeat
+    if args.outputs:
+        np.savez(args.outputs, **outputs)
+    hazards = device.hazard_count
+    if args.trace:
+        write_trace(args.trace, model, inputs)
+    model.unload()
+    summary = {
+        "file": str(args.file),
+        "executor": model.main.name,
+        "inputs": {name: list(np.asarray(a).shape) for name, a in inputs.items()},
+        "outputs": {name: [list(a.shape), str(a.dtype)] for name, a in outputs.items()},
+        "load_seconds": round(loaded - start, 6),
+        "first_run_seconds": round(first, 6),
+        "run_seconds_median": float(np.median(times)) / 1e9,
+        "device_ns_per_run": float(device_ns),
+        "hazards": int(hazards),
+        "repeat": args.repeat,
+    }
+    if args.outputs:
+        summary["outputs_file"] = str(args.outputs)
+    if args.json:
+        print(json.dumps(summary))
+        return
+    shapes = ", ".join(f"{n} {s[1]}{s[0]}" for n, s in summary["outputs"].items())
+    print(
+        f"{args.file}: model, executor {summary['executor']}\n"
+        f"  outputs         {shapes}\n"
+        f"  time per run    median {summary['run_seconds_median'] * 1e3:.3f} ms over "
+        f"{args.repeat} run(s) (first {first * 1e3:.1f} ms, load {summary['load_seconds']:.2f} s)\n"
+        f"  device time     {device_ns / 1e3:,.1f} us per run (simulated), hazards {hazards}"
+        + (f"\n  outputs file    {args.outputs}" if args.outputs else "")
+        + (f"\n  trace           {args.trace}" if args.trace else "")
+    )
+
+
+def write_trace(path, model, inputs):
+    """One more execute with the tracer: host node slices and the device's stream tasks in
+    one Chrome trace (open it in Perfetto)."""
+    from rtsoa.cli import _DEVICE_PID, _numeric_ids
+    from rtsoa.executors import Tracer
+
+    tracer = Tracer(details=True)
+    model.execute_sync(inputs, subscriber=tracer)
+    trace = tracer.trace()
+    trace["traceEvents"].extend(_numeric_ids(model.device.chrome_trace(pid=_DEVICE_PID)))
+    with open(path, "w") as file:
+        json.dump(trace, file)

@@ -1,0 +1,166 @@
+"""The ONNX conformance cases the `onnx` package ships, run through rtsoa.
+
+    python -m rtsoa.testing.conformance            # table of every case, and the pass count
+    python -m rtsoa.testing.conformance --markdown docs/conformance.md
+
+Each case directory holds model.onnx and test_data_set_*/ with input_*.pb / output_*.pb. A case
+passes when rtsoa's outputs match the expected outputs (the `onnx` package's references, which
+onnxruntime also reproduces) within the tolerance of their dtype; it is `unsupported` when
+lowering refuses the model (an op rtsoa does not have, named in the reason), and `fail` when
+rtsoa runs it but gets other numbers or a run-time error.
+"""
+
+import argparse
+import glob
+import os
+import sys
+from typing import NamedTuple
+
+import numpy as np
+
+CATEGORIES = ("pytorch-converted", "pytorch-operator", "simple")
+# Tolerances per dtype: float32 sums in a different order than the reference.
+TOLERANCES = {np.dtype(np.float32): (1e-3, 1e-4), np.dtype(np.float64): (1e-7, 1e-9)}
+
+
+class CaseResult(NamedTuple):
+    category: str
+    name: str
+    status: str  # pass / fail / unsupported
+    reason: str
+
+
+def data_root():
+    """Where the `onnx` package keeps its conformance data."""
+    import onnx
+
+    return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
+
+
+def case_dirs(categories=CATEGORIES):
+    """(category, case directory) of every case, sorted."""
+    root = data_root()
+    for category in categories:
+        for path in sorted(glob.glob(os.path.join(root, category, "*"))):
+            if os.path.isfile(os.path.join(path, "model.onnx")):
+                yield category, path
+
+
+def _read_tensors(directory, prefix):
+    from onnx import TensorProto, numpy_helper
+
+    tensors = []
+    for path in sorted(
+        glob.glob(os.path.join(directory, f"{prefix}_*.pb")),
+        key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]),
+    ):
+        proto = TensorProto()
+        with open(path, "rb") as handle:
+            proto.ParseFromString(handle.read())
+        tensors.append(numpy_helper.to_array(proto))
+    return tensors
+
+
+def run_case(category, path):
+    """Run one case; a CaseResult."""
+    import onnx
+
+    from rtsoa.errors import LoweringError, RtsoaError
+    from rtsoa.lowering import lower
+    from rtsoa.runtime.model import ModelExecutor
+
+    name = os.path.basename(path)
+    model_proto = onnx.load(os.path.join(path, "model.onnx"))
+    try:
+        graph = lower(model_proto)
+    except LoweringError as error:
+        return CaseResult(category, name, "unsupported", str(error))
+    input_names = [
+        i.name
+        for i in model_proto.graph.input
+        if i.name not in {init.name for init in model_proto.graph.initializer}
+    ]
+    output_names = [o.name for o in model_proto.graph.output]
+    try:
+        executor = ModelExecutor(graph)
+        executor.load()
+    except RtsoaError as error:
+        return CaseResult(category, name, "fail", f"load: {error}")
+    try:
+        for data_set in sorted(glob.glob(os.path.join(path, "test_data_set_*"))):
+            inputs = dict(zip(input_names, _read_tensors(data_set, "input"), strict=False))
+            expected = _read_tensors(data_set, "output")
+            got = executor.execute_sync(inputs)
+            for output, want in zip(output_names, expected, strict=False):
+                have = got[output]
+                if have.shape != want.shape:
+                    return CaseResult(
+                        category, name, "fail", f"{output}: shape {have.shape} != {want.shape}"
+                    )
+                rtol, atol = TOLERANCES.get(want.dtype, (0, 0))
+                if not np.allclose(have, want, rtol=rtol, atol=atol, equal_nan=True):
+                    worst = float(np.max(np.abs(have.astype(np.float64) - want)))
+                    return CaseResult(category, name, "fail", f"{output}: max error {worst:.3g}")
+    except (RtsoaError, ValueError, TypeError, KeyError) as error:
+        return CaseResult(category, name, "fail", f"run: {error}")
+    finally:
+        if executor.state == "loaded":
+            executor.unload()
+    return CaseResult(category, name, "pass", "")
+
+
+def run_all(categories=CATEGORIES):
+    """CaseResults of every case."""
+    return [run_case(category, path) for category, path in case_dirs(categories)]
+
+
+def summary(results):
+    """{category: (passed, total)} and the overall (passed, total)."""
+    counts = {}
+    for result in results:
+        passed, total = counts.get(result.category, (0, 0))
+        counts[result.category] = (passed + (result.status == "pass"), total + 1)
+    passed = sum(p for p, _ in counts.values())
+    total = sum(t for _, t in counts.values())
+    return counts, (passed, total)
+
+
+def markdown(results):
+    """A markdown report: counts per category, then every case not passing with its reason."""
+    counts, (passed, total) = summary(results)
+    lines = [
+        "# ONNX conformance cases run through rtsoa",
+        "",
+        "Generated by `python -m rtsoa.testing.conformance --markdown docs/conformance.md`.",
+        "",
+        "| category | passed | cases |",
+        "|---|---|---|",
+    ]
+    for category, (p, t) in counts.items():
+        lines.append(f"| {category} | {p} | {t} |")
+    lines.append(f"| **all** | **{passed}** ({100 * passed / max(total, 1):.0f} %) | {total} |")
+    lines += ["", "## Cases that do not pass", "", "| case | status | reason |", "|---|---|---|"]
+    for result in results:
+        if result.status != "pass":
+            reason = result.reason.replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {result.category}/{result.name} | {result.status} | {reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", help="write the report here")
+    args = parser.parse_args(argv)
+    results = run_all()
+    for result in results:
+        print(f"{result.status:12s} {result.category}/{result.name}  {result.reason[:100]}")
+    _, (passed, total) = summary(results)
+    print(f"passed {passed} of {total}")
+    if args.markdown:
+        with open(args.markdown, "w") as handle:
+            handle.write(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""`rtsoa lower` and `rtsoa run` on models: outputs match onnxruntime, bad inputs are named."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from rtsoa.cli import main
+from rtsoa.testing.models import mlp, run_onnxruntime
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("model")
+    proto = mlp(seed=3)
+    path = directory / "mlp.onnx"
+    onnx.save(proto, path)
+    return proto, path
+
+
+def _inputs(directory, **arrays):
+    path = directory / "in.npz"
+    np.savez(path, **arrays)
+    return path
+
+
+def test_lower_then_run_gives_onnxruntimes_numbers(model_file, tmp_path, capsys):
+    proto, path = model_file
+    lowered = tmp_path / "mlp.rtsoa"
+    assert main(["lower", str(path), "-o", str(lowered), "--no-progress"]) == 0
+    assert "ops lowered to" in capsys.readouterr().out
+    x = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)
+    inputs = _inputs(tmp_path, x=x)
+    out = tmp_path / "out.npz"
+    code = main(["run", str(lowered), "--inputs", str(inputs), "--outputs", str(out), "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["hazards"] == 0
+    assert summary["outputs"]["y"] == [[5, 4], "float32"]
+    with np.load(out) as got:
+        np.testing.assert_allclose(
+            got["y"], run_onnxruntime(proto, {"x": x})["y"], rtol=1e-4, atol=1e-5
+        )
+
+
+def test_run_lowers_an_onnx_file_on_the_fly(model_file, tmp_path, capsys):
+    proto, path = model_file
+    x = np.ones((2, 16), np.float32)
+    out = tmp_path / "out.npz"
+    assert (
+        main(["run", str(path), "--inputs", str(_inputs(tmp_path, x=x)), "--outputs", str(out)])
+        == 0
+    )
+    assert "hazards 0" in capsys.readouterr().out
+    with np.load(out) as got:
+        np.testing.assert_allclose(got["y"], run_onnxruntime(proto, {"x": x})["y"], 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({}, "missing input(s) ['x']"),
+        ({"x": np.ones((2, 16), np.float32), "q": np.ones(1)}, "unexpected input(s) ['q']"),
+        ({"x": np.ones((2, 16), np.int64)}, "input 'x' has dtype int64"),
+        ({"x": np.ones((2, 7), np.float32)}, "input 'x' has shape (2, 7)"),
+    ],
+)
+def test_bad_inputs_are_one_line_errors_naming_the_input(
+    model_file, tmp_path, capsys, arrays, message
+):
+    _, path = model_file
+    code = main(["run", str(path), "--inputs", str(_inputs(tmp_path, **arrays))])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_not_an_npz_and_not_a_model(tmp_path, capsys):
+    bad = tmp_path / "in.npz"
+    bad.write_text("nope")
+    onnx_bad = tmp_path / "m.onnx"
+    onnx_bad.write_bytes(b"\x00garbage")
+    assert main(["run", str(onnx_bad)]) == 1
+    assert "not a readable ONNX model" in capsys.readouterr().err
+    assert main(["lower", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o")]) == 1
+    assert "no such ONNX file" in capsys.readouterr().err
+
+
+def test_lower_refuses_to_overwrite_a_foreign_directory(model_file, tmp_path, capsys):
+    _, path = model_file
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    assert main(["lower", str(path), "-o", str(foreign), "--no-progress"]) == 1
+    assert (foreign / "notes.txt").read_text() == "keep me"
+    assert "error" in capsys.readouterr().err

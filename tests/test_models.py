@@ -1,0 +1,198 @@
+"""Real models end to end: ONNX -> lowering -> ModelExecutor, judged by onnxruntime.
+
+Tolerances: float32 outputs within rtol 1e-4, atol 1e-5 of onnxruntime (both sum in float32,
+in different orders).
+"""
+
+import re
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import rtsoa
+from rtsoa.errors import LoweringError, ModelInputError
+from rtsoa.executors import KernelError
+from rtsoa.graph.io import load_graph, save_graph
+from rtsoa.lowering import lower
+from rtsoa.runtime import load_model
+from rtsoa.runtime.model import ModelStateError
+from rtsoa.testing.models import FLOAT, mlp, model, run_onnxruntime
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@pytest.fixture(scope="module")
+def mlp_model():
+    proto = mlp()
+    graph = lower(proto)
+    return proto, graph
+
+
+def test_mlp_matches_onnxruntime_at_several_batch_sizes_without_relowering(mlp_model):
+    proto, graph = mlp_model
+    rng = np.random.default_rng(1)
+    with load_model(graph) as executor:
+        for batch in (1, 3, 17):
+            x = rng.standard_normal((batch, 16)).astype(np.float32)
+            got = executor.execute_sync({"x": x})
+            want = run_onnxruntime(proto, {"x": x})
+            assert got["y"].shape == (batch, 4)
+            np.testing.assert_allclose(got["y"], want["y"], rtol=RTOL, atol=ATOL)
+        assert executor.iterations == 3
+        assert executor.device.hazard_count == 0
+    assert rtsoa.is_dynamic(graph)
+
+
+def test_lowered_model_saves_and_reloads(mlp_model, tmp_path):
+    proto, graph = mlp_model
+    path = save_graph(graph, tmp_path / "mlp.rtsoa")
+    loaded = load_graph(path)
+    x = np.ones((2, 16), dtype=np.float32)
+    with load_model(loaded) as executor:
+        got = executor.execute_sync({"x": x})
+    np.testing.assert_allclose(got["y"], run_onnxruntime(proto, {"x": x})["y"], RTOL, ATOL)
+    description = loaded.io_description()
+    assert [entry[0] for entry in description["inputs"]] == ["x"]
+    assert description["inputs"][0][3] == ("batch", 16)
+
+
+def test_every_block_is_freed_after_execute(mlp_model):
+    _, graph = mlp_model
+    with load_model(graph) as executor:
+        before = executor.device.stats()
+        executor.execute_sync({"x": np.ones((4, 16), np.float32)})
+        after = executor.device.stats()
+    assert after["hbm"]["allocation.current"] == before["hbm"]["allocation.current"] > 0
+    assert after["hbm"]["allocation.allocated"] > before["hbm"]["allocation.allocated"]
+
+
+def test_input_errors_name_the_input(mlp_model):
+    _, graph = mlp_model
+    with load_model(graph) as executor:
+        good = np.ones((2, 16), np.float32)
+        cases = [
+            ({}, "missing input(s) ['x']"),
+            ({"x": good, "z": good}, "unexpected input(s) ['z']"),
+            ({"x": good.astype(np.float64)}, "input 'x' has dtype float64"),
+            ({"x": good[0]}, "input 'x' has rank 1, the model takes 2"),
+            ({"x": np.ones((2, 15), np.float32)}, "input 'x' has shape (2, 15)"),
+        ]
+        for inputs, message in cases:
+            with pytest.raises(ModelInputError, match=re.escape(message)):
+                executor.execute_sync(inputs)
+        # the model still runs after refusing bad inputs
+        assert executor.execute_sync({"x": good})["y"].shape == (2, 4)
+
+
+def test_symbolic_dims_must_agree_across_inputs():
+    proto = model(
+        [helper.make_node("Add", ["a", "b"], ["c"])],
+        [("a", FLOAT, ["n", 3]), ("b", FLOAT, ["n", 3])],
+        [("c", FLOAT, ["n", 3])],
+    )
+    with load_model(proto) as executor:
+        a = np.ones((2, 3), np.float32)
+        with pytest.raises(ModelInputError, match="symbol 'n' is 2 in input 'a'"):
+            executor.execute_sync({"a": a, "b": np.ones((4, 3), np.float32)})
+        np.testing.assert_array_equal(executor.execute_sync({"a": a, "b": a})["c"], 2 * a)
+
+
+def test_lifecycle_out_of_order_is_refused(mlp_model):
+    _, graph = mlp_model
+    executor = load_model(graph, load=False)
+    x = {"x": np.ones((1, 16), np.float32)}
+    with pytest.raises(ModelStateError, match="call load"):
+        executor.execute_sync(x)
+    with pytest.raises(ModelStateError, match="unload"):
+        executor.unload()
+    executor.load()
+    with pytest.raises(ModelStateError, match="load"):
+        executor.load()
+    executor.unload()
+    with pytest.raises(ModelStateError, match="unloaded"):
+        executor.execute_sync(x)
+
+
+def test_unsupported_op_fails_at_lowering_naming_op_node_and_opset():
+    proto = model(
+        [helper.make_node("Frobnicate", ["x"], ["y"], name="frob1")],
+        [("x", FLOAT, [2])],
+        [("y", FLOAT, [2])],
+    )
+    with pytest.raises(LoweringError, match=r"Frobnicate node 'frob1' \(#0\) \(opset 17\)"):
+        lower(proto)
+
+
+def test_unsupported_element_type_is_named():
+    proto = model(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        [("x", TensorProto.STRING, [2])],
+        [("y", TensorProto.STRING, [2])],
+    )
+    with pytest.raises(LoweringError, match="input 'x': element type STRING"):
+        lower(proto)
+
+
+def test_constants_fold_at_lowering():
+    # y = x + (c1 * c2): the product is folded, only the Add runs
+    proto = model(
+        [
+            helper.make_node("Mul", ["c1", "c2"], ["c3"]),
+            helper.make_node("Add", ["x", "c3"], ["y"]),
+        ],
+        [("x", FLOAT, [3])],
+        [("y", FLOAT, [3])],
+        [("c1", np.array([1, 2, 3], np.float32)), ("c2", np.array([2, 2, 2], np.float32))],
+    )
+    graph = lower(proto)
+    launches = [n for n in range(graph.num_nodes) if graph.kernel_name(n) == "OpLaunch"]
+    assert len(launches) == 1
+    with load_model(graph) as executor:
+        y = executor.execute_sync({"x": np.zeros(3, np.float32)})["y"]
+    np.testing.assert_array_equal(y, [2, 4, 6])
+
+
+def test_dead_ops_are_dropped():
+    proto = model(
+        [
+            helper.make_node("Relu", ["x"], ["unused"]),
+            helper.make_node("Neg", ["x"], ["y"]),
+        ],
+        [("x", FLOAT, [3])],
+        [("y", FLOAT, [3])],
+    )
+    graph = lower(proto)
+    launches = [n for n in range(graph.num_nodes) if graph.kernel_name(n) == "OpLaunch"]
+    assert len(launches) == 1
+
+
+def test_a_tampered_op_header_fails_with_a_status_not_a_crash(mlp_model):
+    _, graph = mlp_model
+    launch = next(n for n in range(graph.num_nodes) if graph.kernel_name(n) == "OpLaunch")
+    pool = graph.attr_pool.copy()
+    pool[graph.attr_offsets[launch] + 1] = 50  # claims 50 inputs
+    tampered = graph._replace(attr_pool=pool)
+    with load_model(tampered) as executor:
+        with pytest.raises(KernelError, match="OpLaunch"):
+            executor.execute_sync({"x": np.ones((1, 16), np.float32)})
+
+
+def test_a_user_converter_lowers_a_custom_op():
+    import user_converters  # noqa: F401  (registers com.example.Swish)
+
+    node = helper.make_node("Swish", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph(
+        [node],
+        "swish",
+        [helper.make_tensor_value_info("x", FLOAT, [5])],
+        [helper.make_tensor_value_info("y", FLOAT, [5])],
+    )
+    proto = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)],
+    )
+    x = np.linspace(-3, 3, 5).astype(np.float32)
+    with load_model(proto) as executor:
+        y = executor.execute_sync({"x": x})["y"]
+    np.testing.assert_allclose(y, x / (1 + np.exp(-x)), rtol=1e-6)
