@@ -33,6 +33,9 @@ from rtsoa.ops import OPS, op_code
 from rtsoa.ops.abi import MAX_OP_OPERANDS, NUMPY_DTYPES, dtype_code
 from rtsoa.ops.host import OpError, TensorInfo, infer_shapes, run_numpy
 
+# Key of the op attributes holding the model's default-domain opset (for ops whose semantics
+# changed across opsets: an op's `encode` reads attributes.get(OPSET_KEY)).
+OPSET_KEY = "__opset__"
 FOLD_LIMIT = 1 << 20  # elements: larger results stay run-time ops (the graph stays small)
 
 
@@ -101,7 +104,9 @@ class LoweringContext:
         for name in inputs + list(outputs):
             if name:
                 self.graph.tensor(name)
-        call = OpCall(op, inputs, list(outputs), dict(attributes or {}), self.node_index)
+        attributes = dict(attributes or {})
+        attributes.setdefault(OPSET_KEY, self.graph.opset(""))
+        call = OpCall(op, inputs, list(outputs), attributes, self.node_index)
         self.calls.append(call)
         return call
 

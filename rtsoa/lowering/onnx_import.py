@@ -15,7 +15,7 @@ from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
 
-SUPPORTED_OPSETS = (7, 25)  # default-domain opset versions the importer accepts
+SUPPORTED_OPSETS = (1, 25)  # default-domain opset versions the importer accepts
 
 
 def _dtype_map():

@@ -36,8 +36,11 @@ class ModelStateError(RtsoaError, RuntimeError):
     """A ModelExecutor call out of order (execute before load, load twice, after unload)."""
 
 
+_NUMPY = {int(code): np.dtype(kind) for code, kind in NUMPY_DTYPES.items()}
+
+
 def _numpy(dtype):
-    return np.dtype(NUMPY_DTYPES[DType(dtype)])
+    return _NUMPY[int(dtype)]
 
 
 class ModelExecutor:
