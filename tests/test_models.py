@@ -196,3 +196,53 @@ def test_a_user_converter_lowers_a_custom_op():
     with load_model(proto) as executor:
         y = executor.execute_sync({"x": x})["y"]
     np.testing.assert_allclose(y, x / (1 + np.exp(-x)), rtol=1e-6)
+
+
+def test_transformer_block_with_a_symbolic_sequence_length_at_three_lengths():
+    from rtsoa.testing.models import transformer_block
+
+    proto = transformer_block()
+    graph = lower(proto)
+    assert rtsoa.is_dynamic(graph)
+    rng = np.random.default_rng(5)
+    with load_model(graph) as executor:
+        for seq in (1, 7, 20):
+            x = rng.standard_normal((2, seq, 32)).astype(np.float32)
+            got = executor.execute_sync({"x": x})["y"]
+            want = run_onnxruntime(proto, {"x": x})["y"]
+            assert got.shape == (2, seq, 32)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        assert executor.device.hazard_count == 0
+
+
+def test_small_cnn_with_a_residual_block():
+    from rtsoa.testing.models import small_cnn
+
+    proto = small_cnn()
+    rng = np.random.default_rng(6)
+    with load_model(proto) as executor:
+        for batch in (1, 3):
+            x = rng.standard_normal((batch, 3, 16, 16)).astype(np.float32)
+            got = executor.execute_sync({"x": x})["y"]
+            want = run_onnxruntime(proto, {"x": x})["y"]
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        assert executor.device.hazard_count == 0
+
+
+@pytest.mark.parametrize("op", ["If", "Loop"])
+def test_if_and_loop_are_refused_at_lowering_with_the_reason(op):
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["z"])],
+        "body",
+        [],
+        [helper.make_tensor_value_info("z", FLOAT, [2])],
+    )
+    if op == "If":
+        node = helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body)
+        inputs = [("c", TensorProto.BOOL, []), ("x", FLOAT, [2])]
+    else:
+        node = helper.make_node("Loop", ["n", "c"], ["y"], body=body)
+        inputs = [("n", TensorProto.INT64, []), ("c", TensorProto.BOOL, []), ("x", FLOAT, [2])]
+    proto = model([node], inputs, [("y", FLOAT, [2])])
+    with pytest.raises(LoweringError, match=f"{op} node.*not supported yet"):
+        lower(proto)

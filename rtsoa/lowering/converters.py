@@ -123,3 +123,60 @@ def _unsupported(reason):
 # ONNX If / Loop bodies onto them is not built yet; refuse at lowering, never at run time.
 register_converter("If")(_unsupported("If is not supported yet (lowering of subgraphs)"))
 register_converter("Loop")(_unsupported("Loop is not supported yet (lowering of subgraphs)"))
+
+
+# -- ops whose meaning changed across opsets ----------------------------------------------------
+
+
+def _softmax_before_13(ctx, node):
+    """Softmax / LogSoftmax before opset 13 work on the input flattened to 2-D at `axis`:
+    Flatten -> the op on the last axis -> Reshape back to the input's (run-time) shape."""
+    (x,) = node.inputs[:1]
+    axis = int(node.attributes.get("axis", 1))
+    flat, result, shape = ctx.fresh_name("flat"), ctx.fresh_name("soft"), ctx.fresh_name("shape")
+    ctx.emit("Flatten", [x], [flat], {"axis": axis})
+    ctx.emit(node.op_type, [flat], [result], {"axis": -1})
+    ctx.emit("Shape", [x], [shape])
+    ctx.emit("Reshape", [result, shape], node.outputs[:1])
+
+
+for _op in ("Softmax", "LogSoftmax"):
+    register_converter(_op, since=1)(_softmax_before_13)
+    register_converter(_op, since=13)(one_to_one)
+
+
+def _legacy_broadcast(ctx, node):
+    """Binary ops before opset 7 broadcast only with `broadcast=1`, aligning B at `axis` of A
+    (numpy aligns on the right): B gets trailing 1-dims so numpy's rule does the same."""
+    a, b = node.inputs[:2]
+    attributes = node.attributes
+    if int(attributes.get("broadcast", 0)) and "axis" in attributes:
+        left, right = ctx.tensor(a), ctx.tensor(b)
+        if left.dims is None or right.dims is None:
+            raise LoweringError(
+                f"{ctx.describe(node)}: legacy broadcast with axis needs the operands' ranks"
+            )
+        axis = int(attributes["axis"])
+        if axis < 0:
+            axis += len(left.dims)
+        trailing = len(left.dims) - axis - len(right.dims)
+        if trailing > 0:
+            if not right.is_static:
+                raise LoweringError(
+                    f"{ctx.describe(node)}: legacy broadcast of a tensor of unknown shape"
+                )
+            dims = tuple(right.dims) + (1,) * trailing
+            if right.is_constant:
+                aligned = ctx.fresh_name(f"{b}_aligned")
+                ctx.set_constant(aligned, right.data.reshape(dims))
+            else:
+                shape, aligned = ctx.fresh_name("shape"), ctx.fresh_name(f"{b}_aligned")
+                ctx.set_constant(shape, np.array(dims, dtype=np.int64))
+                ctx.emit("Reshape", [b, shape], [aligned])
+            b = aligned
+    ctx.emit(node.op_type, [a, b], node.outputs, {})
+
+
+for _op in ("Add", "Sub", "Mul", "Div", "Pow"):
+    register_converter(_op, since=1)(_legacy_broadcast)
+    register_converter(_op, since=7)(one_to_one)

@@ -53,3 +53,111 @@ def run_onnxruntime(proto, inputs):
     session = ort.InferenceSession(proto.SerializeToString(), options)
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(None, inputs), strict=True))
+
+
+def _init(rng, name, *shape, scale=None):
+    data = rng.standard_normal(shape)
+    if scale is not None:
+        data = data * scale
+    return (name, data.astype(np.float32))
+
+
+def transformer_block(seed=0, d_model=32, heads=2, ff=64):
+    """A transformer encoder block (self-attention + feed-forward, each with LayerNorm and a
+    residual); input x: [batch, "seq", d_model] with a symbolic sequence length."""
+    rng = np.random.default_rng(seed)
+    head = d_model // heads
+    s = 1 / np.sqrt(d_model)
+    inits = [
+        _init(rng, "Wq", d_model, d_model, scale=s),
+        _init(rng, "Wk", d_model, d_model, scale=s),
+        _init(rng, "Wv", d_model, d_model, scale=s),
+        _init(rng, "Wo", d_model, d_model, scale=s),
+        _init(rng, "W1", d_model, ff, scale=s),
+        _init(rng, "b1", ff),
+        _init(rng, "W2", ff, d_model, scale=1 / np.sqrt(ff)),
+        _init(rng, "b2", d_model),
+        ("g1", np.ones(d_model, np.float32)),
+        ("be1", np.zeros(d_model, np.float32)),
+        _init(rng, "g2", d_model),
+        _init(rng, "be2", d_model),
+        ("heads_shape", np.array([0, -1, heads, head], np.int64)),
+        ("merge_shape", np.array([0, -1, d_model], np.int64)),
+        ("scale", np.array(np.sqrt(head), np.float32)),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("LayerNormalization", ["x", "g1", "be1"], ["ln1"], axis=-1, epsilon=1e-5),
+        n("MatMul", ["ln1", "Wq"], ["q"]),
+        n("MatMul", ["ln1", "Wk"], ["k"]),
+        n("MatMul", ["ln1", "Wv"], ["v"]),
+        n("Reshape", ["q", "heads_shape"], ["q4"]),
+        n("Reshape", ["k", "heads_shape"], ["k4"]),
+        n("Reshape", ["v", "heads_shape"], ["v4"]),
+        n("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        n("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+        n("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+        n("MatMul", ["qh", "kt"], ["scores"]),
+        n("Div", ["scores", "scale"], ["scaled"]),
+        n("Softmax", ["scaled"], ["attn"], axis=-1),
+        n("MatMul", ["attn", "vh"], ["ctx"]),
+        n("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["ctx_t", "merge_shape"], ["merged"]),
+        n("MatMul", ["merged", "Wo"], ["proj"]),
+        n("Add", ["x", "proj"], ["res1"]),
+        n("LayerNormalization", ["res1", "g2", "be2"], ["ln2"], axis=-1, epsilon=1e-5),
+        n("MatMul", ["ln2", "W1"], ["f1"]),
+        n("Add", ["f1", "b1"], ["f1b"]),
+        n("Relu", ["f1b"], ["f1r"]),
+        n("MatMul", ["f1r", "W2"], ["f2"]),
+        n("Add", ["f2", "b2"], ["f2b"]),
+        n("Add", ["res1", "f2b"], ["y"]),
+    ]
+    return model(
+        nodes,
+        [("x", FLOAT, ["batch", "seq", d_model])],
+        [("y", FLOAT, ["batch", "seq", d_model])],
+        inits,
+    )
+
+
+def small_cnn(seed=0, channels=8, classes=10, size=16):
+    """Conv -> BatchNorm -> Relu, a residual block of two convs, MaxPool, GlobalAveragePool,
+    Flatten, Gemm, Softmax; input x: [batch, 3, size, size]."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    inits = [
+        _init(rng, "w0", c, 3, 3, 3, scale=0.3),
+        _init(rng, "bias0", c),
+        ("bn_scale", (1 + 0.1 * rng.standard_normal(c)).astype(np.float32)),
+        _init(rng, "bn_bias", c),
+        _init(rng, "bn_mean", c, scale=0.1),
+        ("bn_var", (1 + 0.1 * np.abs(rng.standard_normal(c))).astype(np.float32)),
+        _init(rng, "w1", c, c, 3, 3, scale=0.2),
+        _init(rng, "w2", c, c, 3, 3, scale=0.2),
+        _init(rng, "bias2", c),
+        _init(rng, "fc", classes, c, scale=0.3),
+        _init(rng, "fc_bias", classes),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w0", "bias0"], ["c0"], pads=[1, 1, 1, 1]),
+        n("BatchNormalization", ["c0", "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["b0"]),
+        n("Relu", ["b0"], ["r0"]),
+        n("Conv", ["r0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        n("Relu", ["c1"], ["r1"]),
+        n("Conv", ["r1", "w2", "bias2"], ["c2"], pads=[1, 1, 1, 1]),
+        n("Add", ["c2", "r0"], ["skip"]),
+        n("Relu", ["skip"], ["r2"]),
+        n("MaxPool", ["r2"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("GlobalAveragePool", ["p"], ["g"]),
+        n("Flatten", ["g"], ["f"], axis=1),
+        n("Gemm", ["f", "fc", "fc_bias"], ["logits"], transB=1),
+        n("Softmax", ["logits"], ["y"], axis=-1),
+    ]
+    return model(
+        nodes,
+        [("x", FLOAT, ["batch", 3, size, size])],
+        [("y", FLOAT, ["batch", classes])],
+        inits,
+    )
