@@ -85,7 +85,10 @@ def _lower(args):
 def _inspect(args):
     from rtsoa.graph.inspect import format_summary, graph_summary
     from rtsoa.graph.io import load_graph
+    from rtsoa.runtime.commands import inspect_onnx, is_onnx_path
 
+    if is_onnx_path(args.file):
+        return inspect_onnx(args)
     start = time.perf_counter()
     graph = load_graph(args.file)
     summary = graph_summary(graph, args.file)
@@ -354,7 +357,7 @@ def build_parser():
     gen.add_argument("--no-progress", dest="progress", action="store_false")
 
     inspect = sub.add_parser("inspect", help="describe a saved graph")
-    inspect.add_argument("file", help="graph directory (.rtsoa)")
+    inspect.add_argument("file", help="graph directory (.rtsoa) or ONNX model (.onnx)")
     inspect.add_argument("--json", action="store_true", help="print a JSON object")
 
     lower = sub.add_parser("lower", help="lower an ONNX model to an execute graph")

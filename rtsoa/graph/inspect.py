@@ -64,9 +64,26 @@ def graph_summary(graph, path=None):
             for key, entries in graph.io_description().items()
         }
         summary["symbols"] = list(graph.symbols())
+    ops = op_counts(graph)
+    if ops:
+        summary["ops_per_type"] = ops
     summary["bytes_per_table"] = table_bytes(graph)
     summary["structure_bytes"] = graph.nbytes()
     return summary
+
+
+def op_counts(graph):
+    """{op type: launches} of a lowered model ({} for other graphs)."""
+    if "OpLaunch" not in graph.kernel_names:
+        return {}
+    from rtsoa.ops.switch import OP_NAMES
+
+    launch = graph.kernel_names.index("OpLaunch")
+    nodes = np.flatnonzero(graph.node_kernel == launch)
+    codes = graph.attr_pool[graph.attr_offsets[nodes]] if nodes.size else np.zeros(0, np.int64)
+    names = [OP_NAMES[c] if 0 <= c < len(OP_NAMES) else f"op#{c}" for c in codes.tolist()]
+    values, counts = np.unique(np.array(names, dtype=object), return_counts=True)
+    return {str(v): int(c) for v, c in zip(values, counts, strict=True)}
 
 
 def table_bytes(graph):
@@ -103,8 +120,11 @@ def format_summary(summary):
         ("nodes per kernel", "nodes_per_kernel"),
         ("nodes per stream", "nodes_per_stream"),
         ("nodes per worker class", "nodes_per_worker_class"),
+        ("ops per type", "ops_per_type"),
         ("bytes per table", "bytes_per_table"),
     ):
+        if key not in summary:
+            continue
         lines.append(f"  {title}:")
         for name, count in summary[key].items():
             lines.append(f"    {name:<32} {count:>14,}")

@@ -123,3 +123,55 @@ def write_trace(path, model, inputs):
     trace["traceEvents"].extend(_numeric_ids(model.device.chrome_trace(pid=_DEVICE_PID)))
     with open(path, "w") as file:
         json.dump(trace, file)
+
+
+def inspect_onnx(args):
+    """rtsoa inspect model.onnx: inputs, outputs, symbolic dims and op counts."""
+    from rtsoa.graph.inspect import _shape
+    from rtsoa.lowering import import_onnx
+
+    graph = import_onnx(args.file)
+    constants = [t for t in graph.tensors.values() if t.is_constant]
+
+    def entry(name):
+        tensor = graph.tensors[name]
+        return {"name": name, "dtype": tensor.dtype.name, "dims": tensor.dims}
+
+    symbols = sorted(
+        {
+            d
+            for name in graph.inputs + graph.outputs
+            for d in (graph.tensors[name].dims or ())
+            if isinstance(d, str)
+        }
+    )
+    summary = {
+        "name": graph.name,
+        "path": str(args.file),
+        "opsets": graph.opsets,
+        "ops": len(graph.nodes),
+        "inputs": [entry(name) for name in graph.inputs],
+        "outputs": [entry(name) for name in graph.outputs],
+        "symbols": symbols,
+        "constants": len(constants),
+        "constant_bytes": int(sum(t.data.nbytes for t in constants)),
+        "ops_per_type": graph.op_counts(),
+    }
+    if args.json:
+        print(json.dumps(summary))
+        return
+    lines = [
+        f"model {summary['name']!r}  ({args.file})",
+        f"  opsets           {summary['opsets']}",
+        f"  ops              {summary['ops']:,}",
+        f"  constants        {summary['constants']:,} ({summary['constant_bytes']:,} bytes)",
+    ]
+    for key in ("inputs", "outputs"):
+        lines.append(f"  {key}:")
+        for item in summary[key]:
+            lines.append(f"    {item['name']:<32} {item['dtype']:<8} {_shape(item['dims'])}")
+    lines.append(f"  symbols          {', '.join(symbols) or '(none)'}")
+    lines.append("  ops per type:")
+    for name, count in summary["ops_per_type"].items():
+        lines.append(f"    {name:<32} {count:>14,}")
+    print("\n".join(lines))
