@@ -3,12 +3,17 @@
 `infer` and `compute` call op number `code` (its position in the sorted op names).
 """
 
+import rtsoa.ops.activations
+import rtsoa.ops.conv
 import rtsoa.ops.elementwise
 import rtsoa.ops.linalg
+import rtsoa.ops.normalization
+import rtsoa.ops.pooling
+import rtsoa.ops.softmax
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import STATUS_OP_UNKNOWN
 
-OP_NAMES = ('Abs', 'Add', 'Div', 'Equal', 'Erf', 'Exp', 'Gemm', 'Greater', 'Identity', 'LeakyRelu', 'Less', 'Log', 'MatMul', 'Max', 'Mean', 'Min', 'Mul', 'Neg', 'Pow', 'Relu', 'Sigmoid', 'Sqrt', 'Sub', 'Sum', 'Tanh')
+OP_NAMES = ('Abs', 'Add', 'AveragePool', 'BatchNormalization', 'Clip', 'Conv', 'ConvTranspose', 'Div', 'Elu', 'Equal', 'Erf', 'Exp', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'PRelu', 'Pow', 'Relu', 'Selu', 'Sigmoid', 'Softmax', 'Softplus', 'Sqrt', 'Sub', 'Sum', 'Tanh')
 
 
 @jit_with_nrt
@@ -73,51 +78,87 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 1:  # Add
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 2:  # Div
+    elif code == 2:  # AveragePool
+        return rtsoa.ops.pooling.pool_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 3:  # BatchNormalization
+        return rtsoa.ops.normalization.batch_norm_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 4:  # Clip
+        return rtsoa.ops.activations.clip_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 5:  # Conv
+        return rtsoa.ops.conv.conv_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 6:  # ConvTranspose
+        return rtsoa.ops.conv.conv_transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 7:  # Div
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 3:  # Equal
+    elif code == 8:  # Elu
+        return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 9:  # Equal
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 4:  # Erf
+    elif code == 10:  # Erf
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 5:  # Exp
+    elif code == 11:  # Exp
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 6:  # Gemm
+    elif code == 12:  # Gemm
         return rtsoa.ops.linalg.gemm_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 7:  # Greater
+    elif code == 13:  # GlobalAveragePool
+        return rtsoa.ops.pooling.global_pool_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 14:  # GlobalMaxPool
+        return rtsoa.ops.pooling.global_pool_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 15:  # Greater
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 8:  # Identity
+    elif code == 16:  # HardSigmoid
+        return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 17:  # Identity
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 9:  # LeakyRelu
+    elif code == 18:  # InstanceNormalization
+        return rtsoa.ops.normalization.instance_norm_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 19:  # LRN
+        return rtsoa.ops.pooling.lrn_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 20:  # LayerNormalization
+        return rtsoa.ops.normalization.layer_norm_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 21:  # LeakyRelu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 10:  # Less
+    elif code == 22:  # Less
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 11:  # Log
+    elif code == 23:  # Log
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 12:  # MatMul
+    elif code == 24:  # LogSoftmax
+        return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 25:  # MatMul
         return rtsoa.ops.linalg.matmul_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 13:  # Max
+    elif code == 26:  # Max
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 14:  # Mean
+    elif code == 27:  # MaxPool
+        return rtsoa.ops.pooling.pool_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 28:  # Mean
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 15:  # Min
+    elif code == 29:  # Min
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 16:  # Mul
+    elif code == 30:  # Mul
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 17:  # Neg
+    elif code == 31:  # Neg
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 18:  # Pow
+    elif code == 32:  # PRelu
+        return rtsoa.ops.activations.prelu_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 33:  # Pow
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 19:  # Relu
+    elif code == 34:  # Relu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 20:  # Sigmoid
+    elif code == 35:  # Selu
+        return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 36:  # Sigmoid
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 21:  # Sqrt
+    elif code == 37:  # Softmax
+        return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 38:  # Softplus
+        return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 39:  # Sqrt
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 22:  # Sub
+    elif code == 40:  # Sub
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 23:  # Sum
+    elif code == 41:  # Sum
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 24:  # Tanh
+    elif code == 42:  # Tanh
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
@@ -128,50 +169,86 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.elementwise.abs_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 1:  # Add
         return rtsoa.ops.elementwise.add_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 2:  # Div
+    elif code == 2:  # AveragePool
+        return rtsoa.ops.pooling.average_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 3:  # BatchNormalization
+        return rtsoa.ops.normalization.batch_norm_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 4:  # Clip
+        return rtsoa.ops.activations.clip_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 5:  # Conv
+        return rtsoa.ops.conv.conv_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 6:  # ConvTranspose
+        return rtsoa.ops.conv.conv_transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 7:  # Div
         return rtsoa.ops.elementwise.div_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 3:  # Equal
+    elif code == 8:  # Elu
+        return rtsoa.ops.activations.elu_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 9:  # Equal
         return rtsoa.ops.elementwise.equal_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 4:  # Erf
+    elif code == 10:  # Erf
         return rtsoa.ops.elementwise.erf_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 5:  # Exp
+    elif code == 11:  # Exp
         return rtsoa.ops.elementwise.exp_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 6:  # Gemm
+    elif code == 12:  # Gemm
         return rtsoa.ops.linalg.gemm_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 7:  # Greater
+    elif code == 13:  # GlobalAveragePool
+        return rtsoa.ops.pooling.global_average_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 14:  # GlobalMaxPool
+        return rtsoa.ops.pooling.global_max_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 15:  # Greater
         return rtsoa.ops.elementwise.greater_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 8:  # Identity
+    elif code == 16:  # HardSigmoid
+        return rtsoa.ops.activations.hard_sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 17:  # Identity
         return rtsoa.ops.elementwise.identity_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 9:  # LeakyRelu
+    elif code == 18:  # InstanceNormalization
+        return rtsoa.ops.normalization.instance_norm_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 19:  # LRN
+        return rtsoa.ops.pooling.lrn_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 20:  # LayerNormalization
+        return rtsoa.ops.normalization.layer_norm_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 21:  # LeakyRelu
         return rtsoa.ops.elementwise.leaky_relu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 10:  # Less
+    elif code == 22:  # Less
         return rtsoa.ops.elementwise.less_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 11:  # Log
+    elif code == 23:  # Log
         return rtsoa.ops.elementwise.log_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 12:  # MatMul
+    elif code == 24:  # LogSoftmax
+        return rtsoa.ops.softmax.log_softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 25:  # MatMul
         return rtsoa.ops.linalg.matmul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 13:  # Max
+    elif code == 26:  # Max
         return rtsoa.ops.elementwise.max_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 14:  # Mean
+    elif code == 27:  # MaxPool
+        return rtsoa.ops.pooling.max_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 28:  # Mean
         return rtsoa.ops.elementwise.mean_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 15:  # Min
+    elif code == 29:  # Min
         return rtsoa.ops.elementwise.min_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 16:  # Mul
+    elif code == 30:  # Mul
         return rtsoa.ops.elementwise.mul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 17:  # Neg
+    elif code == 31:  # Neg
         return rtsoa.ops.elementwise.neg_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 18:  # Pow
+    elif code == 32:  # PRelu
+        return rtsoa.ops.activations.prelu_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 33:  # Pow
         return rtsoa.ops.elementwise.pow_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 19:  # Relu
+    elif code == 34:  # Relu
         return rtsoa.ops.elementwise.relu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 20:  # Sigmoid
+    elif code == 35:  # Selu
+        return rtsoa.ops.activations.selu_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 36:  # Sigmoid
         return rtsoa.ops.elementwise.sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 21:  # Sqrt
+    elif code == 37:  # Softmax
+        return rtsoa.ops.softmax.softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 38:  # Softplus
+        return rtsoa.ops.activations.softplus_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 39:  # Sqrt
         return rtsoa.ops.elementwise.sqrt_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 22:  # Sub
+    elif code == 40:  # Sub
         return rtsoa.ops.elementwise.sub_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 23:  # Sum
+    elif code == 41:  # Sum
         return rtsoa.ops.elementwise.add_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 24:  # Tanh
+    elif code == 42:  # Tanh
         return rtsoa.ops.elementwise.tanh_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN

@@ -1,0 +1,322 @@
+"""Normalizations: BatchNormalization (inference), InstanceNormalization, LayerNormalization.
+
+float32 / float64; every parameter input has X's dtype (BatchNormalization's opset-15 option
+of other dtypes for mean / var is refused). Means and variances accumulate in float64.
+BatchNormalization refuses training_mode = 1 and the pre-opset-9 spatial = 0 form.
+LayerNormalization (opset 17): Scale and B broadcast to X.shape[axis:]; its optional Mean and
+InvStdDev outputs are float32 (stash_type 1, the only stash type accepted) of shape
+X.shape[:axis] + (1, ...).
+"""
+
+import numpy as np
+
+from rtsoa._jit import jit_with_nrt
+from rtsoa.ops.abi import (
+    F32,
+    STATUS_OP_BAD_ATTRIBUTE,
+    STATUS_OP_BAD_SHAPE,
+    STATUS_OP_MISSING_INPUT,
+    copy_shape,
+    dim,
+    dtype,
+    normalize_axis,
+    present,
+    rank,
+    set_dim,
+    set_output,
+    view,
+)
+from rtsoa.ops.attributes import onnx_float
+from rtsoa.ops.conv import element_count, float_inputs, holds
+from rtsoa.ops.registry import register_op
+
+BATCH, INSTANCE, LAYER = 0, 1, 2
+
+
+@jit_with_nrt
+def _per_channel(table, first, last):
+    """Status: inputs first .. last are present, 1-D, of X's channel count."""
+    for row in range(first, last + 1):
+        if not present(table, row):
+            return np.int32(STATUS_OP_MISSING_INPUT)
+        if rank(table, row) != 1 or dim(table, row, 0) != dim(table, 0, 1):
+            return np.int32(STATUS_OP_BAD_SHAPE)
+    return np.int32(0)
+
+
+@jit_with_nrt
+def _fits_columns(table, row, axis):
+    """Does row `row` broadcast (unidirectionally) to X.shape[axis:]?"""
+    own_rank = rank(table, row)
+    x_rank = rank(table, 0)
+    if own_rank > x_rank - axis:
+        return False
+    for own in range(own_rank):
+        size = dim(table, row, own)
+        if size != 1 and size != dim(table, 0, x_rank - own_rank + own):
+            return False
+    return True
+
+
+@jit_with_nrt
+def _checks(op, table, n_in, attrs):
+    """(status, rows, row length, axis) of a normalization: the rows it standardizes."""
+    status = float_inputs(table, n_in)
+    if status != 0:
+        return status, np.int64(0), np.int64(0), np.int64(0)
+    count = element_count(table, 0)
+    x_rank = rank(table, 0)
+    if count < 0 or x_rank < (3 if op == INSTANCE else 1):
+        return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0), np.int64(0), np.int64(0)
+    if op == LAYER:
+        axis = normalize_axis(attrs[0], x_rank) if attrs.shape[0] >= 3 else np.int64(-1)
+        if axis < 0 or attrs[2] != 1:
+            return np.int32(STATUS_OP_BAD_ATTRIBUTE), np.int64(0), np.int64(0), np.int64(0)
+        if n_in < 2 or not present(table, 1):
+            return np.int32(STATUS_OP_MISSING_INPUT), np.int64(0), np.int64(0), axis
+        if not _fits_columns(table, 1, axis) or (
+            n_in > 2 and present(table, 2) and not _fits_columns(table, 2, axis)
+        ):
+            return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0), np.int64(0), axis
+    else:
+        if x_rank < 2:
+            return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0), np.int64(0), np.int64(0)
+        axis = np.int64(2)
+        status = _per_channel(table, 1, n_in - 1)
+        if status != 0:
+            return status, np.int64(0), np.int64(0), axis
+        if op == BATCH and (attrs.shape[0] < 3 or attrs[1] != 0 or attrs[2] != 1):
+            return np.int32(STATUS_OP_BAD_ATTRIBUTE), np.int64(0), np.int64(0), axis
+    length = np.int64(1)
+    for a in range(axis, x_rank):
+        length *= dim(table, 0, a)
+    rows = count // length if length > 0 else np.int64(0)
+    if length == 0:  # rows = product of the leading dims
+        rows = np.int64(1)
+        for a in range(axis):
+            rows *= dim(table, 0, a)
+    return np.int32(0), rows, length, axis
+
+
+@jit_with_nrt
+def _infer(op, table, n_in, n_out, attrs):
+    status, rows, length, axis = _checks(op, table, n_in, attrs)
+    if status != 0:
+        return status
+    copy_shape(table, 0, n_in)
+    for k in range(1, n_out):  # LayerNormalization's Mean and InvStdDev
+        set_output(table, n_in + k, F32, rank(table, 0))
+        for a in range(rank(table, 0)):
+            set_dim(table, n_in + k, a, dim(table, 0, a) if a < axis else 1)
+    return np.int32(0)
+
+
+@jit_with_nrt
+def batch_norm_infer(arena, table, n_in, n_out, attrs, fattrs):
+    return _infer(BATCH, table, n_in, n_out, attrs)
+
+
+@jit_with_nrt
+def instance_norm_infer(arena, table, n_in, n_out, attrs, fattrs):
+    return _infer(INSTANCE, table, n_in, n_out, attrs)
+
+
+@jit_with_nrt
+def layer_norm_infer(arena, table, n_in, n_out, attrs, fattrs):
+    return _infer(LAYER, table, n_in, n_out, attrs)
+
+
+# -- loops ----------------------------------------------------------------------------------------
+
+
+@jit_with_nrt
+def _batch_norm_run(x, y, channels, inner, scale, bias, mean, var, epsilon):
+    """y = (x - mean) / sqrt(var + epsilon) * scale + bias, per channel (axis 1)."""
+    images = x.shape[0] // max(channels * inner, 1)
+    for c in range(channels):
+        a = scale[c] / np.sqrt(np.float64(var[c]) + epsilon)
+        b = bias[c] - mean[c] * a
+        for n in range(images):
+            start = (n * channels + c) * inner
+            for j in range(start, start + inner):
+                y[j] = x[j] * a + b
+
+
+@jit_with_nrt
+def _column_map(table, row, axis, length):
+    """For each column of X.shape[axis:], the flat index of the element of row `row` (which
+    broadcasts to it) it uses."""
+    x_rank = rank(table, 0)
+    own_rank = rank(table, row)
+    result = np.empty(length, dtype=np.int64)
+    for j in range(length):
+        rest = j
+        index = np.int64(0)
+        stride = np.int64(1)
+        for a in range(x_rank - 1, axis - 1, -1):
+            size = dim(table, 0, a)
+            coordinate = rest % size
+            rest //= size
+            own = a - (x_rank - own_rank)
+            if own >= 0 and dim(table, row, own) != 1:
+                index += coordinate * stride
+            if own >= 0:
+                stride *= dim(table, row, own)
+        result[j] = index
+    return result
+
+
+@jit_with_nrt
+def _standardize(x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, channels, stats):
+    """Each row of `length` elements -> (x - mean) / sqrt(variance + epsilon), then the affine
+    map: scale[row % channels] (+ bias) when scale_map is empty (InstanceNormalization), else
+    scale[scale_map[j]] (+ bias[bias_map[j]]) per column j (LayerNormalization). stats, if not
+    empty, gets each row's mean and 1 / sqrt(variance + epsilon) (2 * rows values)."""
+    has_bias = bias.shape[0] > 0
+    per_row = scale_map.shape[0] == 0
+    for r in range(rows):
+        base = r * length
+        total = 0.0
+        for j in range(length):
+            total += x[base + j]
+        mean = total / length if length > 0 else 0.0
+        squares = 0.0
+        for j in range(length):
+            d = x[base + j] - mean
+            squares += d * d
+        inv = 1.0 / np.sqrt((squares / length if length > 0 else 0.0) + epsilon)
+        if stats.shape[0] > 0:
+            stats[r] = mean
+            stats[rows + r] = inv
+        if length == 0:
+            continue
+        if per_row:
+            c = r % channels
+            a = scale[c] * inv
+            b = bias[c] if has_bias else 0.0
+            for j in range(length):
+                y[base + j] = (x[base + j] - mean) * a + b
+        else:
+            for j in range(length):
+                v = (x[base + j] - mean) * inv * scale[scale_map[j]]
+                if has_bias:
+                    v += bias[bias_map[j]]
+                y[base + j] = v
+
+
+@jit_with_nrt
+def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
+    status, rows, length, axis = _checks(op, table, n_in, attrs)
+    if status != 0:
+        return status
+    count = rows * length
+    item = 4 if dtype(table, 0) == F32 else 8
+    if not (holds(table, 0, count, item) and holds(table, n_in, count, item)):
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    for k in range(1, n_out):
+        if not holds(table, n_in + k, rows, 4):
+            return np.int32(STATUS_OP_BAD_SHAPE)
+    channels = dim(table, 0, 1) if op != LAYER else np.int64(1)
+    for row in range(1, n_in):
+        need = channels if op != LAYER else element_count(table, row)
+        if present(table, row) and not holds(table, row, need, item):
+            return np.int32(STATUS_OP_BAD_SHAPE)
+    has_bias = n_in > 2 and present(table, 2)
+    empty = np.zeros(0, dtype=np.int64)
+    scale_map = _column_map(table, 1, axis, length) if op == LAYER else empty
+    bias_map = _column_map(table, 2, axis, length) if op == LAYER and has_bias else empty
+    stats = np.zeros(2 * rows if n_out > 1 else 0, dtype=np.float64)
+    epsilon = fattrs[1] if op == LAYER else fattrs[0]
+    if item == 4:
+        x = view(arena, table, 0, np.float32)
+        y = view(arena, table, n_in, np.float32)
+        scale = view(arena, table, 1, np.float32)
+        bias = view(arena, table, 2, np.float32) if has_bias else x[:0]
+        if op == BATCH:
+            mean = view(arena, table, 3, np.float32)
+            var = view(arena, table, 4, np.float32)
+            _batch_norm_run(x[:count], y, channels, length, scale, bias, mean, var, epsilon)
+        else:
+            _standardize(
+                x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, channels, stats
+            )
+    else:
+        x = view(arena, table, 0, np.float64)
+        y = view(arena, table, n_in, np.float64)
+        scale = view(arena, table, 1, np.float64)
+        bias = view(arena, table, 2, np.float64) if has_bias else x[:0]
+        if op == BATCH:
+            mean = view(arena, table, 3, np.float64)
+            var = view(arena, table, 4, np.float64)
+            _batch_norm_run(x[:count], y, channels, length, scale, bias, mean, var, epsilon)
+        else:
+            _standardize(
+                x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, channels, stats
+            )
+    for k in range(1, n_out):
+        out = view(arena, table, n_in + k, np.float32)
+        for r in range(rows):
+            out[r] = stats[(k - 1) * rows + r]
+    return np.int32(0)
+
+
+@jit_with_nrt
+def batch_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return _compute(BATCH, arena, table, n_in, n_out, attrs, fattrs)
+
+
+@jit_with_nrt
+def instance_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return _compute(INSTANCE, arena, table, n_in, n_out, attrs, fattrs)
+
+
+@jit_with_nrt
+def layer_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return _compute(LAYER, arena, table, n_in, n_out, attrs, fattrs)
+
+
+def encode_batch_norm(attributes, inputs):
+    """BatchNormalization slots: epsilon, training_mode, spatial."""
+    return [
+        onnx_float(attributes.get("epsilon", 1e-5)),
+        int(attributes.get("training_mode", 0)),
+        int(attributes.get("spatial", 1)),
+    ]
+
+
+def encode_instance_norm(attributes, inputs):
+    """InstanceNormalization slots: epsilon."""
+    return [onnx_float(attributes.get("epsilon", 1e-5))]
+
+
+def encode_layer_norm(attributes, inputs):
+    """LayerNormalization slots: axis, epsilon, stash_type."""
+    return [
+        int(attributes.get("axis", -1)),
+        onnx_float(attributes.get("epsilon", 1e-5)),
+        int(attributes.get("stash_type", 1)),
+    ]
+
+
+register_op(
+    "BatchNormalization",
+    batch_norm_infer,
+    batch_norm_compute,
+    encode=encode_batch_norm,
+    inputs=(5, 5),
+)
+register_op(
+    "InstanceNormalization",
+    instance_norm_infer,
+    instance_norm_compute,
+    encode=encode_instance_norm,
+    inputs=(3, 3),
+)
+register_op(
+    "LayerNormalization",
+    layer_norm_infer,
+    layer_norm_compute,
+    encode=encode_layer_norm,
+    inputs=(2, 3),
+    outputs=(1, 3),
+)

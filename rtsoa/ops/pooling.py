@@ -1,0 +1,362 @@
+"""Pools and LRN: MaxPool (with its optional Indices), AveragePool, GlobalAveragePool,
+GlobalMaxPool, LRN; float32 / float64, 1-D to 3-D windows.
+
+Window geometry (kernel, strides, dilations, pads, auto_pad, ceil_mode) is the convolutions'
+(`conv.window_geometry`), so output sizes follow onnxruntime's rules: ceil_mode drops a last
+window that would start in the end padding; SAME_UPPER / SAME_LOWER give ceil(in / stride)
+outputs. AveragePool divides by the taps inside the input, or with count_include_pad by the
+taps inside the padded input (taps past the end padding, which ceil_mode adds, never count).
+MaxPool's Indices are flat indices into X, row-major (storage_order 0) or, for 2-D and 1-D
+pools, column-major within each image plane (storage_order 1), as onnxruntime writes them.
+"""
+
+import numpy as np
+
+from rtsoa._jit import jit_inline_ir, jit_with_nrt
+from rtsoa.ops.abi import (
+    F32,
+    I64,
+    STATUS_OP_BAD_ATTRIBUTE,
+    STATUS_OP_BAD_SHAPE,
+    copy_shape,
+    dim,
+    dtype,
+    rank,
+    set_dim,
+    set_output,
+    view,
+)
+from rtsoa.ops.attributes import onnx_float
+from rtsoa.ops.conv import (
+    COUNT_INCLUDE_PAD,
+    G_C,
+    G_D,
+    G_IN,
+    G_K,
+    G_N,
+    G_OUT,
+    G_PB,
+    G_PE,
+    G_S,
+    LIMIT,
+    POOL,
+    STORAGE_ORDER,
+    element_count,
+    encode_window,
+    float_inputs,
+    holds,
+    window_geometry,
+    window_output,
+)
+from rtsoa.ops.registry import register_op
+
+MAX, AVERAGE = 0, 1
+
+
+@jit_with_nrt
+def _pool_checks(table, n_out, attrs):
+    """(status, geometry) of MaxPool / AveragePool."""
+    status = float_inputs(table, 1)
+    if status != 0:
+        return status, np.zeros(1, dtype=np.int64)
+    status, geo = window_geometry(table, attrs, POOL)
+    if status != 0:
+        return status, geo
+    include_pad = attrs[COUNT_INCLUDE_PAD]
+    order = attrs[STORAGE_ORDER]
+    if include_pad < 0 or include_pad > 1 or order < 0 or order > 1:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE), geo
+    if n_out > 1 and order == 1 and rank(table, 0) > 4:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE), geo  # column-major indices of 3-D pools
+    return np.int32(0), geo
+
+
+@jit_with_nrt
+def pool_infer(arena, table, n_in, n_out, attrs, fattrs):
+    status, geo = _pool_checks(table, n_out, attrs)
+    if status != 0:
+        return status
+    spatial = rank(table, 0) - 2
+    window_output(table, 1, dtype(table, 0), geo, spatial)
+    if n_out > 1:  # MaxPool's Indices
+        window_output(table, 2, I64, geo, spatial)
+    return np.int32(0)
+
+
+@jit_inline_ir
+def _taps_before(start, taps, dilation, end):
+    """How many of the taps start + t * dilation fall before `end` (the padded input's end)."""
+    if start >= end:
+        return np.int64(0)
+    return min(taps, (end - 1 - start) // dilation + 1)
+
+
+@jit_with_nrt
+def _pool_run(op, x, y, indices, geo, include_pad, column_major):
+    """MaxPool (and its indices, if `indices` is not empty) or AveragePool, one window at a
+    time over every image plane."""
+    in_d, in_h, in_w = geo[G_IN], geo[G_IN + 1], geo[G_IN + 2]
+    out_d, out_h, out_w = geo[G_OUT], geo[G_OUT + 1], geo[G_OUT + 2]
+    k_d, k_h, k_w = geo[G_K], geo[G_K + 1], geo[G_K + 2]
+    d_d, d_h, d_w = geo[G_D], geo[G_D + 1], geo[G_D + 2]
+    plane = in_d * in_h * in_w
+    want_indices = indices.shape[0] > 0
+    o = np.int64(0)
+    for p in range(geo[G_N] * geo[G_C]):
+        x_p = p * plane
+        for od in range(out_d):
+            s_d = od * geo[G_S] - geo[G_PB]
+            for oh in range(out_h):
+                s_h = oh * geo[G_S + 1] - geo[G_PB + 1]
+                for ow in range(out_w):
+                    s_w = ow * geo[G_S + 2] - geo[G_PB + 2]
+                    if op == MAX:
+                        best = -np.inf
+                        best_at = np.int64(-1)
+                        for kd in range(k_d):
+                            i_d = s_d + kd * d_d
+                            if i_d < 0 or i_d >= in_d:
+                                continue
+                            for kh in range(k_h):
+                                i_h = s_h + kh * d_h
+                                if i_h < 0 or i_h >= in_h:
+                                    continue
+                                for kw in range(k_w):
+                                    i_w = s_w + kw * d_w
+                                    if i_w < 0 or i_w >= in_w:
+                                        continue
+                                    at = (i_d * in_h + i_h) * in_w + i_w
+                                    if best_at < 0 or x[x_p + at] > best:
+                                        best = x[x_p + at]
+                                        best_at = at
+                        y[o] = best
+                        if want_indices:
+                            if column_major and best_at >= 0:
+                                best_at = (best_at % in_w) * in_h + best_at // in_w % in_h
+                            indices[o] = x_p + best_at if best_at >= 0 else -1
+                    else:
+                        total = 0.0
+                        count = np.int64(0)
+                        padded = (
+                            _taps_before(s_d, k_d, d_d, in_d + geo[G_PE])
+                            * _taps_before(s_h, k_h, d_h, in_h + geo[G_PE + 1])
+                            * _taps_before(s_w, k_w, d_w, in_w + geo[G_PE + 2])
+                        )
+                        for kd in range(k_d):
+                            i_d = s_d + kd * d_d
+                            if i_d < 0 or i_d >= in_d:
+                                continue
+                            for kh in range(k_h):
+                                i_h = s_h + kh * d_h
+                                if i_h < 0 or i_h >= in_h:
+                                    continue
+                                for kw in range(k_w):
+                                    i_w = s_w + kw * d_w
+                                    if i_w < 0 or i_w >= in_w:
+                                        continue
+                                    total += x[x_p + (i_d * in_h + i_h) * in_w + i_w]
+                                    count += 1
+                        divisor = padded if include_pad else count
+                        y[o] = total / divisor if divisor > 0 else 0.0
+                    o += 1
+
+
+@jit_with_nrt
+def _pool_compute(op, arena, table, n_out, attrs):
+    status, geo = _pool_checks(table, n_out, attrs)
+    if status != 0:
+        return status
+    planes = geo[G_N] * geo[G_C]
+    x_count = planes * geo[G_IN] * geo[G_IN + 1] * geo[G_IN + 2]
+    y_count = planes * geo[G_OUT] * geo[G_OUT + 1] * geo[G_OUT + 2]
+    size = 4 if dtype(table, 0) == F32 else 8
+    if not (holds(table, 0, x_count, size) and holds(table, 1, y_count, size)):
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    if n_out > 1 and not holds(table, 2, y_count, 8):
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    indices = view(arena, table, 2, np.int64) if n_out > 1 else np.zeros(0, dtype=np.int64)
+    include_pad = attrs[COUNT_INCLUDE_PAD] == 1
+    column_major = attrs[STORAGE_ORDER] == 1
+    if size == 4:
+        x = view(arena, table, 0, np.float32)
+        y = view(arena, table, 1, np.float32)
+        _pool_run(op, x, y, indices, geo, include_pad, column_major)
+    else:
+        x = view(arena, table, 0, np.float64)
+        y = view(arena, table, 1, np.float64)
+        _pool_run(op, x, y, indices, geo, include_pad, column_major)
+    return np.int32(0)
+
+
+@jit_with_nrt
+def max_pool_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return _pool_compute(MAX, arena, table, n_out, attrs)
+
+
+@jit_with_nrt
+def average_pool_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return _pool_compute(AVERAGE, arena, table, n_out, attrs)
+
+
+# -- global pools ---------------------------------------------------------------------------------
+
+
+@jit_with_nrt
+def _planes(table):
+    """(status, planes, plane size) of an (N, C, spatial...) input, rank 3 or more."""
+    if rank(table, 0) < 3:
+        return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0), np.int64(0)
+    count = element_count(table, 0)
+    if count < 0:
+        return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0), np.int64(0)
+    planes = dim(table, 0, 0) * dim(table, 0, 1)
+    size = np.int64(1)
+    for axis in range(2, rank(table, 0)):
+        size *= dim(table, 0, axis)
+    return np.int32(0), planes, size
+
+
+@jit_with_nrt
+def global_pool_infer(arena, table, n_in, n_out, attrs, fattrs):
+    status = float_inputs(table, 1)
+    if status != 0:
+        return status
+    status, planes, size = _planes(table)
+    if status != 0:
+        return status
+    set_output(table, 1, dtype(table, 0), rank(table, 0))
+    for axis in range(rank(table, 0)):
+        set_dim(table, 1, axis, dim(table, 0, axis) if axis < 2 else 1)
+    return np.int32(0)
+
+
+@jit_with_nrt
+def _global_run(op, x, y, planes, size):
+    for p in range(planes):
+        values = x[p * size : (p + 1) * size]
+        if op == MAX:
+            best = -np.inf
+            for v in values:
+                best = max(best, v)
+            y[p] = best
+        else:
+            total = 0.0
+            for v in values:
+                total += v
+            y[p] = total / size if size > 0 else np.nan
+
+
+@jit_with_nrt
+def _global_compute(op, arena, table):
+    status = float_inputs(table, 1)
+    if status != 0:
+        return status
+    status, planes, size = _planes(table)
+    if status != 0:
+        return status
+    item = 4 if dtype(table, 0) == F32 else 8
+    if not (holds(table, 0, planes * size, item) and holds(table, 1, planes, item)):
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    if item == 4:
+        _global_run(
+            op, view(arena, table, 0, np.float32), view(arena, table, 1, np.float32), planes, size
+        )
+    else:
+        _global_run(
+            op, view(arena, table, 0, np.float64), view(arena, table, 1, np.float64), planes, size
+        )
+    return np.int32(0)
+
+
+@jit_with_nrt
+def global_max_pool_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return _global_compute(MAX, arena, table)
+
+
+@jit_with_nrt
+def global_average_pool_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return _global_compute(AVERAGE, arena, table)
+
+
+# -- LRN: y = x / (bias + alpha / size * sum of x^2 over nearby channels) ^ beta -----------------
+# attrs: [size, alpha (float), beta (float), bias (float)]
+
+
+@jit_with_nrt
+def _lrn_checks(table, attrs):
+    """(status, planes, plane size) of LRN."""
+    status = float_inputs(table, 1)
+    if status != 0:
+        return status, np.int64(0), np.int64(0)
+    status, planes, size = _planes(table)
+    if status != 0:
+        return status, planes, size
+    if attrs.shape[0] < 4 or attrs[0] < 1 or attrs[0] >= LIMIT:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE), planes, size
+    return np.int32(0), planes, size
+
+
+@jit_with_nrt
+def lrn_infer(arena, table, n_in, n_out, attrs, fattrs):
+    status, planes, size = _lrn_checks(table, attrs)
+    if status != 0:
+        return status
+    copy_shape(table, 0, 1)
+    return np.int32(0)
+
+
+@jit_with_nrt
+def _lrn_run(x, y, images, channels, inner, size, alpha, beta, bias):
+    before = (size - 1) // 2
+    after = size - 1 - before
+    scale = alpha / size
+    for n in range(images):
+        for c in range(channels):
+            low = max(c - before, 0)
+            high = min(c + after + 1, channels)
+            for j in range(inner):
+                total = 0.0
+                for c2 in range(low, high):
+                    v = x[(n * channels + c2) * inner + j]
+                    total += v * v
+                at = (n * channels + c) * inner + j
+                y[at] = x[at] / (bias + scale * total) ** beta
+
+
+@jit_with_nrt
+def lrn_compute(arena, table, n_in, n_out, attrs, fattrs):
+    status, planes, inner = _lrn_checks(table, attrs)
+    if status != 0:
+        return status
+    item = 4 if dtype(table, 0) == F32 else 8
+    count = planes * inner
+    if not (holds(table, 0, count, item) and holds(table, 1, count, item)):
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    images = dim(table, 0, 0)
+    channels = dim(table, 0, 1)
+    if item == 4:
+        x = view(arena, table, 0, np.float32)
+        y = view(arena, table, 1, np.float32)
+        _lrn_run(x, y, images, channels, inner, attrs[0], fattrs[1], fattrs[2], fattrs[3])
+    else:
+        x = view(arena, table, 0, np.float64)
+        y = view(arena, table, 1, np.float64)
+        _lrn_run(x, y, images, channels, inner, attrs[0], fattrs[1], fattrs[2], fattrs[3])
+    return np.int32(0)
+
+
+def encode_lrn(attributes, inputs):
+    """LRN slots: size (required; 0 when missing, which infer refuses), alpha, beta, bias."""
+    return [
+        int(attributes.get("size", 0)),
+        onnx_float(attributes.get("alpha", 0.0001)),
+        onnx_float(attributes.get("beta", 0.75)),
+        onnx_float(attributes.get("bias", 1.0)),
+    ]
+
+
+register_op("MaxPool", pool_infer, max_pool_compute, encode=encode_window, outputs=(1, 2))
+register_op("AveragePool", pool_infer, average_pool_compute, encode=encode_window)
+register_op("GlobalMaxPool", global_pool_infer, global_max_pool_compute)
+register_op("GlobalAveragePool", global_pool_infer, global_average_pool_compute)
+register_op("LRN", lrn_infer, lrn_compute, encode=encode_lrn)
