@@ -23,51 +23,87 @@ def arity(code):
         return (1, 1, 1, 1)
     elif code == 1:  # Add
         return (2, 2, 1, 1)
-    elif code == 2:  # Div
-        return (2, 2, 1, 1)
-    elif code == 3:  # Equal
-        return (2, 2, 1, 1)
-    elif code == 4:  # Erf
+    elif code == 2:  # AveragePool
         return (1, 1, 1, 1)
-    elif code == 5:  # Exp
-        return (1, 1, 1, 1)
-    elif code == 6:  # Gemm
+    elif code == 3:  # BatchNormalization
+        return (5, 5, 1, 1)
+    elif code == 4:  # Clip
+        return (1, 3, 1, 1)
+    elif code == 5:  # Conv
         return (2, 3, 1, 1)
-    elif code == 7:  # Greater
+    elif code == 6:  # ConvTranspose
+        return (2, 3, 1, 1)
+    elif code == 7:  # Div
         return (2, 2, 1, 1)
-    elif code == 8:  # Identity
+    elif code == 8:  # Elu
         return (1, 1, 1, 1)
-    elif code == 9:  # LeakyRelu
-        return (1, 1, 1, 1)
-    elif code == 10:  # Less
+    elif code == 9:  # Equal
         return (2, 2, 1, 1)
-    elif code == 11:  # Log
+    elif code == 10:  # Erf
         return (1, 1, 1, 1)
-    elif code == 12:  # MatMul
+    elif code == 11:  # Exp
+        return (1, 1, 1, 1)
+    elif code == 12:  # Gemm
+        return (2, 3, 1, 1)
+    elif code == 13:  # GlobalAveragePool
+        return (1, 1, 1, 1)
+    elif code == 14:  # GlobalMaxPool
+        return (1, 1, 1, 1)
+    elif code == 15:  # Greater
         return (2, 2, 1, 1)
-    elif code == 13:  # Max
+    elif code == 16:  # HardSigmoid
+        return (1, 1, 1, 1)
+    elif code == 17:  # Identity
+        return (1, 1, 1, 1)
+    elif code == 18:  # InstanceNormalization
+        return (3, 3, 1, 1)
+    elif code == 19:  # LRN
+        return (1, 1, 1, 1)
+    elif code == 20:  # LayerNormalization
+        return (2, 3, 1, 3)
+    elif code == 21:  # LeakyRelu
+        return (1, 1, 1, 1)
+    elif code == 22:  # Less
+        return (2, 2, 1, 1)
+    elif code == 23:  # Log
+        return (1, 1, 1, 1)
+    elif code == 24:  # LogSoftmax
+        return (1, 1, 1, 1)
+    elif code == 25:  # MatMul
+        return (2, 2, 1, 1)
+    elif code == 26:  # Max
         return (1, 55, 1, 1)
-    elif code == 14:  # Mean
+    elif code == 27:  # MaxPool
+        return (1, 1, 1, 2)
+    elif code == 28:  # Mean
         return (1, 55, 1, 1)
-    elif code == 15:  # Min
+    elif code == 29:  # Min
         return (1, 55, 1, 1)
-    elif code == 16:  # Mul
+    elif code == 30:  # Mul
         return (2, 2, 1, 1)
-    elif code == 17:  # Neg
+    elif code == 31:  # Neg
         return (1, 1, 1, 1)
-    elif code == 18:  # Pow
+    elif code == 32:  # PRelu
         return (2, 2, 1, 1)
-    elif code == 19:  # Relu
-        return (1, 1, 1, 1)
-    elif code == 20:  # Sigmoid
-        return (1, 1, 1, 1)
-    elif code == 21:  # Sqrt
-        return (1, 1, 1, 1)
-    elif code == 22:  # Sub
+    elif code == 33:  # Pow
         return (2, 2, 1, 1)
-    elif code == 23:  # Sum
+    elif code == 34:  # Relu
+        return (1, 1, 1, 1)
+    elif code == 35:  # Selu
+        return (1, 1, 1, 1)
+    elif code == 36:  # Sigmoid
+        return (1, 1, 1, 1)
+    elif code == 37:  # Softmax
+        return (1, 1, 1, 1)
+    elif code == 38:  # Softplus
+        return (1, 1, 1, 1)
+    elif code == 39:  # Sqrt
+        return (1, 1, 1, 1)
+    elif code == 40:  # Sub
+        return (2, 2, 1, 1)
+    elif code == 41:  # Sum
         return (1, 55, 1, 1)
-    elif code == 24:  # Tanh
+    elif code == 42:  # Tanh
         return (1, 1, 1, 1)
     return (0, -1, 0, -1)
 
