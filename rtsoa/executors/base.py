@@ -27,7 +27,7 @@ from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch, specialise
 from rtsoa.kernels.lowered import NO_BLOCK
 from rtsoa.kernels.runtime import make_runtime, reset_worker
-from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK
+from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK, STATUS_RESERVED_NOT_REGISTERED
 
 EXECUTORS = {}  # name -> Executor subclass, filled by @register_executor
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
@@ -156,6 +156,8 @@ class Executor(abc.ABC):
         self.runtime = make_runtime(
             graph, binding.node_dispatch, control_flow_kernels, self.device.state
         )
+        self._ends_sequence = self.registry.tables().ends_sequence
+        self.leaked_blocks = 0  # blocks the last run left allocated (reclaimed after it)
         self._memory_values = np.flatnonzero(graph.value_kind == ValueKind.MEMORY_BLOCK)
         self.runtime.values.slots[self._memory_values] = NO_BLOCK
         if kernels not in ("used", "all"):
@@ -196,8 +198,29 @@ class Executor(abc.ABC):
     def _checksum(self):
         return int(self.runtime.worker.checksum[0])
 
+    def _obeyed(self, status, node):
+        """End-of-sequence is obeyed only from a kernel registered with `ends_sequence`."""
+        if status == STATUS_END_OF_SEQUENCE:
+            if not self._ends_sequence[self.runtime.graph.node_dispatch[node]]:
+                return STATUS_RESERVED_NOT_REGISTERED
+        return status
+
+    def _reclaim_leaks(self):
+        """Blocks a successful run left allocated leak (their value slots are overwritten by
+        the next run): count them (`leaked_blocks`, the device's `num_leaked_blocks`) and free
+        them, so they do not pile up run after run."""
+        if self._memory_values.shape[0] == 0:
+            return
+        self.leaked_blocks = self.release_blocks()
+        if self.leaked_blocks:
+            from rtsoa.device.layout import CNT_LEAKED_BLOCKS
+
+            self.device.state.counters[CNT_LEAKED_BLOCKS] += self.leaked_blocks
+
     def _finish(self, status, node, executed):
+        status = self._obeyed(status, node)
         if status == STATUS_OK or status == STATUS_END_OF_SEQUENCE:
+            self._reclaim_leaks()
             return RunResult(
                 status=int(status),
                 nodes_executed=int(executed),
@@ -270,6 +293,7 @@ class Executor(abc.ABC):
         for each in subscribers:
             each.on_model_start(self, start)
         status, node, executed = self._loop(self.runtime, *self._arguments, record)
+        status = self._obeyed(status, node)
         end = time.monotonic_ns()
         kept = min(int(executed), record.shape[0])
         self.dropped_steps = int(executed) - kept
