@@ -21,12 +21,17 @@ from rtsoa.kernels.status import (
 @jit_inline_ir
 def kernel_stop(status):
     """The status a run stops with after a kernel returned `status` (not OK, not an obeyed
-    notify): `notify(k)` here is STATUS_BAD_NOTIFY, another reserved code
-    STATUS_RESERVED_NOT_REGISTERED. End-of-sequence passes; the executor checks in Python
-    that its kernel is registered with `ends_sequence` (the loop returns the node)."""
+    notify): `notify(k)` here is STATUS_BAD_NOTIFY (which `notify` itself returns for a bad
+    choice), any other reserved code STATUS_RESERVED_NOT_REGISTERED. End-of-sequence passes;
+    the executor checks in Python that its kernel is registered with `ends_sequence` (the loop
+    returns the node)."""
     if status >= STATUS_NOTIFY_BASE:
         return np.int64(STATUS_BAD_NOTIFY)
-    if status >= RESERVED_STATUS_BASE and status != STATUS_END_OF_SEQUENCE:
+    if (
+        status >= RESERVED_STATUS_BASE
+        and status != STATUS_END_OF_SEQUENCE
+        and status != STATUS_BAD_NOTIFY
+    ):
         return np.int64(STATUS_RESERVED_NOT_REGISTERED)
     return np.int64(status)
 
