@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from rtsoa import GraphBuilder, GraphFormatError, load_graph, prepare_executor, save_graph
 from rtsoa.graph.generators import generate
 from rtsoa.graph.graph import root_graphs
-from rtsoa.graph.races import first_race
+from rtsoa.graph.races import SEARCH_BUDGET, first_race
 from rtsoa.graph.schema import DType, GraphKind, Placement, ValueKind
 from rtsoa.kernels import REGISTRY
 
@@ -59,6 +59,28 @@ def test_a_use_through_a_longer_path_is_accepted_and_a_missing_one_refused():
     b2.add_edge(lone, user)
     with pytest.raises(GraphFormatError, match=f"node {user} uses value {value}"):
         b2.finalize()
+
+
+@pytest.mark.parametrize("joined", [True, False])
+def test_pairs_beyond_the_search_budget_are_decided_by_the_bitset_sweep(joined):
+    """The producer fans out to more nodes than a bounded search visits (races.SEARCH_BUDGET),
+    so the pair goes to the bitset sweep, which must find the one path or prove there is none."""
+    b = GraphBuilder()
+    producer, value = const(b)
+    fan = [b.add_node("Checksum0") for _ in range(2 * SEARCH_BUDGET)]
+    for node in fan:
+        b.add_edge(producer, node)
+    second = [b.add_node("Checksum1") for _ in range(2 * SEARCH_BUDGET)]
+    for a, c in zip(fan, second, strict=True):
+        b.add_edge(a, c)
+    user, _ = REGISTRY.add_node(b, "AddInt", inputs=[value, value])
+    if joined:
+        b.add_edge(second[-1], user)
+        b.finalize()
+    else:
+        b.add_edge(b.add_node("Checksum2"), user)
+        with pytest.raises(GraphFormatError, match=f"node {user} uses value {value}"):
+            b.finalize()
 
 
 def block_graph(order):

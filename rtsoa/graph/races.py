@@ -12,16 +12,18 @@ roots only from one whole run to the next. Graphs with loops (`has_loops`) are n
 their successor edges are not a DAG and a value is written again on every iteration, so the
 order of a use and a write there is not a question of reachability.
 
-Cost: one jitted pass. Pairs joined by an edge, and pairs whose topological positions already
-forbid a path, are answered without a search; the rest by bitsets over the topological order,
-64 sources at a time, each sweep limited to the span of positions between its sources and
-their targets. Linear in links for the graphs rtsoa builds (uses are joined to their producer
-by an edge); a hostile graph can cost O((nodes + edges) x sources / 64).
+Cost: pairs whose topological positions forbid a path are refused at once; the others get a
+depth-first search from the source through nodes positioned before the target, of at most
+SEARCH_BUDGET edges (uses are usually an edge or a few away from their producer); pairs left
+over go to bitsets over the topological order, 64 sources at a time, each sweep limited to
+the positions between its sources and their targets. So the graphs rtsoa builds cost time
+linear in their links; a hostile graph can cost O((nodes + edges) x pairs / 64).
 """
 
 import numpy as np
 
 from rtsoa._jit import jit
+from rtsoa.graph.csr import kahn_levels
 
 # Kernels whose first input is a block they free (the lowered graphs' guarder).
 FREE_KERNELS = ("FreeMemory",)
@@ -30,31 +32,33 @@ RACE_BEFORE_PRODUCER = 1  # a use not ordered after the value's producer
 RACE_AROUND_FREE = 2  # a use and a free of the same value in no order
 
 
+def _topological_positions(offsets, targets, n, forward):
+    """A topological order and each node's position in it: the ids themselves when every edge
+    goes to a larger id (`forward`), else nodes sorted by Kahn level (every edge goes to a
+    strictly higher level; the graph is acyclic, validation proved it)."""
+    if forward:
+        identity = np.arange(n, dtype=np.int64)
+        return identity, identity
+    levels, _ = kahn_levels(offsets, targets, n)
+    return _by_level(levels)
+
+
 @jit
-def _topological_positions(offsets, targets, n):
-    """Position of every node in a Kahn order (the graph is acyclic: validation proved it)."""
-    degree = np.zeros(n, dtype=np.int64)
-    for i in range(targets.shape[0]):
-        degree[targets[i]] += 1
-    order = np.empty(n, dtype=np.int64)
-    tail = 0
+def _by_level(levels):
+    """Nodes in (level, id) order by a counting sort, and each node's position."""
+    n = levels.shape[0]
+    starts = np.zeros(levels.max() + 2, dtype=np.int64)
     for u in range(n):
-        if degree[u] == 0:
-            order[tail] = u
-            tail += 1
-    head = 0
-    while head < tail:
-        u = order[head]
-        head += 1
-        for i in range(offsets[u], offsets[u + 1]):
-            v = targets[i]
-            degree[v] -= 1
-            if degree[v] == 0:
-                order[tail] = v
-                tail += 1
+        starts[levels[u] + 1] += 1
+    for k in range(starts.shape[0] - 1):
+        starts[k + 1] += starts[k]
+    order = np.empty(n, dtype=np.int64)
     position = np.empty(n, dtype=np.int64)
-    for k in range(n):
-        position[order[k]] = k
+    for u in range(n):
+        k = starts[levels[u]]
+        starts[levels[u]] = k + 1
+        order[k] = u
+        position[u] = k
     return order, position
 
 
@@ -112,14 +116,46 @@ def _queries(input_offsets, input_values, producer, node_root, frees, n, num_val
     return queries[:count]
 
 
+# Edges a bounded search from one source may visit before the pair goes to the bitset sweep.
+SEARCH_BUDGET = 256
+
+
+@jit
+def _bounded_search(offsets, targets, position, source, target, stamp, mark, stack):
+    """Depth-first search from `source` to `target` through nodes positioned before it,
+    visiting at most SEARCH_BUDGET edges: 1 found, 0 proved unreachable, -1 over budget."""
+    stamp[source] = mark
+    stack[0] = source
+    top = 1
+    visits = 0
+    limit = position[target]
+    while top > 0:
+        top -= 1
+        u = stack[top]
+        for e in range(offsets[u], offsets[u + 1]):
+            w = targets[e]
+            if w == target:
+                return 1
+            visits += 1
+            if visits > SEARCH_BUDGET:
+                return -1
+            if position[w] < limit and stamp[w] != mark:
+                stamp[w] = mark
+                stack[top] = w
+                top += 1
+    return 0
+
+
 @jit
 def _first_unordered(offsets, targets, order, position, queries):
     """Index of the first query (in query order) whose pair no path joins, or -1."""
     n = position.shape[0]
     count = queries.shape[0]
-    unanswered = np.empty(count, dtype=np.int64)  # queries that need a search
+    unanswered = np.empty(count, dtype=np.int64)  # queries that need the bitset sweep
     pending = 0
     first_bad = count
+    stamp = np.full(n, -1, dtype=np.int64)
+    stack = np.empty(SEARCH_BUDGET + 1, dtype=np.int64)
     for q in range(count):
         source = queries[q, 0]
         target = queries[q, 1]
@@ -130,12 +166,10 @@ def _first_unordered(offsets, targets, order, position, queries):
         if position[source] > position[target]:
             first_bad = min(first_bad, q)
             continue
-        direct = False
-        for e in range(offsets[source], offsets[source + 1]):
-            if targets[e] == target:
-                direct = True
-                break
-        if not direct:
+        found = _bounded_search(offsets, targets, position, source, target, stamp, q, stack)
+        if found == 0:
+            first_bad = min(first_bad, q)
+        elif found < 0:
             unanswered[pending] = q
             pending += 1
     if pending > 0:
@@ -196,9 +230,10 @@ def _first_unordered(offsets, targets, order, position, queries):
     return first_bad if first_bad < count else -1
 
 
-def first_race(graph, node_root):
+def first_race(graph, node_root, forward=False):
     """(kind, value, first node, second node, node_inputs row) of the first unordered use in
-    an acyclic graph, or None. `node_root` is each node's root graph."""
+    an acyclic graph, or None. `node_root` is each node's root graph; `forward` says every
+    edge goes to a larger id (validation knows it)."""
     n = graph.num_nodes
     if n == 0 or graph.input_values.shape[0] == 0:
         return None
@@ -216,7 +251,7 @@ def first_race(graph, node_root):
     )
     if queries.shape[0] == 0:
         return None
-    order, position = _topological_positions(graph.succ_offsets, graph.succ_targets, n)
+    order, position = _topological_positions(graph.succ_offsets, graph.succ_targets, n, forward)
     bad = _first_unordered(graph.succ_offsets, graph.succ_targets, order, position, queries)
     if bad < 0:
         return None

@@ -186,13 +186,13 @@ def validate_graph(graph, io_rows=None):
             message = f"cycle through node {node} in a graph without a loop construct"
             _fail(_EDGES, message, int(graph.succ_offsets[node]))
     if not meta.has_loops:
-        _check_races(graph, node_root)
+        _check_races(graph, node_root, forward)
     return graph
 
 
-def _check_races(graph, node_root):
+def _check_races(graph, node_root, forward):
     """Refuse a use of a value that the successor edges do not order (see `graph/races.py`)."""
-    race = first_race(graph, node_root)
+    race = first_race(graph, node_root, forward)
     if race is None:
         return
     kind, value, first, second, row = race
