@@ -209,7 +209,8 @@ def _run(args):
         f"{summary['prepare_seconds'] * 1e3:.1f} ms, first run "
         f"{summary['first_run_seconds'] * 1e3:.1f} ms\n"
         f"  device time     {dev['time_ns_per_run'] / 1e3:,.1f} us per run (simulated), "
-        f"hazards {dev['hazards']}, allocator waits {dev['allocator_waits']}\n"
+        f"hazards {dev['hazards']}, allocator waits {dev['allocator_waits']}, "
+        f"leaked blocks {dev['leaked_blocks']}\n"
         f"  device memory   peak allocated {dev['peak_allocated_bytes']:,} B, "
         f"peak reserved {dev['peak_reserved_bytes']:,} B (allocator {args.allocator}, "
         f"quick lists {dev['allocator']['quick_depth']})"
@@ -255,6 +256,7 @@ def _device_summary(device, time_ns_per_run, waits_start, profile):
     return {
         "time_ns_per_run": time_ns_per_run,
         "hazards": device.hazard_count,
+        "leaked_blocks": device.leaked_blocks,  # over every run so far (each reclaims its own)
         "allocator_waits": stats["num_allocator_waits"] - waits_start,
         "peak_allocated_bytes": sum(p["peak_allocated_bytes"] for p in placements.values()),
         "peak_reserved_bytes": sum(p["peak_reserved_bytes"] for p in placements.values()),

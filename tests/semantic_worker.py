@@ -2,7 +2,8 @@
 
 Reads graph directory paths from stdin; for each, loads the graph and runs it on every
 executor (a fresh executor and default device each), then prints one JSON line:
-{"load": "ok" | "<error type>", "runs": {executor: [outcome, nodes, checksum, status]}}
+{"load": "ok" | "<error type>", "runs": {executor: [outcome, nodes, checksum, status]},
+ "ends_sequence": whether any kernel of the graph is registered to end a sequence}
 where outcome is "ok", "end" (end of sequence: order-dependent, not compared) or the error's
 type name. A crash or hang of this process is what the fuzzer is looking for.
 """
@@ -12,6 +13,7 @@ import sys
 
 from rtsoa import RtsoaError, load_graph
 from rtsoa.executors import EXECUTORS, KernelError, prepare_executor
+from rtsoa.kernels import REGISTRY
 
 
 def outcomes(path):
@@ -31,7 +33,8 @@ def outcomes(path):
         else:
             outcome = "end" if result.end_of_sequence else "ok"
             runs[name] = [outcome, result.nodes_executed, result.checksum, result.status]
-    return {"load": "ok", "runs": runs}
+    ends = any(name in REGISTRY and REGISTRY[name].ends_sequence for name in graph.kernel_names)
+    return {"load": "ok", "runs": runs, "ends_sequence": ends}
 
 
 def main():

@@ -5,7 +5,7 @@ import pytest
 from device_checks import written_and_freed
 
 from rtsoa.device import AllocatorConfig, CostModel, Device, DeviceError, DeviceOutOfMemory
-from rtsoa.device.layout import BLK_OFFSET
+from rtsoa.device.layout import BLK_OFFSET, HANDLE_SLOT_MASK
 
 MiB = 1 << 20
 
@@ -244,7 +244,7 @@ def test_kernels_call_the_device_from_njit_code():
     assert kernel(device.state, out) == 0
     assert out[1] == int(sum(i * 0.5 for i in range(16)))
     assert device.stats()["num_launches"] == 1
-    offset = device.state.blocks[out[0] & 0xFFFFFFFF, BLK_OFFSET]  # freed: read the table
+    offset = device.state.blocks[out[0] & HANDLE_SLOT_MASK, BLK_OFFSET]  # freed: read the table
     np.testing.assert_array_equal(
         device.state.arena_hbm[offset : offset + 64].view(np.float32), np.arange(16) * 0.5
     )

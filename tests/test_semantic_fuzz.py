@@ -7,8 +7,11 @@ sequence, integer and control-flow kernels, the device-backed kernels with rando
 raw switches with random successors), edges, wait-anyone flags, priorities, streams, optional
 If / While constructs and `has_loops`. Inputs are wired race-free: a consumer is ordered after
 its value's producer and after the value's free, and a free after every earlier use (rtsoa
-does not yet refuse racy graphs at load; see the README's Guarantees). Device sizes stay below
-2**40 (the device's overflow checks are still open in issue 13).
+does not yet refuse racy graphs at load; see the README's Guarantees). Allocation sizes and
+launch costs cover the whole int64 range: sizes are either small enough that no order runs out
+of memory or above the arena (refused in every order), costs any int64 (negative ones are
+refused). Fail draws the reserved statuses too: a run may end "end" only when the graph holds
+a kernel registered to end a sequence.
 
 The worker (`semantic_worker.py`) runs in a subprocess so that a segfault fails one example
 instead of the suite; each case has a timeout. Cases: FUZZ_CASES (default 2,000; more with
@@ -30,6 +33,16 @@ from hypothesis import strategies as st
 from rtsoa import GraphBuilder, GraphFormatError, save_graph
 from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
+from rtsoa.kernels.status import (
+    RESERVED_STATUS_BASE,
+    STATUS_BAD_NOTIFY,
+    STATUS_END_OF_SEQUENCE,
+    STATUS_NOTIFY_BASE,
+    STATUS_QUEUE_OVERFLOW,
+    STATUS_RESERVED_NOT_REGISTERED,
+    STATUS_STEP_LIMIT,
+    STATUS_UNKNOWN_KERNEL,
+)
 
 CASES = int(os.environ.get("FUZZ_CASES", "2000"))
 TIMEOUT_SECONDS = 60
@@ -41,6 +54,28 @@ VALUED = ["ConstInt", "AddInt", "FailWhen", "InferShape", "SwitchNotify"]
 DEVICE = ["AllocMemory", "LaunchKernel", "FreeMemory", "RecordEvent", "StreamWaitEvent"]
 KERNELS = PLAIN + VALUED + DEVICE
 _INT64 = st.integers(-(2**63), 2**63 - 1)
+_RESERVED = st.sampled_from(
+    [
+        RESERVED_STATUS_BASE,
+        STATUS_END_OF_SEQUENCE,
+        STATUS_UNKNOWN_KERNEL,
+        STATUS_QUEUE_OVERFLOW,
+        STATUS_STEP_LIMIT,
+        STATUS_BAD_NOTIFY,
+        STATUS_RESERVED_NOT_REGISTERED,
+        STATUS_NOTIFY_BASE,
+        STATUS_NOTIFY_BASE + 1,
+        2**31 - 1,
+    ]
+)
+# Sizes: at most 2**24 (14 nodes never fill the 1 GiB default arena in any order) or above
+# every arena (out of memory in any order), up to int64's ends.
+_SIZES = (
+    st.integers(-1, 2**24)
+    | st.integers(2**31, 2**63 - 1)
+    | st.integers(-(2**63), -1)
+    | st.sampled_from([2**63 - 1, 2**63 - 600, 2**62, -(2**63)])
+)
 
 
 class Worker:
@@ -133,10 +168,14 @@ class Recipe:
             draw(st.integers(-2, 1000) | _INT64) for _ in range(info.requires["attributes"])
         ]
         if name in ("AllocMemory", "InferShape"):
-            # small enough that no order runs out of memory, or too big for any order
-            attributes = [draw(st.integers(-1, 2**24) | st.integers(2**31, 2**40))]
+            attributes = [draw(_SIZES)]
         if name == "LaunchKernel":
-            attributes = [draw(st.integers(-(2**20), 2**30)), draw(st.integers(0, 2**30))]
+            attributes = [
+                draw(st.integers(0, 2**30) | _INT64),
+                draw(st.integers(0, 2**30) | _INT64),
+            ]
+        if name == "Fail":
+            attributes = [draw(st.integers(-2, 1000) | _INT64 | _RESERVED)]
         if name in ("RecordEvent", "StreamWaitEvent"):
             attributes = [draw(st.integers(-1, self.events))]
         if name == "Busy":
@@ -217,6 +256,8 @@ def check_outcomes(answer, path):
     runs = answer["runs"]
     for name, (outcome, *_rest) in runs.items():
         assert outcome in TYPED, (path, name, runs)
+        # a reserved status is obeyed only from a kernel registered for it
+        assert outcome != "end" or answer["ends_sequence"], (path, name, runs)
     finished = {tuple(run[1:3]) for run in runs.values() if run[0] == "ok"}
     assert len(finished) <= 1, f"executors disagree on {path}: {runs}"
     completed = [run[0] for run in runs.values() if run[0] in ("ok", "KernelError")]

@@ -14,6 +14,7 @@ import numpy as np
 from rtsoa.graph.builder import GraphBuilder
 from rtsoa.graph.generators import _sample_predecessors, generate
 from rtsoa.graph.io import load_graph, save_graph
+from rtsoa.graph.validate import validate_graph
 
 NODES = 100_000
 EDGES_PER_NODE = 10
@@ -60,6 +61,28 @@ class GraphLoad:
         return load_graph(self.path).nbytes()
 
     track_structure_bytes.unit = "bytes"
+
+
+class RaceCheck:
+    """The race check of validation (rtsoa/graph/races.py) on a 100k-op lowered graph
+    (141,164 nodes, 174,994 input links, 2 streams), against the whole of `validate_graph`."""
+
+    timeout = 300
+
+    def setup(self):
+        from rtsoa.graph.graph import root_graphs
+        from rtsoa.graph.races import first_race
+
+        self.graph = generate("lowered", NODES, seed=1, streams=2)
+        self.node_root = root_graphs(self.graph.graph_parent)[self.graph.node_graph]
+        self.first_race = first_race
+        assert first_race(self.graph, self.node_root) is None  # warm, and race-free
+
+    def time_race_check(self):
+        self.first_race(self.graph, self.node_root)
+
+    def time_validate_graph(self):
+        validate_graph(self.graph)
 
 
 class GraphFinalize:

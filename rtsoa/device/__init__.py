@@ -20,7 +20,13 @@ from rtsoa.device.config import AllocatorConfig
 from rtsoa.device.cost import CostModel
 from rtsoa.device.defaults import device_for_graph
 from rtsoa.device.device import Device
-from rtsoa.device.errors import DeviceError, DeviceOutOfMemory, DeviceStateError, InvalidBlock
+from rtsoa.device.errors import (
+    DeviceError,
+    DeviceOutOfMemory,
+    DeviceStateError,
+    InvalidArgument,
+    InvalidBlock,
+)
 from rtsoa.device.handles import block_bytes, block_location
 from rtsoa.device.hazards import device_access
 from rtsoa.device.planner import MemoryPlan, live_bytes_peak, plan_greedy_by_size
@@ -52,6 +58,7 @@ __all__ = [
     "DeviceState",
     "DeviceStateError",
     "ExternalAllocator",
+    "InvalidArgument",
     "InvalidBlock",
     "MemoryPlan",
     "allocator_for",

@@ -32,8 +32,10 @@ Design (PyTorch's CUDA caching allocator and the reference's page allocator, on 
     -> synchronise the stream -> release cached segments -> retry; then synchronise the device,
     release again, retry; then STATUS_OUT_OF_MEMORY. The device state stays consistent.
 Every block is one row of `dev.blocks` (columns `layout.BLK_*`), so the few cache lines of a
-block are all a malloc or free touches. Handles are `generation << 32 | slot`, so stale handles
-(double free, use after free) are caught.
+block are all a malloc or free touches. Handles are `tag << 48 | generation << 24 | slot`
+(`handles.py`), so stale handles (double free, use after free) and other devices' handles are
+caught. Requests above the arena are refused before any arithmetic on them (negative sizes
+with STATUS_INVALID_SIZE, others as out of memory), so rounding never overflows.
 
 Files: this one holds malloc / free and the out-of-memory path; `tables.py` the slot stacks and
 statistics, `blocks.py` split / merge / quick-list flush, `segments.py` and `growth.py` the
@@ -47,7 +49,7 @@ from rtsoa.device.arena import resolve_placement
 from rtsoa.device.blocks import merge_and_list, quick_flush, split
 from rtsoa.device.freelists import bin_remove, find_block, quick_index, quick_pop, quick_push
 from rtsoa.device.growth import new_segment
-from rtsoa.device.handles import block_slot, make_handle
+from rtsoa.device.handles import block_slot, make_handle, next_generation
 from rtsoa.device.hazards import history_on_free
 from rtsoa.device.layout import (
     BLK_GENERATION,
@@ -76,6 +78,7 @@ from rtsoa.device.layout import (
     EV_OOM,
     NUM_PLACEMENTS,
     PCFG_ALIGNMENT,
+    PCFG_ARENA_SIZE,
     PCFG_TAIL_PADDING,
     POOL_LARGE,
     POOL_SMALL,
@@ -171,7 +174,7 @@ def _try_malloc(dev, placement, size, requested, stream):
         if slot < 0:
             return slot
     block_size = blocks[slot, BLK_SIZE]
-    generation = blocks[slot, BLK_GENERATION] + 1
+    generation = next_generation(dev, blocks[slot, BLK_GENERATION])
     blocks[slot, BLK_GENERATION] = generation
     blocks[slot, BLK_STATE] = BLOCK_ALLOCATED
     blocks[slot, BLK_REQUESTED] = requested
@@ -209,21 +212,36 @@ def _malloc_after_oom(dev, placement, size, nbytes, stream):
     return handle
 
 
+@jit_out_of_line
+def _refuse_size(dev, placement, nbytes, stream):
+    """A request outside 0 .. arena size: negative is invalid; larger than the arena can never
+    be served, so it is out of memory at once (counted and traced like any other)."""
+    if nbytes < 0:
+        return -STATUS_INVALID_SIZE
+    dev.counters[CNT_OOMS] += 1
+    time = dev.stream_clock[stream]
+    trace_append(dev, EV_OOM, placement, -1, -1, nbytes, nbytes, stream, time, time)
+    return -STATUS_OUT_OF_MEMORY
+
+
 @jit_inline_llvm  # LLVM inlines it into callers: no copy of `dev` per call
 def device_malloc(dev, placement, nbytes, stream):
     """Allocate `nbytes` of `placement` for use on `stream`.
 
     Returns a block handle (>= 0) or the negated status (-STATUS_OUT_OF_MEMORY after the
-    wait -> sync -> release -> retry path). Callable from any njit code.
+    wait -> sync -> release -> retry path, or at once for more than the arena;
+    -STATUS_INVALID_SIZE for a negative size). Callable from any njit code.
     """
-    if nbytes < 0:
-        return -STATUS_INVALID_SIZE
     if placement < 0 or placement > NUM_PLACEMENTS:
         return -STATUS_INVALID_PLACEMENT
     if stream < 0 or stream >= dev.config[CFG_NUM_STREAMS]:
         return -STATUS_INVALID_STREAM
     assume_layout(dev)
     placement = resolve_placement(placement)
+    # one unsigned compare refuses negative sizes and sizes above the arena: every later sum
+    # (padding, rounding, segment sizes) then stays far below 2**63
+    if np.uint64(nbytes) > np.uint64(dev.placement_config[placement, PCFG_ARENA_SIZE]):
+        return _refuse_size(dev, placement, nbytes, stream)
     size = round_request(dev, placement, nbytes)
     handle = _try_malloc(dev, placement, size, nbytes, stream)
     if handle != -STATUS_OUT_OF_MEMORY:

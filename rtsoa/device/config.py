@@ -24,6 +24,7 @@ from rtsoa.device.layout import (
     CFG_SMALL_SEGMENT,
     CFG_SMALL_SIZE,
     CFG_TRACE,
+    MAX_UNIT_BYTES,
     NUM_CONFIG,
     NUM_PLACEMENT_CONFIG,
     NUM_PLACEMENTS,
@@ -132,6 +133,15 @@ class AllocatorConfig:
             raise ValueError("quick_depth and quick_max_bytes must be non-negative")
         if self.tail_padding < 0:
             raise ValueError("tail_padding must be non-negative")
+        for name in (
+            "alignment_device",
+            "alignment_host",
+            "page_size",
+            "tail_padding",
+            "large_round",
+        ):
+            if getattr(self, name) > MAX_UNIT_BYTES:  # sums with a request must not overflow
+                raise ValueError(f"{name} must be at most 2**48, got {getattr(self, name):,}")
         if self.max_split is not None and self.max_split <= self.large_segment:
             # as in PyTorch: the large pool's shared segments must stay splittable
             raise ValueError("max_split must exceed large_segment")

@@ -7,6 +7,8 @@ Defaults describe a mid-range accelerator: 2 us launch latency, 1.6 TB/s of memo
 nothing. They only set the scale of simulated times; studies should pass their own.
 """
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +32,12 @@ class CostModel:
     event_record_ns: float = 0.0
 
     def __post_init__(self):
+        for name in ("launch_latency_ns", "bytes_per_ns", "flops_per_ns", "event_record_ns"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value!r}")
         if self.bytes_per_ns <= 0 or self.flops_per_ns <= 0:
             raise ValueError("bandwidth and peak compute must be positive")
         if self.launch_latency_ns < 0 or self.event_record_ns < 0:

@@ -5,8 +5,10 @@ is also what executors put into their runtime tuple), and turns status codes int
 """
 
 import dataclasses
+import itertools
 import json
 import math
+import secrets
 import threading
 
 import numpy as np
@@ -16,11 +18,16 @@ from rtsoa.device import defaults
 from rtsoa.device import streams as _streams
 from rtsoa.device.config import AllocatorConfig, resolve_cap
 from rtsoa.device.cost import CostModel
-from rtsoa.device.errors import DeviceError, DeviceOutOfMemory, InvalidBlock
+from rtsoa.device.errors import DeviceError, DeviceOutOfMemory, InvalidArgument, InvalidBlock
 from rtsoa.device.handles import block_location
 from rtsoa.device.hazards import device_access
 from rtsoa.device.layout import (
+    CFG_HANDLE_TAG,
     CNT_HAZARDS,
+    CNT_LEAKED_BLOCKS,
+    HANDLE_GEN_BITS,
+    HANDLE_TAG_COUNT,
+    HANDLE_TAG_SHIFT,
     HAZ_BLOCK,
     HAZ_IS_WRITE,
     HAZ_KIND,
@@ -40,6 +47,11 @@ from rtsoa.device.state import check_arenas, create_state
 from rtsoa.device.stats import device_stats, free_memory_summary, snapshot
 from rtsoa.device.status import (
     STATUS_INVALID_BLOCK,
+    STATUS_INVALID_COST,
+    STATUS_INVALID_EVENT,
+    STATUS_INVALID_PLACEMENT,
+    STATUS_INVALID_SIZE,
+    STATUS_INVALID_STREAM,
     STATUS_NOT_READY,
     STATUS_OK,
     STATUS_OUT_OF_MEMORY,
@@ -53,6 +65,19 @@ from rtsoa.device.trace import (
 )
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+# Handle tags: consecutive per process from a random start, so the devices of one process never
+# share a tag (up to HANDLE_TAG_COUNT of them) and two processes rarely do.
+_TAGS = itertools.count(secrets.randbelow(HANDLE_TAG_COUNT))
+# Statuses of arguments that are out of range: raised as InvalidArgument.
+_ARGUMENT_STATUSES = (
+    STATUS_INVALID_SIZE,
+    STATUS_INVALID_STREAM,
+    STATUS_INVALID_EVENT,
+    STATUS_INVALID_PLACEMENT,
+    STATUS_INVALID_COST,
+)
 
 
 def placement_index(placement):
@@ -66,6 +91,17 @@ def placement_index(placement):
     if not 0 <= placement <= PLACEMENT_FOLLOWING:
         raise ValueError(f"unknown placement {placement}")
     return placement
+
+
+def _int64(name, value, status=STATUS_INVALID_SIZE):
+    """`value` as a Python int within int64 (what jitted code takes), else InvalidArgument
+    naming it: a float, a string or 2**64 never reaches Numba's conversion."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidArgument(status, f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise InvalidArgument(status, f"{name} {value} does not fit in int64")
+    return value
 
 
 def _byte_count(name, value):
@@ -132,9 +168,12 @@ class Device:
         # Held by an executor's run: the jitted device code is not thread-safe, so two runs on
         # one device from two threads are refused rather than corrupting the allocator.
         self.run_lock = threading.Lock()
+        config = self.allocator_config.config_array(num_streams, num_events, hazards, trace)
+        self.handle_tag = next(_TAGS) % HANDLE_TAG_COUNT  # in every handle this device makes
+        config[CFG_HANDLE_TAG] = self.handle_tag << HANDLE_GEN_BITS
         self.state = create_state(
             arena_sizes,
-            self.allocator_config.config_array(num_streams, num_events, hazards, trace),
+            config,
             self.allocator_config.placement_array(arena_sizes, cap_values),
             self.cost_model.to_array(),
             max_blocks,
@@ -185,15 +224,19 @@ class Device:
 
     # ---- memory ------------------------------------------------------------------------------
     def malloc(self, nbytes, placement="hbm", stream=0):
-        """Allocate and return a block handle; raises `DeviceOutOfMemory` when full."""
+        """Allocate and return a block handle; raises `DeviceOutOfMemory` when full (or when
+        `nbytes` exceeds the arena), `InvalidArgument` for a negative or non-int64 size or a
+        bad placement or stream."""
         index = placement_index(placement)
-        result = int(_allocator.device_malloc(self.state, index, int(nbytes), int(stream)))
+        nbytes = _int64("nbytes", nbytes)
+        stream = _int64("stream", stream, STATUS_INVALID_STREAM)
+        result = int(_allocator.device_malloc(self.state, index, nbytes, stream))
         if result >= 0:
             return result
         status = -result
         if status == STATUS_OUT_OF_MEMORY:
-            raise self._out_of_memory(index, int(nbytes))
-        raise DeviceError(status, f"malloc({nbytes}, {placement!r}, stream={stream})")
+            raise self._out_of_memory(index, nbytes)
+        self._check(status, "malloc", nbytes, placement, stream)
 
     def _out_of_memory(self, placement, nbytes):
         resolved = PLACEMENT_HOST if placement == PLACEMENT_FOLLOWING else placement
@@ -211,23 +254,43 @@ class Device:
         )
 
     def free(self, handle, stream=0):
-        """Free a block on `stream` (reusable on that stream at once, elsewhere after events)."""
-        self._check(_allocator.device_free(self.state, int(handle), int(stream)), "free", handle)
+        """Free a block on `stream` (reusable on that stream at once, elsewhere after events).
+        A stale handle, or one of another device, raises `InvalidBlock` and frees nothing."""
+        handle = self._handle(handle)
+        stream = _int64("stream", stream, STATUS_INVALID_STREAM)
+        self._check(_allocator.device_free(self.state, handle, stream), "free", handle)
+
+    def _handle(self, handle):
+        """`handle` as an int64, or InvalidBlock (naming the owner when it is another device's)."""
+        handle = _int64("handle", handle, STATUS_INVALID_BLOCK)
+        if handle < 0:
+            raise InvalidBlock(STATUS_INVALID_BLOCK, f"handle {handle} is negative")
+        tag = handle >> HANDLE_TAG_SHIFT
+        if tag != self.handle_tag:
+            raise InvalidBlock(
+                STATUS_INVALID_BLOCK,
+                f"handle {handle:#x} belongs to another device (tag {tag}, this device's is "
+                f"{self.handle_tag})",
+            )
+        return handle
+
+    def _live_block(self, handle):
+        handle = self._handle(handle)
+        placement, offset, size = block_location(self.state, handle)
+        if placement < 0:
+            raise InvalidBlock(STATUS_INVALID_BLOCK, f"stale or unknown handle {handle:#x}")
+        return placement, int(offset), int(size)
 
     def view(self, handle, dtype=np.uint8):
         """The block's arena bytes (its requested length) viewed as `dtype`; writable."""
-        placement, offset, size = block_location(self.state, int(handle))
-        if placement < 0:
-            raise InvalidBlock(STATUS_INVALID_BLOCK, f"stale or unknown handle {handle}")
+        placement, offset, size = self._live_block(handle)
         arena = (self.state.arena_hbm, self.state.arena_p2p, self.state.arena_host)[placement]
         return arena[offset : offset + size].view(dtype)
 
     def location(self, handle):
         """(placement name, offset, requested bytes) of a live block."""
-        placement, offset, size = block_location(self.state, int(handle))
-        if placement < 0:
-            raise InvalidBlock(STATUS_INVALID_BLOCK, f"stale or unknown handle {handle}")
-        return PLACEMENT_NAMES[placement], int(offset), int(size)
+        placement, offset, size = self._live_block(handle)
+        return PLACEMENT_NAMES[placement], offset, size
 
     def release_cached(self):
         """Synchronise the device, then return every wholly free segment to the arenas."""
@@ -238,47 +301,74 @@ class Device:
 
     # ---- streams and events ------------------------------------------------------------------
     def launch(self, stream=0, bytes_moved=0, flops=0, reads=(), writes=()):
-        """Launch a simulated kernel; returns its task id. Hazards are recorded, not raised."""
-        reads = np.asarray(reads, dtype=np.int64).reshape(-1) if len(reads) else _EMPTY
-        writes = np.asarray(writes, dtype=np.int64).reshape(-1) if len(writes) else _EMPTY
-        status = _streams.device_launch(
-            self.state, int(stream), int(bytes_moved), int(flops), reads, writes
-        )
-        self._check(status, "launch", stream)
+        """Launch a simulated kernel; returns its task id. Hazards are recorded, not raised.
+        Negative bytes or flops (or a cost whose end time is not finite) raise InvalidArgument
+        and leave the clocks alone; a foreign handle in `reads` / `writes` raises InvalidBlock
+        (the task is issued by then)."""
+        stream = _int64("stream", stream, STATUS_INVALID_STREAM)
+        bytes_moved = _int64("bytes_moved", bytes_moved, STATUS_INVALID_COST)
+        flops = _int64("flops", flops, STATUS_INVALID_COST)
+        reads = self._handles("reads", reads)
+        writes = self._handles("writes", writes)
+        status = _streams.device_launch(self.state, stream, bytes_moved, flops, reads, writes)
+        self._check(status, "launch", stream, bytes_moved, flops)
         return int(self.state.stream_last_task[stream])
 
+    @staticmethod
+    def _handles(name, handles):
+        if not len(handles):
+            return _EMPTY
+        return np.array([_int64(name, h, STATUS_INVALID_BLOCK) for h in handles], dtype=np.int64)
+
     def access(self, stream, handle, is_write):
-        """Declare one more block access of the last task launched on `stream`."""
-        self._check(device_access(self.state, int(stream), int(handle), bool(is_write)), "access")
+        """Declare one more block access of the last task launched on `stream`. A stale handle
+        is recorded as a use-after-free hazard; another device's handle raises InvalidBlock."""
+        stream = _int64("stream", stream, STATUS_INVALID_STREAM)
+        handle = _int64("handle", handle, STATUS_INVALID_BLOCK)
+        self._check(device_access(self.state, stream, handle, bool(is_write)), "access", handle)
 
     def record_event(self, event, stream=0):
-        self._check(_streams.event_record(self.state, int(event), int(stream)), "record", event)
+        event = _int64("event", event, STATUS_INVALID_EVENT)
+        stream = _int64("stream", stream, STATUS_INVALID_STREAM)
+        self._check(_streams.event_record(self.state, event, stream), "record", event, stream)
 
     def wait_event(self, stream, event):
-        self._check(_streams.stream_wait_event(self.state, int(stream), int(event)), "wait")
+        stream = _int64("stream", stream, STATUS_INVALID_STREAM)
+        event = _int64("event", event, STATUS_INVALID_EVENT)
+        self._check(_streams.stream_wait_event(self.state, stream, event), "wait", stream, event)
 
     def synchronize(self, stream=None):
         """Synchronise one stream, or the whole device when `stream` is None."""
         if stream is None:
             self._check(_streams.device_synchronize(self.state), "device_synchronize")
         else:
-            self._check(_streams.stream_synchronize(self.state, int(stream)), "synchronize")
+            stream = _int64("stream", stream, STATUS_INVALID_STREAM)
+            self._check(_streams.stream_synchronize(self.state, stream), "synchronize", stream)
 
     def event_synchronize(self, event):
-        self._check(_streams.event_synchronize(self.state, int(event)), "event_synchronize")
+        event = _int64("event", event, STATUS_INVALID_EVENT)
+        self._check(_streams.event_synchronize(self.state, event), "event_synchronize", event)
 
     def event_query(self, event):
         """True when the event has completed at the current host time."""
-        status = int(_streams.event_query(self.state, int(event)))
+        event = _int64("event", event, STATUS_INVALID_EVENT)
+        status = int(_streams.event_query(self.state, event))
         if status == STATUS_NOT_READY:
             return False
         self._check(status, "event_query", event)
         return True
 
     def set_priority(self, stream, priority):
-        self._check(_streams.set_stream_priority(self.state, int(stream), int(priority)), "prio")
+        stream = _int64("stream", stream, STATUS_INVALID_STREAM)
+        priority = _int64("priority", priority, STATUS_INVALID_STREAM)
+        self._check(_streams.set_stream_priority(self.state, stream, priority), "prio", stream)
 
     def stream_time(self, stream):
+        stream = _int64("stream", stream, STATUS_INVALID_STREAM)
+        if not 0 <= stream < self.num_streams:
+            raise InvalidArgument(
+                STATUS_INVALID_STREAM, f"stream {stream} not in 0..{self.num_streams - 1}"
+            )
         return float(self.state.stream_clock[stream])
 
     @property
@@ -291,6 +381,8 @@ class Device:
             return
         if status == STATUS_INVALID_BLOCK:
             raise InvalidBlock(status, f"{what}{args}")
+        if status in _ARGUMENT_STATUSES:
+            raise InvalidArgument(status, f"{what}{args}")
         raise DeviceError(status, f"{what}{args}")
 
     # ---- observability -----------------------------------------------------------------------
@@ -327,6 +419,12 @@ class Device:
     @property
     def hazard_count(self):
         return int(self.state.counters[CNT_HAZARDS])
+
+    @property
+    def leaked_blocks(self):
+        """Blocks executor runs on this device left allocated at their end, over all runs (each
+        run reclaims its own; see `Executor.run`)."""
+        return int(self.state.counters[CNT_LEAKED_BLOCKS])
 
     def trace(self):
         """The trace ring's events (oldest first) as dicts."""

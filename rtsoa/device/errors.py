@@ -15,7 +15,12 @@ class DeviceError(RtsoaError, RuntimeError):
 
 
 class InvalidBlock(DeviceError):
-    """Stale, double-freed or unknown block handle."""
+    """Stale, double-freed or unknown block handle, or another device's."""
+
+
+class InvalidArgument(DeviceError, ValueError):
+    """A size, cost, stream, event or placement out of range (or not an int64); nothing
+    changed on the device. Also a ValueError."""
 
 
 class DeviceStateError(DeviceError):

@@ -1,5 +1,6 @@
-"""Block handles: `generation << 32 | slot`, so a stale handle (double free, use after free) is
-caught. The accessors kernels use to reach a live block's memory."""
+"""Block handles: `tag << 48 | generation << 24 | slot` (`layout.HANDLE_*`), so a stale handle
+(double free, use after free) and a handle of another device are caught. The accessors kernels
+use to reach a live block's memory."""
 
 import numpy as np
 
@@ -12,15 +13,35 @@ from rtsoa.device.layout import (
     BLK_REQUESTED,
     BLK_STATE,
     BLOCK_ALLOCATED,
+    CFG_HANDLE_TAG,
+    HANDLE_GEN_BITS,
+    HANDLE_GEN_MASK,
     HANDLE_GEN_SHIFT,
     HANDLE_SLOT_MASK,
+    HANDLE_TAG_SHIFT,
 )
 
 
 @jit_inline_ir
 def make_handle(generation, slot):
-    """The handle of block row `slot` at allocation number `generation` of that row."""
+    """The handle of block row `slot` whose tagged generation (`next_generation`) is
+    `generation`."""
     return (generation << HANDLE_GEN_SHIFT) | slot
+
+
+@jit_inline_ir
+def next_generation(dev, stored):
+    """The tagged generation of a row's next allocation, from its stored one: the count wraps
+    within its bits, and the device's tag goes above it."""
+    return ((stored + 1) & HANDLE_GEN_MASK) | dev.config[CFG_HANDLE_TAG]
+
+
+@jit_inline_ir
+def foreign_handle(dev, handle):
+    """True when `handle` is negative or carries another device's tag."""
+    return handle < 0 or (handle >> HANDLE_TAG_SHIFT) != (
+        dev.config[CFG_HANDLE_TAG] >> HANDLE_GEN_BITS
+    )
 
 
 @jit_inline_ir

@@ -14,12 +14,14 @@ Hazards are recorded (first `capacity` rows kept, all counted), never raised, li
 
 from rtsoa._jit import jit_inline_ir, jit_out_of_line
 from rtsoa.device.bits import lowest_bit
+from rtsoa.device.handles import foreign_handle
 from rtsoa.device.layout import (
     BLK_GENERATION,
     BLK_STATE,
     BLK_STREAM_MASK,
     BLOCK_ALLOCATED,
     CFG_HAZARDS,
+    CFG_NUM_STREAMS,
     CNT_HAZARDS,
     HANDLE_GEN_SHIFT,
     HANDLE_SLOT_MASK,
@@ -79,11 +81,11 @@ def device_access(dev, stream, handle, is_write):
     """
     blocks = dev.blocks
     history = dev.history
-    if stream < 0 or stream >= dev.stream_clock.shape[0]:
+    if stream < 0 or stream >= dev.config[CFG_NUM_STREAMS]:
         return STATUS_INVALID_STREAM
     slot = handle & HANDLE_SLOT_MASK
-    if handle < 0 or slot >= dev.blocks.shape[0]:
-        return STATUS_INVALID_BLOCK
+    if foreign_handle(dev, handle) or slot >= dev.blocks.shape[0]:
+        return STATUS_INVALID_BLOCK  # never this device's: refused (a stale one is a hazard)
     task = dev.stream_last_task[stream]
     checking = dev.config[CFG_HAZARDS] != 0
     if (

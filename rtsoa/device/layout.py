@@ -57,9 +57,20 @@ SEG_POOL = 3
 SEG_FIRST_BLOCK = 4  # lowest-address block of the segment
 NUM_SEGMENT_COLUMNS = 8
 
-# ---- block handles: generation << 32 | slot, so a stale handle is detected -----------------
-HANDLE_SLOT_MASK = (1 << 32) - 1
-HANDLE_GEN_SHIFT = 32
+# ---- block handles: tag << 48 | generation << 24 | slot -------------------------------------
+# The slot is the block's row, the generation counts the row's allocations (so a stale handle,
+# from a double free or a use after free, is caught until the row has been reused 2**24
+# times), and the tag is the device's (`CFG_HANDLE_TAG`), so a handle of another device is
+# refused instead of naming an unrelated block of this one. A row's BLK_GENERATION stores
+# tag << 24 | generation, which is `handle >> HANDLE_GEN_SHIFT`: one compare checks both.
+HANDLE_SLOT_BITS = 24  # at most 2**24 block rows (16,777,216)
+HANDLE_SLOT_MASK = (1 << HANDLE_SLOT_BITS) - 1
+HANDLE_GEN_SHIFT = HANDLE_SLOT_BITS
+HANDLE_GEN_BITS = 24
+HANDLE_GEN_MASK = (1 << HANDLE_GEN_BITS) - 1
+HANDLE_TAG_SHIFT = HANDLE_GEN_SHIFT + HANDLE_GEN_BITS  # 48
+HANDLE_TAG_BITS = 15  # bit 63 stays clear: handles are non-negative, -status is an error
+HANDLE_TAG_COUNT = 1 << HANDLE_TAG_BITS
 
 # ---- global allocator config (int64 array `config`) ---------------------------------------
 CFG_SMALL_SIZE = 0  # requests <= this (after rounding) use the small pool
@@ -80,7 +91,12 @@ CFG_TRACE = 14  # 1: write events into the trace ring
 CFG_RELEASE_BEFORE_GROW = 15  # 1: return wholly free cached segments before carving a new one
 CFG_SEGMENT_SLACK_SHIFT = 16  # a whole free large-pool segment wastes <= its size >> this (63: off)
 CFG_QUICK_DEPTH = 17  # blocks a quick list holds at most (0: quick lists off)
-NUM_CONFIG = 18
+CFG_HANDLE_TAG = 18  # the device's handle tag, pre-shifted: tag << HANDLE_GEN_BITS
+NUM_CONFIG = 19
+# Allocation units, tail padding and large-segment rounding are at most this, and requests at
+# most the arena (itself bounded by the machine's memory), so a request's rounding and segment
+# sizes never overflow int64.
+MAX_UNIT_BYTES = 1 << 48
 
 # ---- per-placement config (int64 array `placement_config`, one row per arena) --------------
 PCFG_ALIGNMENT = 0
@@ -119,7 +135,8 @@ CNT_GROWTH_RELEASES = 16  # releases of free segments made before carving a new 
 CNT_SEGMENT_HIGH = 17  # 1 + the highest segment slot ever used (release scans stop there)
 CNT_ALLOCATOR_WAITS = 18  # cross-stream waits the allocator inserted to reuse cached memory
 CNT_QUICK_FLUSHES = 19  # quick-list flushes (their blocks merged and listed before growing)
-NUM_COUNTERS = 20
+CNT_LEAKED_BLOCKS = 20  # blocks executor runs left allocated at their end (reclaimed then)
+NUM_COUNTERS = 21
 
 # ---- per-placement statistics (int64 array `stats`, one row per arena) ---------------------
 # Each tracked quantity has current / peak / allocated-total columns; the freed total is

@@ -26,6 +26,8 @@ from rtsoa.device.layout import (
     BLK_SEGMENT,
     BLK_STATE,
     BLOCK_UNUSED,
+    CFG_HANDLE_TAG,
+    CFG_LARGE_ROUND,
     CFG_NUM_EVENTS,
     CFG_NUM_STREAMS,
     CFG_PAGE_MODE,
@@ -33,9 +35,14 @@ from rtsoa.device.layout import (
     CNT_BLOCK_TOP,
     CNT_SEGMENT_HIGH,
     CNT_SEGMENT_TOP,
+    HANDLE_GEN_BITS,
+    HANDLE_GEN_MASK,
+    HANDLE_SLOT_BITS,
     HANDLE_SLOT_MASK,
+    HANDLE_TAG_COUNT,
     HIST_TASK,
     MAX_STREAMS,
+    MAX_UNIT_BYTES,
     NUM_BINS,
     NUM_BLOCK_COLUMNS,
     NUM_CONFIG,
@@ -53,6 +60,7 @@ from rtsoa.device.layout import (
     PCFG_ARENA_SIZE,
     PCFG_CAP,
     PCFG_QUICK_LIMIT,
+    PCFG_TAIL_PADDING,
     PCFG_UNIT_SHIFT,
     PLACEMENT_HBM,
     PLACEMENT_HOST,
@@ -363,7 +371,13 @@ def _dimensions(state):
 def _check_sizes(state, dimensions):
     """Table sizes and the counters and config values that index the tables."""
     if not 1 <= dimensions["max_blocks"] <= HANDLE_SLOT_MASK + 1:
-        raise DeviceStateError("blocks", "needs 1 .. 2**32 rows (a handle holds a 32-bit slot)")
+        raise DeviceStateError(
+            "blocks",
+            f"needs 1 .. 2**{HANDLE_SLOT_BITS} rows (a handle holds a {HANDLE_SLOT_BITS}-bit slot)",
+        )
+    tag = int(state.config[CFG_HANDLE_TAG])
+    if tag & HANDLE_GEN_MASK or not 0 <= tag >> HANDLE_GEN_BITS < HANDLE_TAG_COUNT:
+        raise DeviceStateError("config", f"handle tag {tag:#x} is not tag << {HANDLE_GEN_BITS}")
     if dimensions["max_segments"] < 1:
         raise DeviceStateError("segments", "needs at least one row")
     if not 1 <= dimensions["max_streams"] <= MAX_STREAMS:
@@ -396,6 +410,13 @@ def _check_placement_config(state):
         unit = state.config[CFG_PAGE_SIZE] if page_mode else row[PCFG_ALIGNMENT]
         if unit < 1 or unit & (unit - 1) or row[PCFG_ALIGNMENT] < 1:
             raise DeviceStateError("placement_config", f"{name}: unit {unit} not a power of two")
+        for what, value in (
+            ("unit", unit),
+            ("tail padding", row[PCFG_TAIL_PADDING]),
+            ("large-segment rounding", state.config[CFG_LARGE_ROUND]),
+        ):
+            if not 0 <= value <= MAX_UNIT_BYTES:  # sums with a request never overflow then
+                raise DeviceStateError("placement_config", f"{name}: {what} outside 0..2**48")
         if row[PCFG_UNIT_SHIFT] != int(unit).bit_length() - 1:
             raise DeviceStateError("placement_config", f"{name}: unit shift is not log2({unit})")
         if row[PCFG_QUICK_LIMIT] > QUICK_CLASSES * unit:

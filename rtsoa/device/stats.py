@@ -29,12 +29,14 @@ from rtsoa.device.layout import (
     CNT_GROWTH_RELEASES,
     CNT_HAZARDS,
     CNT_LAUNCHES,
+    CNT_LEAKED_BLOCKS,
     CNT_OOMS,
     CNT_QUICK_FLUSHES,
     CNT_STREAM_SYNCS,
     CNT_STREAM_WAITS,
     CNT_SUBMISSION_WAITS,
     CNT_TRACE_SEQ,
+    HANDLE_GEN_SHIFT,
     NUM_PLACEMENTS,
     PLACEMENT_NAMES,
     SEG_FIRST_BLOCK,
@@ -63,6 +65,7 @@ _COUNTER_NAMES = {
     "num_stream_waits": CNT_STREAM_WAITS,
     "num_allocator_waits": CNT_ALLOCATOR_WAITS,
     "num_hazards": CNT_HAZARDS,
+    "num_leaked_blocks": CNT_LEAKED_BLOCKS,
     "num_trace_events": CNT_TRACE_SEQ,
 }
 
@@ -163,7 +166,9 @@ def snapshot(dev):
                     "state": "allocated" if allocated else "free",
                     "quick": quick,  # free, parked unmerged in a quick list
                     "stream": int(row[BLK_STREAM]),
-                    "handle": (int(row[BLK_GENERATION]) << 32) | slot if allocated else None,
+                    "handle": (int(row[BLK_GENERATION]) << HANDLE_GEN_SHIFT) | slot
+                    if allocated
+                    else None,
                 }
             )
             slot = int(row[BLK_NEXT])

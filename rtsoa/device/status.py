@@ -16,9 +16,10 @@ STATUS_INVALID_PLACEMENT = 105
 STATUS_NOT_READY = 106  # event_query: the event has not completed at the current host time
 STATUS_TOO_MANY_BLOCKS = 107  # block table full (raise max_blocks)
 STATUS_TOO_MANY_SEGMENTS = 108  # segment table full (raise max_segments)
-STATUS_INVALID_SIZE = 109  # negative request
+STATUS_INVALID_SIZE = 109  # negative request (or, from `Device`, not an int64)
 STATUS_INVALID_STATE = 110  # a DeviceState breaks the layout contract (`state.check_state`)
 STATUS_VIEW_TOO_LARGE = 111  # a typed view needs more bytes than its block holds (kernels.tensors)
+STATUS_INVALID_COST = 112  # a launch with negative bytes / flops, or a non-finite end time
 
 STATUS_NAMES = {
     STATUS_OK: "OK",
@@ -33,4 +34,5 @@ STATUS_NAMES = {
     STATUS_INVALID_SIZE: "INVALID_SIZE",
     STATUS_INVALID_STATE: "INVALID_STATE",
     STATUS_VIEW_TOO_LARGE: "VIEW_TOO_LARGE",
+    STATUS_INVALID_COST: "INVALID_COST",
 }

@@ -43,6 +43,7 @@ from rtsoa.device.layout import (
     EV_STREAM_WAIT,
 )
 from rtsoa.device.status import (
+    STATUS_INVALID_COST,
     STATUS_INVALID_EVENT,
     STATUS_INVALID_STREAM,
     STATUS_NOT_READY,
@@ -75,11 +76,18 @@ def launch_cost_ns(dev, bytes_moved, flops):
 
 @jit_out_of_line
 def launch_begin(dev, stream, bytes_moved, flops):
-    """Issue a task on `stream`; returns its task id (or the negated status)."""
+    """Issue a task on `stream`; returns its task id (or the negated status).
+
+    Negative bytes or flops (which would move the clock backwards), or a cost whose end time
+    is not finite, are refused with STATUS_INVALID_COST and change nothing."""
     if not _valid_stream(dev, stream):
         return -STATUS_INVALID_STREAM
+    if bytes_moved < 0 or flops < 0:
+        return -STATUS_INVALID_COST
     start = max(dev.stream_clock[stream], dev.host_clock[0])
     end = start + launch_cost_ns(dev, bytes_moved, flops)
+    if not end < np.inf:
+        return -STATUS_INVALID_COST
     dev.stream_clock[stream] = end
     dev.stream_vc[stream, stream] += 1
     task = dev.counters[CNT_TASKS]
@@ -120,6 +128,8 @@ def event_record(dev, event, stream):
     if not _valid_event(dev, event):
         return np.int32(STATUS_INVALID_EVENT)
     time = max(dev.stream_clock[stream], dev.host_clock[0]) + dev.cost[COST_EVENT_RECORD_NS]
+    if not time < np.inf:
+        return np.int32(STATUS_INVALID_COST)
     dev.stream_clock[stream] = time
     dev.event_time[event] = time
     dev.event_stream[event] = stream

@@ -27,7 +27,7 @@ from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch, specialise
 from rtsoa.kernels.lowered import NO_BLOCK
 from rtsoa.kernels.runtime import make_runtime, reset_worker
-from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK
+from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK, STATUS_RESERVED_NOT_REGISTERED
 
 EXECUTORS = {}  # name -> Executor subclass, filled by @register_executor
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
@@ -131,6 +131,27 @@ def _bind_nodes(columns, kernel_dispatch, graph_root, graph_in_subgraph, root, t
     return count, start_count, control_flow, launches, unmet, unmet_column, bad_start
 
 
+def _owned_blocks(graph, nodes, memory):
+    """(blocks a failed run of the root of `nodes` frees, blocks a successful run must have
+    freed): the MEMORY_BLOCK values its nodes produce that no other root reads (a model's Init
+    uploads weights that Main reads and DeInit frees); graph outputs are left to the caller
+    after a successful run."""
+    producer = graph.value_producer
+    own = np.zeros(graph.num_values, dtype=bool)
+    has_producer = producer >= 0
+    own[has_producer] = np.isin(producer[has_producer], nodes)
+    inside = np.zeros(graph.num_nodes, dtype=bool)
+    inside[nodes] = True
+    counts = np.diff(graph.input_offsets)
+    readers = np.repeat(np.arange(graph.num_nodes), counts)
+    elsewhere = np.zeros(graph.num_values, dtype=bool)
+    elsewhere[graph.input_values[~inside[readers]]] = True
+    owned = memory & own & ~elsewhere
+    outputs = np.zeros(graph.num_values, dtype=bool)
+    outputs[graph.graph_outputs] = True
+    return np.flatnonzero(owned), np.flatnonzero(owned & ~outputs)
+
+
 def _kernel_selection(registry, binding, kernels):
     """Dispatch ids the compiled dispatch holds: the root's ("used"), None for the whole
     registry ("all"), or the root's plus the named kernels (a collection of names: graphs
@@ -175,15 +196,12 @@ class Executor(abc.ABC):
         self.runtime = make_runtime(
             graph, binding.node_dispatch, control_flow_kernels, self.device.state, values=values
         )
+        self._ends_sequence = self.registry.tables().ends_sequence
+        self.leaked_blocks = 0  # blocks the last run left allocated (reclaimed after it)
         memory = graph.value_kind == ValueKind.MEMORY_BLOCK
         if values is None:  # fresh slots: no block anywhere yet
             self.runtime.values.slots[np.flatnonzero(memory)] = NO_BLOCK
-        # the blocks this root allocates (shared values: Init's weights are not Main's to free)
-        producer = graph.value_producer
-        own = np.zeros(graph.num_values, dtype=bool)
-        has_producer = producer >= 0
-        own[has_producer] = np.isin(producer[has_producer], self.nodes)
-        self._memory_values = np.flatnonzero(memory & own)
+        self._memory_values, self._leak_values = _owned_blocks(graph, self.nodes, memory)
         used = _kernel_selection(self.registry, binding, kernels)
         self.registry.check_kernels(self.runtime, used)  # named errors, not Numba's
         module = load_dispatch(self.registry, used=used)
@@ -220,8 +238,29 @@ class Executor(abc.ABC):
     def _checksum(self):
         return int(self.runtime.worker.checksum[0])
 
+    def _obeyed(self, status, node):
+        """End-of-sequence is obeyed only from a kernel registered with `ends_sequence`."""
+        if status == STATUS_END_OF_SEQUENCE:
+            if not self._ends_sequence[self.runtime.graph.node_dispatch[node]]:
+                return STATUS_RESERVED_NOT_REGISTERED
+        return status
+
+    def _reclaim_leaks(self):
+        """Blocks a successful run left allocated leak (their value slots are overwritten by
+        the next run): count them (`leaked_blocks`, the device's `num_leaked_blocks`) and free
+        them, so they do not pile up run after run."""
+        if self._leak_values.shape[0] == 0:
+            return
+        self.leaked_blocks = self.release_blocks(self._leak_values)
+        if self.leaked_blocks:
+            from rtsoa.device.layout import CNT_LEAKED_BLOCKS
+
+            self.device.state.counters[CNT_LEAKED_BLOCKS] += self.leaked_blocks
+
     def _finish(self, status, node, executed):
+        status = self._obeyed(status, node)
         if status == STATUS_OK or status == STATUS_END_OF_SEQUENCE:
+            self._reclaim_leaks()
             return RunResult(
                 status=int(status),
                 nodes_executed=int(executed),
@@ -233,16 +272,17 @@ class Executor(abc.ABC):
             status, node, self.kernel_name(node), self.graph.node_compute[node], executed
         )
 
-    def release_blocks(self):
-        """Free the device blocks a failed run left allocated (so the next run starts clean).
-
-        Returns how many were freed. Blocks are freed on the stream of the node that allocated
-        them; stale handles are skipped.
+    def release_blocks(self, values=None):
+        """Free the device blocks a failed run left allocated (so the next run starts clean):
+        those of `values`, by default every block value this root allocates and no other root
+        reads. Returns how many were freed. Blocks are freed on the stream of the node that
+        allocated them; stale handles are skipped.
         """
         from rtsoa.device import device_free
 
         slots = self.runtime.values.slots
-        live = self._memory_values[slots[self._memory_values] != NO_BLOCK]
+        values = self._memory_values if values is None else values
+        live = values[slots[values] != NO_BLOCK]
         freed = 0
         for value in live.tolist():
             producer = int(self.graph.value_producer[value])
@@ -294,6 +334,7 @@ class Executor(abc.ABC):
         for each in subscribers:
             each.on_model_start(self, start)
         status, node, executed = self._loop(self.runtime, *self._arguments, record)
+        status = self._obeyed(status, node)
         end = time.monotonic_ns()
         kept = min(int(executed), record.shape[0])
         self.dropped_steps = int(executed) - kept

@@ -8,7 +8,32 @@ switch to the loop function's globals only.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_out_of_line
-from rtsoa.kernels.status import STATUS_BAD_NOTIFY, STATUS_NOTIFY_BASE, STATUS_OK
+from rtsoa.kernels.status import (
+    RESERVED_STATUS_BASE,
+    STATUS_BAD_NOTIFY,
+    STATUS_END_OF_SEQUENCE,
+    STATUS_NOTIFY_BASE,
+    STATUS_OK,
+    STATUS_RESERVED_NOT_REGISTERED,
+)
+
+
+@jit_inline_ir
+def kernel_stop(status):
+    """The status a run stops with after a kernel returned `status` (not OK, not an obeyed
+    notify): `notify(k)` here is STATUS_BAD_NOTIFY (which `notify` itself returns for a bad
+    choice), any other reserved code STATUS_RESERVED_NOT_REGISTERED. End-of-sequence passes;
+    the executor checks in Python that its kernel is registered with `ends_sequence` (the loop
+    returns the node)."""
+    if status >= STATUS_NOTIFY_BASE:
+        return np.int64(STATUS_BAD_NOTIFY)
+    if (
+        status >= RESERVED_STATUS_BASE
+        and status != STATUS_END_OF_SEQUENCE
+        and status != STATUS_BAD_NOTIFY
+    ):
+        return np.int64(STATUS_RESERVED_NOT_REGISTERED)
+    return np.int64(status)
 
 
 @jit_inline_ir
@@ -18,7 +43,7 @@ def released_edges(rt, status, node):
 
     STATUS_OK releases every successor; `notify(k)` only successor k, and only from a kernel
     registered as control flow, checked against the node's successor count (else
-    STATUS_BAD_NOTIFY); any other status releases none and stops.
+    STATUS_BAD_NOTIFY); any other status releases none and stops (`kernel_stop`).
     """
     offsets = rt.graph.succ_offsets
     first = offsets[node]
@@ -26,7 +51,7 @@ def released_edges(rt, status, node):
     if status == STATUS_OK:
         return first, last, np.int64(STATUS_OK)
     if status < STATUS_NOTIFY_BASE:
-        return first, first, np.int64(status)
+        return first, first, kernel_stop(status)
     first += status - STATUS_NOTIFY_BASE
     if first >= last or not rt.graph.kernel_control_flow[rt.graph.node_dispatch[node]]:
         return first, first, np.int64(STATUS_BAD_NOTIFY)

@@ -5,8 +5,10 @@ its length (its table's rows; nodes + 1 for CSR offsets), CSR offsets against th
 and every id column against what it refers to. The graphs and kernels tables add their own
 rules (roots, parents, unique names). Checks run cheapest first: sizes, then vectorized range
 checks (min / max, and the first bad row only when out of range), then one jitted pass over
-the successor CSR (self-loops, duplicates, edges across root graphs, in-degree template) and a
-jitted Kahn pass for cycles. Errors name the table, column and row of the saved file.
+the successor CSR (self-loops, duplicates, edges across root graphs, in-degree template), a
+jitted Kahn pass for cycles, and in a graph without loops the race check (`races.py`: every
+use ordered after its value's producer and relative to its free). Errors name the table,
+column and row of the saved file.
 """
 
 import numpy as np
@@ -16,6 +18,7 @@ from rtsoa.errors import GraphFormatError
 from rtsoa.graph.csr import first_node_on_cycle
 from rtsoa.graph.graph import root_graphs
 from rtsoa.graph.joins import JOIN_OK, REASONS, first_unsound_join
+from rtsoa.graph.races import RACE_BEFORE_PRODUCER, first_race
 from rtsoa.graph.schema import (
     CSRS,
     FIELDS,
@@ -40,6 +43,7 @@ _RANGED = tuple(
 )
 _EDGES = FIELDS_BY_NAME["succ_targets"]
 _IN_DEGREE = FIELDS_BY_NAME["in_degree"]
+_INPUT_VALUES = FIELDS_BY_NAME["input_values"]
 _KERNEL_NAMES = FIELDS_BY_NAME["kernel_names"]
 _GRAPH_KIND = FIELDS_BY_NAME["graph_kind"]
 _GRAPH_PARENT = FIELDS_BY_NAME["graph_parent"]
@@ -185,7 +189,28 @@ def validate_graph(graph, io_rows=None):
         if node >= 0:
             message = f"cycle through node {node} in a graph without a loop construct"
             _fail(_EDGES, message, int(graph.succ_offsets[node]))
+    if not meta.has_loops:
+        _check_races(graph, node_root, forward)
     return graph
+
+
+def _check_races(graph, node_root, forward):
+    """Refuse a use of a value that the successor edges do not order (see `graph/races.py`)."""
+    race = first_race(graph, node_root, forward)
+    if race is None:
+        return
+    kind, value, first, second, row = race
+    if kind == RACE_BEFORE_PRODUCER:
+        message = (
+            f"node {second} uses value {value}, but no path of successor edges leads from its "
+            f"producer, node {first}, to it: executors may run them in either order"
+        )
+    else:
+        message = (
+            f"value {value} is used and freed by nodes {first} and {second} with no path of "
+            "successor edges between them: executors may run them in either order"
+        )
+    _fail(_INPUT_VALUES, message, row)
 
 
 def _check_types(graph):

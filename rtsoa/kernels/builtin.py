@@ -45,7 +45,7 @@ def fail_when(rt, node):
     return np.int32(rt.values.slots[input_value(rt, node, 0)])
 
 
-@kernel("EndOfSequence")
+@kernel("EndOfSequence", ends_sequence=True)
 def end_of_sequence(rt, node):
     """End the run without error."""
     return np.int32(STATUS_END_OF_SEQUENCE)

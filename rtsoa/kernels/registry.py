@@ -45,6 +45,7 @@ class KernelTables(NamedTuple):
     worker: np.ndarray
     critical_section: np.ndarray
     control_flow: np.ndarray
+    ends_sequence: np.ndarray
 
 
 class KernelInfo(NamedTuple):
@@ -60,6 +61,7 @@ class KernelInfo(NamedTuple):
     trace: object  # trace printer: callable(graph, node) -> str, or None
     requires: dict  # minimum inputs / outputs / attributes / successors, checked at load
     control_flow: bool  # switch / pivot / loop kernels: the graph needs a queue executor
+    ends_sequence: bool  # may return STATUS_END_OF_SEQUENCE (obeyed from no other kernel)
 
 
 def default_trace(graph, node):
@@ -89,7 +91,7 @@ class KernelRegistry:
         """Per dispatch id, as arrays for vectorized and jitted use at prepare (memoized):
         `requires` int64[k, 4] (inputs, outputs, attributes, successors), `worker` int8
         (WorkerClass), `critical_section` int8 (CRITICAL_SECTIONS code, which the multi-thread
-        executor serialises on), `control_flow` bool."""
+        executor serialises on), `control_flow` bool, `ends_sequence` bool."""
         if self._tables is None:
             entries = self._sorted
             self._tables = KernelTables(
@@ -102,6 +104,7 @@ class KernelRegistry:
                     [CRITICAL_SECTIONS[info.critical_section] for info in entries], dtype=np.int8
                 ),
                 control_flow=np.array([info.control_flow for info in entries], dtype=bool),
+                ends_sequence=np.array([info.ends_sequence for info in entries], dtype=bool),
             )
         return self._tables
 
@@ -127,12 +130,15 @@ class KernelRegistry:
         trace=None,
         requires=None,
         control_flow=False,
+        ends_sequence=False,
     ):
         """Add (or re-register from the same place) a kernel; returns its KernelInfo.
 
         The name must be identifier-like (KernelDefinitionError otherwise); the kernel's types
         (int32 status, no undeclared allocation) are checked at the first prepare that uses
-        it (`check_kernels`).
+        it (`check_kernels`). Reserved statuses are obeyed only from kernels registered for
+        them: `notify(k)` from `control_flow` kernels, STATUS_END_OF_SEQUENCE from
+        `ends_sequence` ones; from any other kernel they stop the run as failures.
         """
         check_name(name)
         if not isinstance(function, CPUDispatcher):
@@ -157,6 +163,7 @@ class KernelRegistry:
             trace=trace or default_trace,
             requires={key: int(requires.get(key, 0)) for key in _REQUIREMENTS},
             control_flow=bool(control_flow),
+            ends_sequence=bool(ends_sequence),
         )
         if "<locals>" in py_func.__qualname__:
             raise ValueError(f"kernel {name!r} must be a module-level function")
@@ -262,6 +269,7 @@ def kernel(
     control_flow=False,
     registry=None,
     allocates=False,
+    ends_sequence=False,
 ):
     """Decorator: jit `run(rt, node) -> int32` (unless already jitted) and register it.
 
@@ -269,7 +277,9 @@ def kernel(
     `allocates=True`: with NRT every call increfs and decrefs each array of the runtime tuple,
     which with the device's arrays in it costs ~50x the kernel itself. A kernel that creates
     arrays (np.empty, ...) must say `allocates=True`; reading, writing and slicing do not count.
-    An already-jitted function keeps the options it was compiled with.
+    An already-jitted function keeps the options it was compiled with. `control_flow=True`
+    lets the kernel's `notify(k)` be obeyed, `ends_sequence=True` its STATUS_END_OF_SEQUENCE
+    (see `KernelRegistry.register`).
     """
 
     def decorate(function):
@@ -287,6 +297,7 @@ def kernel(
             trace=trace,
             requires=requires,
             control_flow=control_flow,
+            ends_sequence=ends_sequence,
         )
         return function
 

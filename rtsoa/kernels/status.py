@@ -2,7 +2,11 @@
 
 Codes from RESERVED_STATUS_BASE up are the runtime's: a kernel that returns one of them is
 asking the executor for something (end the run, continue on one successor), it is not failing.
-User kernels report failures with any other non-zero int32.
+Only kernels registered for it may ask: `notify(k)` is obeyed from `control_flow` kernels,
+STATUS_END_OF_SEQUENCE from `ends_sequence` kernels; from any other kernel `notify(k)` stops
+the run with STATUS_BAD_NOTIFY and every other reserved code with
+STATUS_RESERVED_NOT_REGISTERED (`executors.steps.kernel_stop`). User kernels report failures
+with any other non-zero int32.
 """
 
 import numpy as np
@@ -23,6 +27,9 @@ STATUS_QUEUE_OVERFLOW = 1_000_000_004
 STATUS_STEP_LIMIT = 1_000_000_005
 # A kernel asked to continue on successor k, but the node has no successor k.
 STATUS_BAD_NOTIFY = 1_000_000_006
+# A kernel returned a reserved status it is not registered to return (e.g. end-of-sequence
+# from a kernel without `ends_sequence=True`, or a code only the executors produce).
+STATUS_RESERVED_NOT_REGISTERED = 1_000_000_007
 # Statuses from here up mean "notify only successor (status - STATUS_NOTIFY_BASE)": the switch
 # kernels' choice travels in the returned status, so no state is shared between threads.
 STATUS_NOTIFY_BASE = 1_100_000_000
@@ -38,6 +45,10 @@ STATUS_NAMES = {
         "twice; see max_steps)"
     ),
     STATUS_BAD_NOTIFY: "a switch chose a successor the node does not have",
+    STATUS_RESERVED_NOT_REGISTERED: (
+        "a kernel returned a reserved status it is not registered to return (end of sequence "
+        "needs ends_sequence=True; the executors' own codes come from no kernel)"
+    ),
 }
 
 
