@@ -246,3 +246,19 @@ def test_if_and_loop_are_refused_at_lowering_with_the_reason(op):
     proto = model([node], inputs, [("y", FLOAT, [2])])
     with pytest.raises(LoweringError, match=f"{op} node.*not supported yet"):
         lower(proto)
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_lowered_models_run_with_zero_hazards_on_one_and_two_streams(streams):
+    proto = mlp(seed=4, layers=3)
+    graph = lower(proto, streams=streams)
+    assert graph.meta.stream_count == streams
+    kernels = {graph.kernel_name(n) for n in range(graph.num_nodes)}
+    assert ("StreamWaitEvent" in kernels) == (streams > 1)
+    x = np.random.default_rng(2).standard_normal((6, 16)).astype(np.float32)
+    with load_model(graph) as executor:
+        for _ in range(3):
+            got = executor.execute_sync({"x": x})["y"]
+            np.testing.assert_allclose(got, run_onnxruntime(proto, {"x": x})["y"], RTOL, ATOL)
+        assert executor.device.hazard_count == 0
+        assert executor.main.leaked_blocks == 0

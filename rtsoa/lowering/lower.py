@@ -214,10 +214,15 @@ def drop_dead(graph, calls):
 class _Emitter:
     """Pass 4: builds the ExecuteGraph."""
 
-    def __init__(self, graph, calls, name):
+    def __init__(self, graph, calls, name, streams=1):
         self.graph = graph
         self.calls = calls
-        self.builder = GraphBuilder(name=name, stream_count=1, event_count=1)
+        self.streams = int(streams)
+        self.builder = GraphBuilder(name=name, stream_count=self.streams, event_count=1)
+        self.events = 0  # events used by cross-stream synchronisation
+        self.stream_of = {}  # tensor name -> stream its Main producer launches on
+        self.recorded = {}  # (tensor name, stream) -> (RecordEvent, StreamWaitEvent) nodes
+        self.node_stream = {}  # Main node -> its stream
         self.shape_value = {}  # tensor name -> SHAPE value
         self.block_value = {}  # tensor name -> MEMORY_BLOCK value
         self.shape_node = {}  # tensor name -> Main node producing its SHAPE value
@@ -225,7 +230,9 @@ class _Emitter:
         self.readers = {}  # tensor name -> Main nodes reading its data
         self.priority = {}
 
-    def node(self, kernel, root, priority, inputs=(), attributes=(), compute=-1, outputs=None):
+    def node(
+        self, kernel, root, priority, inputs=(), attributes=(), compute=-1, outputs=None, stream=0
+    ):
         info = REGISTRY[kernel]
         node, values = REGISTRY.add_node(
             self.builder,
@@ -233,11 +240,13 @@ class _Emitter:
             output_options=outputs,
             graph=root,
             priority=priority,
+            stream=stream,
             worker=info.worker,
             compute_node=compute,
             attributes=attributes,
             inputs=inputs,
         )
+        self.node_stream[node] = stream
         return node, values
 
     def block(self, node):
@@ -251,6 +260,22 @@ class _Emitter:
     def edge(self, source, target):
         if source is not None and source != target:
             self.builder.add_edge(source, target)
+
+    def sync(self, after, on_stream, before, from_stream, priority):
+        """Cross-stream order: RecordEvent on `from_stream` after node `after`, and
+        StreamWaitEvent on `on_stream` before node `before` (the reference's event pair)."""
+        event = self.events
+        self.events += 1
+        record, _ = self.node(
+            "RecordEvent", GraphKind.MAIN, priority, attributes=[event], stream=from_stream
+        )
+        wait, _ = self.node(
+            "StreamWaitEvent", GraphKind.MAIN, priority, attributes=[event], stream=on_stream
+        )
+        self.edge(after, record)
+        self.edge(record, wait)
+        self.edge(wait, before)
+        return record, wait
 
     def constant(self, tensor, priority):
         """Init: upload `tensor`; DeInit: free it."""
@@ -309,10 +334,17 @@ class _Emitter:
                 continue
             readers = self.readers.get(name, [])
             priority = max([self.priority.get(r, 0) for r in readers] + [self.priority[launch]])
-            free, _ = self.node("FreeMemory", GraphKind.MAIN, priority, [self.block_value[name]])
+            stream = self.stream_of[name]
+            free, _ = self.node(
+                "FreeMemory", GraphKind.MAIN, priority, [self.block_value[name]], stream=stream
+            )
             self.edge(launch, free)
             for reader in readers:
-                self.edge(reader, free)
+                reader_stream = self.node_stream[reader]
+                if reader_stream != stream:  # the block is reused only after the reader's work
+                    self.sync(reader, stream, free, reader_stream, priority)
+                else:
+                    self.edge(reader, free)
         for name in graph.outputs:
             if name not in self.block_value or name not in self.launch_node:
                 raise LoweringError(
@@ -323,12 +355,14 @@ class _Emitter:
             self.builder.mark_graph_output(block)
             tensor = graph.tensors[name]
             self.builder.add_tensor_info(block, name, tensor.dims)
+        self.builder.meta = self.builder.meta._replace(event_count=max(self.events, 1))
         return self.builder.finalize()
 
     def call(self, index, call):
         graph = self.graph
         definition = OPS[call.op]
         priority = index * 10 + 9
+        stream = index % self.streams
         present = 0
         data = 0
         for k, name in enumerate(call.inputs):
@@ -350,6 +384,7 @@ class _Emitter:
             attributes,
             compute=call.node,
             outputs={"count": len(call.outputs)},
+            stream=stream,
         )
         self.priority[infer] = priority
         for k, name in enumerate(call.inputs):
@@ -376,6 +411,7 @@ class _Emitter:
                 [0],
                 compute=call.node,
                 outputs={"dtype": dtype},
+                stream=stream,
             )
             self.priority[alloc] = priority
             self.edge(infer, alloc)
@@ -383,15 +419,30 @@ class _Emitter:
             launch_inputs += [block, shape]
             outputs.append((name or f"__unused_{index}_{k}", shape, block))
         launch, _ = self.node(
-            "OpLaunch", GraphKind.MAIN, priority, launch_inputs, attributes, compute=call.node
+            "OpLaunch",
+            GraphKind.MAIN,
+            priority,
+            launch_inputs,
+            attributes,
+            compute=call.node,
+            stream=stream,
         )
         self.priority[launch] = priority
         for alloc in allocs:
             self.edge(alloc, launch)
         for name in call.inputs:
-            if name:
-                self.edge(self.launch_node.get(name), launch)
-                self.readers.setdefault(name, []).append(launch)
+            if not name:
+                continue
+            producer = self.launch_node.get(name)
+            source = self.stream_of.get(name, stream)
+            if producer is not None and source != stream:
+                key = (name, stream)
+                if key not in self.recorded:
+                    self.recorded[key] = self.sync(producer, stream, launch, source, priority)
+                else:
+                    self.edge(self.recorded[key][1], launch)
+            self.edge(producer, launch)
+            self.readers.setdefault(name, []).append(launch)
         for name, shape, block in outputs:
             if name in self.block_value:
                 raise LoweringError(f"tensor {name!r} is produced twice")
@@ -399,14 +450,21 @@ class _Emitter:
             self.block_value[name] = block
             self.shape_node[name] = infer
             self.launch_node[name] = launch
+            self.stream_of[name] = stream
             if name in graph.tensors and name not in graph.outputs:
                 tensor = graph.tensors[name]
                 self.builder.add_tensor_info(block, name, tensor.dims)
 
 
-def lower(model, name=None):
+def lower(model, name=None, streams=1):
     """The ExecuteGraph of `model`: a ComputeGraph, an ONNX ModelProto, ONNX bytes or a path
-    to an .onnx file. Raises LoweringError naming the op, node and opset it cannot lower."""
+    to an .onnx file. Raises LoweringError naming the op, node and opset it cannot lower.
+
+    `streams`: ops are issued round-robin on this many device streams; a tensor read on
+    another stream than its producer's is ordered by a RecordEvent / StreamWaitEvent pair,
+    and its block is freed on the producer's stream after events from every reader stream."""
+    if not 1 <= int(streams) <= 64:
+        raise ValueError(f"streams must be 1 .. 64, got {streams}")
     if not isinstance(model, ComputeGraph):
         from rtsoa.lowering.onnx_import import import_onnx
 
@@ -425,7 +483,7 @@ def lower(model, name=None):
             call = OpCall("Identity", [source], [output], {}, -1)
             call.slots = OPS["Identity"].slots({}, [])
             calls.append(call)
-    return _Emitter(model, calls, name or model.name or "model").emit()
+    return _Emitter(model, calls, name or model.name or "model", streams).emit()
 
 
 def numpy_dtype(code):

@@ -28,6 +28,8 @@ MODEL_KERNELS = (
     "FreeMemory",
     "OpInferShape",
     "OpLaunch",
+    "RecordEvent",
+    "StreamWaitEvent",
     "UploadConstant",
 )
 
@@ -95,6 +97,7 @@ class ModelExecutor:
         main = prepare_executor(self.graph, self.executor_name, root=GraphKind.MAIN, **prepare)
         deinit = prepare_executor(self.graph, "sequential", root=GraphKind.DEINIT, **prepare)
         init.run()
+        self.device.synchronize()  # weights are on the device before any stream reads them
         self._executors = (init, main, deinit)
         self.state = "loaded"
         return self
@@ -189,6 +192,7 @@ class ModelExecutor:
                 shapes[shape, SHAPE_DIMS : SHAPE_DIMS + array.ndim] = array.shape
             self.main.run(subscriber=subscriber)
             self.iterations += 1
+            device.synchronize()  # the host reads the outputs after every stream's work
             return self._collect()
         finally:
             for handle in handles:
