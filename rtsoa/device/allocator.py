@@ -215,9 +215,14 @@ def _malloc_after_oom(dev, placement, size, nbytes, stream):
 @jit_out_of_line
 def _refuse_size(dev, placement, nbytes, stream):
     """A request outside 0 .. arena size: negative is invalid; larger than the arena can never
-    be served, so it is out of memory at once (counted and traced like any other)."""
+    be served, so it is out of memory without a retry, but leaves the device as every out of
+    memory does (streams synchronised, cache released, quick lists flushed; counted, traced)."""
     if nbytes < 0:
         return -STATUS_INVALID_SIZE
+    dev.counters[CNT_SUBMISSION_WAITS] += 1
+    stream_synchronize(dev, stream)
+    device_synchronize(dev)
+    release_cached(dev, placement)
     dev.counters[CNT_OOMS] += 1
     time = dev.stream_clock[stream]
     trace_append(dev, EV_OOM, placement, -1, -1, nbytes, nbytes, stream, time, time)
