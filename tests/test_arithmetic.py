@@ -34,7 +34,8 @@ def test_add_int_writes_the_sum(executor, a, b, expected):
 
 def test_add_int_needs_two_inputs():
     builder = GraphBuilder()
-    _, value = add_const_int(builder, 1)
-    REGISTRY.add_node(builder, "AddInt", inputs=[value])
+    const, value = add_const_int(builder, 1)
+    node, _ = REGISTRY.add_node(builder, "AddInt", inputs=[value])
+    builder.add_edge(const, node)  # ordered after its producer: a racy graph is refused at load
     with pytest.raises(GraphFormatError, match="'AddInt', which needs at least 2 inputs"):
         prepare_executor(builder.finalize(), "sequential")

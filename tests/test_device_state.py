@@ -252,7 +252,7 @@ def test_not_a_device_state():
     [
         ({"trace_capacity": 48}, "trace", "not a power of two"),
         ({"max_streams": 64}, "stream_clock", "max_streams must be in 1..63"),
-        ({"max_blocks": 0}, "blocks", "2\\*\\*32"),
+        ({"max_blocks": 0}, "blocks", "2\\*\\*24"),
         ({"max_segments": 0}, "segments", "at least one row"),
     ],
 )

@@ -206,8 +206,8 @@ def test_notify_is_obeyed_only_from_control_flow_kernels(executor, successors):
     stale choice past the edge array (a segfault). Fail is not a control-flow kernel, so its
     notify status is an error whatever the node's successors."""
     builder = GraphBuilder()
-    _, condition = add_const_int(builder, 0)
-    add_if(builder, condition, [None, None])  # a real switch runs first
+    const, condition = add_const_int(builder, 0)
+    add_if(builder, condition, [None, None], after=[const])  # a real switch runs first
     fail = builder.add_node("Fail", attributes=[STATUS_NOTIFY_BASE])
     for _ in range(successors):
         builder.add_edge(fail, builder.add_node("Checksum0"))

@@ -34,8 +34,9 @@ Design (PyTorch's CUDA caching allocator and the reference's page allocator, on 
 Every block is one row of `dev.blocks` (columns `layout.BLK_*`), so the few cache lines of a
 block are all a malloc or free touches. Handles are `tag << 48 | generation << 24 | slot`
 (`handles.py`), so stale handles (double free, use after free) and other devices' handles are
-caught. Requests above the arena are refused before any arithmetic on them (negative sizes
-with STATUS_INVALID_SIZE, others as out of memory), so rounding never overflows.
+caught. Requests above 2**48 (more than any arena) are refused before any arithmetic on them
+(negative sizes with STATUS_INVALID_SIZE, others as out of memory), so rounding never
+overflows; larger-than-arena requests below that take the ordinary out-of-memory path.
 
 Files: this one holds malloc / free and the out-of-memory path; `tables.py` the slot stacks and
 statistics, `blocks.py` split / merge / quick-list flush, `segments.py` and `growth.py` the
@@ -76,9 +77,9 @@ from rtsoa.device.layout import (
     EV_ALLOC,
     EV_FREE,
     EV_OOM,
+    MAX_UNIT_BYTES,
     NUM_PLACEMENTS,
     PCFG_ALIGNMENT,
-    PCFG_ARENA_SIZE,
     PCFG_TAIL_PADDING,
     POOL_LARGE,
     POOL_SMALL,
@@ -214,10 +215,15 @@ def _malloc_after_oom(dev, placement, size, nbytes, stream):
 
 @jit_out_of_line
 def _refuse_size(dev, placement, nbytes, stream):
-    """A request outside 0 .. arena size: negative is invalid; larger than the arena can never
-    be served, so it is out of memory at once (counted and traced like any other)."""
+    """A request outside 0 .. 2**48: negative is invalid; larger than any arena can never be
+    served, so it is out of memory without a retry, but leaves the device as every out of
+    memory does (streams synchronised, cache released, quick lists flushed; counted, traced)."""
     if nbytes < 0:
         return -STATUS_INVALID_SIZE
+    dev.counters[CNT_SUBMISSION_WAITS] += 1
+    stream_synchronize(dev, stream)
+    device_synchronize(dev)
+    release_cached(dev, placement)
     dev.counters[CNT_OOMS] += 1
     time = dev.stream_clock[stream]
     trace_append(dev, EV_OOM, placement, -1, -1, nbytes, nbytes, stream, time, time)
@@ -238,9 +244,10 @@ def device_malloc(dev, placement, nbytes, stream):
         return -STATUS_INVALID_STREAM
     assume_layout(dev)
     placement = resolve_placement(placement)
-    # one unsigned compare refuses negative sizes and sizes above the arena: every later sum
-    # (padding, rounding, segment sizes) then stays far below 2**63
-    if np.uint64(nbytes) > np.uint64(dev.placement_config[placement, PCFG_ARENA_SIZE]):
+    # one unsigned compare with a constant refuses negative sizes and sizes no arena can hold
+    # (MAX_UNIT_BYTES, 256 TiB: arenas fit the machine): every later sum (padding, rounding,
+    # segment sizes, each term at most 2**48) then stays far below 2**63
+    if np.uint64(nbytes) > np.uint64(MAX_UNIT_BYTES):
         return _refuse_size(dev, placement, nbytes, stream)
     size = round_request(dev, placement, nbytes)
     handle = _try_malloc(dev, placement, size, nbytes, stream)

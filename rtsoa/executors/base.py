@@ -170,6 +170,9 @@ class Executor(abc.ABC):
 
     name = None  # registry name
     runs_control_flow = False  # can it run switch / loop kernels?
+    # does the loop map kernels' reserved statuses itself (`steps.kernel_stop`)? If not, every
+    # status it returns must be a kernel's, and `_obeyed` maps it after the loop
+    loop_maps_reserved = True
     loop = None  # the plain Python loop function `specialise` compiles
 
     def __init__(
@@ -240,6 +243,10 @@ class Executor(abc.ABC):
 
     def _obeyed(self, status, node):
         """End-of-sequence is obeyed only from a kernel registered with `ends_sequence`."""
+        if not self.loop_maps_reserved and status != STATUS_OK:
+            from rtsoa.executors.steps import kernel_stop
+
+            status = int(kernel_stop.py_func(status))
         if status == STATUS_END_OF_SEQUENCE:
             if not self._ends_sequence[self.runtime.graph.node_dispatch[node]]:
                 return STATUS_RESERVED_NOT_REGISTERED

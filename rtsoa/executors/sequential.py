@@ -12,7 +12,7 @@ from rtsoa._jit import jit
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.base import Executor, register_executor
 from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push
-from rtsoa.executors.steps import kernel_stop, record_step
+from rtsoa.executors.steps import record_step
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
 from rtsoa.kernels.status import STATUS_OK
@@ -30,8 +30,8 @@ def run_sequential(rt, order, record):
         if record is not None:
             record_step(record, executed, node, start, monotonic_ns())
         executed += 1
-        if status != STATUS_OK:
-            return kernel_stop(status), np.int64(node), np.int64(executed)
+        if status != STATUS_OK:  # a kernel's: reserved codes are mapped after the loop (base)
+            return np.int64(status), np.int64(node), np.int64(executed)
     return np.int64(STATUS_OK), np.int64(-1), np.int64(executed)
 
 
@@ -116,6 +116,7 @@ class SequentialExecutor(Executor):
 
     name = "sequential"
     runs_control_flow = False
+    loop_maps_reserved = False  # every status the loop returns is a kernel's
     loop = run_sequential
 
     def _prepare(self):
