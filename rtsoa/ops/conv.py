@@ -60,6 +60,7 @@ GEOMETRY = 25
 CONV, POOL, CONV_TRANSPOSE = 0, 1, 2
 LIMIT = np.int64(1) << 31  # largest accepted dim / attribute value
 MAX_ELEMENTS = np.int64(1) << 58  # largest accepted element count of one tensor
+MAX_SCRATCH = np.int64(1) << 32  # largest im2col / col2im matrix (elements) a Conv allocates
 
 
 def _right_aligned(values, default):
@@ -263,10 +264,11 @@ def window_geometry(table, attrs, kind):
     plane = _times(_times(geo[G_IN], geo[G_IN + 1]), geo[G_IN + 2])
     positions = _times(_times(geo[G_OUT], geo[G_OUT + 1]), geo[G_OUT + 2])
     # the scratch matrices: (c / group * taps, positions) for Conv, (m / group * taps, plane)
-    if (
-        _times(_times(c // group, taps), positions) < 0
-        or _times(_times(m // group, taps), plane) < 0
-    ):
+    # for ConvTranspose; a pool has none
+    scratch = _times(_times(c // group, taps), positions)
+    if kind == CONV_TRANSPOSE:
+        scratch = _times(_times(m // group, taps), plane)
+    if plane < 0 or positions < 0 or (kind != POOL and (scratch < 0 or scratch > MAX_SCRATCH)):
         return np.int32(STATUS_OP_TOO_LARGE), geo
     return np.int32(0), geo
 
@@ -380,15 +382,21 @@ def _unroll(data, base, channels, geo, cols, scatter):
                             inside = 0 <= p_d < t_d and 0 <= p_h < t_h
                             row = data_c + (p_d * t_h + p_h) * t_w + w0
                             if scatter:
-                                if inside:
+                                if inside and s_w == 1:  # unit stride: a loop LLVM vectorizes
+                                    for j in range(low, high):
+                                        data[row + j] += cols[o + j]
+                                elif inside:
                                     for j in range(low, high):
                                         data[row + j * s_w] += cols[o + j]
                             elif not inside:
                                 cols[o : o + n_w] = 0
                             else:
                                 cols[o : o + low] = 0
-                                for j in range(low, high):
-                                    cols[o + j] = data[row + j * s_w]
+                                if s_w == 1:
+                                    cols[o + low : o + high] = data[row + low : row + high]
+                                else:
+                                    for j in range(low, high):
+                                        cols[o + j] = data[row + j * s_w]
                                 cols[o + high : o + n_w] = 0
                             o += n_w
 
