@@ -21,9 +21,10 @@ from rtsoa.ops.abi import (
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
     STATUS_OP_MISSING_INPUT,
+    dtype_code,
 )
 from rtsoa.ops.entry import MODE_COMPUTE, MODE_INFER, run_op
-from rtsoa.ops.host import OpError, _prepare, run_numpy
+from rtsoa.ops.host import OpError, TensorInfo, _prepare, infer_shapes, run_numpy
 from rtsoa.ops.registry import op_code
 
 F32 = np.float32
@@ -178,6 +179,10 @@ def test_conv_refusals():
     )
     assert "bad attribute value" in message
     refused(STATUS_OP_MISSING_INPUT, "Conv", [x, None])
+    w_huge = TensorInfo(dtype_code(F32), (6, 4, 1 << 20, 1 << 20))  # a 2^40-element kernel
+    x_huge = TensorInfo(dtype_code(F32), (1, 4, 1 << 20, 1 << 20))
+    with pytest.raises(OpError, match="result too large"):
+        infer_shapes("Conv", [x_huge, w_huge], {"pads": [1 << 19] * 4})
 
 
 def test_conv_compute_refuses_a_short_output_row():
@@ -276,6 +281,9 @@ def test_pool_refusals():
     message = refused(STATUS_OP_BAD_ATTRIBUTE, "MaxPool", [x])  # kernel_shape is required
     assert "bad attribute value" in message
     refused(STATUS_OP_BAD_SHAPE, "MaxPool", [x], {"kernel_shape": [6, 6]})
+    # a kernel of 2^30 x 2^30 over padding: only the taps inside the input are visited
+    huge = {"kernel_shape": [1 << 30] * 2, "pads": [1 << 30] * 4, "strides": [1 << 30] * 2}
+    assert run_numpy("MaxPool", [x], huge)[0].shape == (1, 2, 2, 2)
     refused(STATUS_OP_BAD_ATTRIBUTE, "AveragePool", [x], {"kernel_shape": [2]})
     refused(STATUS_OP_BAD_ATTRIBUTE, "AveragePool", [x], {"kernel_shape": [2, 2], "ceil_mode": 2})
     refused(STATUS_OP_BAD_DTYPE, "MaxPool", [x.astype(np.int64)], {"kernel_shape": [2, 2]})

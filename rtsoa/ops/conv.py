@@ -60,6 +60,7 @@ GEOMETRY = 25
 CONV, POOL, CONV_TRANSPOSE = 0, 1, 2
 LIMIT = np.int64(1) << 31  # largest accepted dim / attribute value
 MAX_ELEMENTS = np.int64(1) << 58  # largest accepted element count of one tensor
+MAX_SCRATCH = np.int64(1) << 32  # largest im2col / col2im matrix (elements) a Conv allocates
 
 
 def _right_aligned(values, default):
@@ -263,10 +264,11 @@ def window_geometry(table, attrs, kind):
     plane = _times(_times(geo[G_IN], geo[G_IN + 1]), geo[G_IN + 2])
     positions = _times(_times(geo[G_OUT], geo[G_OUT + 1]), geo[G_OUT + 2])
     # the scratch matrices: (c / group * taps, positions) for Conv, (m / group * taps, plane)
-    if (
-        _times(_times(c // group, taps), positions) < 0
-        or _times(_times(m // group, taps), plane) < 0
-    ):
+    # for ConvTranspose; a pool has none
+    scratch = _times(_times(c // group, taps), positions)
+    if kind == CONV_TRANSPOSE:
+        scratch = _times(_times(m // group, taps), plane)
+    if plane < 0 or positions < 0 or (kind != POOL and (scratch < 0 or scratch > MAX_SCRATCH)):
         return np.int32(STATUS_OP_TOO_LARGE), geo
     return np.int32(0), geo
 
@@ -350,65 +352,53 @@ def _gemm(a, b, out):
 
 
 @jit_with_nrt
-def _im2col(x, base, channels, geo, cols):
-    """cols[(c, kd, kh, kw), (od, oh, ow)] = the input element each kernel tap reads for each
-    output position (0 in the padding); channels c of x start at flat offset `base`."""
-    in_d, in_h, in_w = geo[G_IN], geo[G_IN + 1], geo[G_IN + 2]
-    out_d, out_h, out_w = geo[G_OUT], geo[G_OUT + 1], geo[G_OUT + 2]
+def _unroll(data, base, channels, geo, cols, scatter):
+    """im2col (scatter False): cols[(c, kd, kh, kw), (od, oh, ow)] = the element of `data`
+    (Conv's input, channels from flat offset `base`) that each kernel tap reads at each output
+    position, 0 in the padding. col2im (scatter True, ConvTranspose): the adjoint, with the
+    roles of input and output swapped: adds cols[(m, kd, kh, kw), (id, ih, iw)] into `data`
+    (ConvTranspose's output) at the position each tap reaches, which may be outside."""
+    loop = G_IN if scatter else G_OUT  # positions the columns enumerate
+    target = G_OUT if scatter else G_IN  # positions of `data`
+    n_d, n_h, n_w = geo[loop], geo[loop + 1], geo[loop + 2]
+    t_d, t_h, t_w = geo[target], geo[target + 1], geo[target + 2]
     s_d, s_h, s_w = geo[G_S], geo[G_S + 1], geo[G_S + 2]
-    plane = in_d * in_h * in_w
+    plane = t_d * t_h * t_w
     o = np.int64(0)
     for c in range(channels):
-        x_c = base + c * plane
+        data_c = base + c * plane
         for kd in range(geo[G_K]):
             for kh in range(geo[G_K + 1]):
                 for kw in range(geo[G_K + 2]):
                     w0 = kw * geo[G_D + 2] - geo[G_PB + 2]
-                    # output columns whose input column w0 + ow * s_w is inside [0, in_w)
-                    low = np.int64(0) if w0 >= 0 else min((-w0 + s_w - 1) // s_w, out_w)
-                    high = min((in_w - 1 - w0) // s_w + 1, out_w) if in_w - 1 - w0 >= 0 else 0
+                    # the columns j whose position w0 + j * s_w is inside [0, t_w)
+                    low = np.int64(0) if w0 >= 0 else min((-w0 + s_w - 1) // s_w, n_w)
+                    high = min((t_w - 1 - w0) // s_w + 1, n_w) if t_w - 1 - w0 >= 0 else 0
                     high = max(high, low)
-                    for od in range(out_d):
-                        i_d = od * s_d - geo[G_PB] + kd * geo[G_D]
-                        for oh in range(out_h):
-                            i_h = oh * s_h - geo[G_PB + 1] + kh * geo[G_D + 1]
-                            if i_d < 0 or i_d >= in_d or i_h < 0 or i_h >= in_h:
-                                cols[o : o + out_w] = 0
+                    for i_d in range(n_d):
+                        p_d = i_d * s_d - geo[G_PB] + kd * geo[G_D]
+                        for i_h in range(n_h):
+                            p_h = i_h * s_h - geo[G_PB + 1] + kh * geo[G_D + 1]
+                            inside = 0 <= p_d < t_d and 0 <= p_h < t_h
+                            row = data_c + (p_d * t_h + p_h) * t_w + w0
+                            if scatter:
+                                if inside and s_w == 1:  # unit stride: a loop LLVM vectorizes
+                                    for j in range(low, high):
+                                        data[row + j] += cols[o + j]
+                                elif inside:
+                                    for j in range(low, high):
+                                        data[row + j * s_w] += cols[o + j]
+                            elif not inside:
+                                cols[o : o + n_w] = 0
                             else:
-                                row = x_c + (i_d * in_h + i_h) * in_w + w0
                                 cols[o : o + low] = 0
-                                for ow in range(low, high):
-                                    cols[o + ow] = x[row + ow * s_w]
-                                cols[o + high : o + out_w] = 0
-                            o += out_w
-
-
-@jit_with_nrt
-def _col2im(cols, y, base, channels, geo):
-    """The adjoint of _im2col with input and output roles swapped (ConvTranspose): adds
-    cols[(m, kd, kh, kw), (id, ih, iw)] into y at the output position each tap reaches."""
-    in_d, in_h, in_w = geo[G_IN], geo[G_IN + 1], geo[G_IN + 2]
-    out_d, out_h, out_w = geo[G_OUT], geo[G_OUT + 1], geo[G_OUT + 2]
-    s_d, s_h, s_w = geo[G_S], geo[G_S + 1], geo[G_S + 2]
-    plane = out_d * out_h * out_w
-    o = np.int64(0)
-    for m in range(channels):
-        y_m = base + m * plane
-        for kd in range(geo[G_K]):
-            for kh in range(geo[G_K + 1]):
-                for kw in range(geo[G_K + 2]):
-                    w0 = kw * geo[G_D + 2] - geo[G_PB + 2]
-                    low = np.int64(0) if w0 >= 0 else min((-w0 + s_w - 1) // s_w, in_w)
-                    high = min((out_w - 1 - w0) // s_w + 1, in_w) if out_w - 1 - w0 >= 0 else 0
-                    for i_d in range(in_d):
-                        y_d = i_d * s_d - geo[G_PB] + kd * geo[G_D]
-                        for i_h in range(in_h):
-                            y_h = i_h * s_h - geo[G_PB + 1] + kh * geo[G_D + 1]
-                            if 0 <= y_d < out_d and 0 <= y_h < out_h:
-                                row = y_m + (y_d * out_h + y_h) * out_w + w0
-                                for iw in range(low, high):
-                                    y[row + iw * s_w] += cols[o + iw]
-                            o += in_w
+                                if s_w == 1:
+                                    cols[o + low : o + high] = data[row + low : row + high]
+                                else:
+                                    for j in range(low, high):
+                                        cols[o + j] = data[row + j * s_w]
+                                cols[o + high : o + n_w] = 0
+                            o += n_w
 
 
 @jit_with_nrt
@@ -442,7 +432,7 @@ def _conv_run(x, w, bias, has_bias, y, geo):
                 if pointwise:
                     source = x[x_base : x_base + k * p]
                 else:
-                    _im2col(x, x_base, c_g, geo, cols)
+                    _unroll(x, x_base, c_g, geo, cols, False)
                     source = cols
                 y_base = (n * m + g * m_g) * p
                 _gemm(
@@ -479,7 +469,7 @@ def _conv_transpose_run(x, w, bias, has_bias, y, geo):
                     x[x_base : x_base + c_g * plane].reshape((c_g, plane)),
                     cols.reshape((rows, plane)),
                 )
-                _col2im(cols, y, (n * m + g * m_g) * p, m_g, geo)
+                _unroll(y, (n * m + g * m_g) * p, m_g, geo, cols, True)
     if has_bias:
         _add_bias(y, bias, n_images, m, p)
 

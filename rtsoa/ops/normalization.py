@@ -79,6 +79,8 @@ def _checks(op, table, n_in, attrs):
         ):
             return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0), np.int64(0), axis
     else:
+        if attrs.shape[0] < 1:
+            return np.int32(STATUS_OP_BAD_ATTRIBUTE), np.int64(0), np.int64(0), np.int64(0)
         if x_rank < 2:
             return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0), np.int64(0), np.int64(0)
         axis = np.int64(2)
@@ -205,6 +207,16 @@ def _standardize(x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, 
 
 
 @jit_with_nrt
+def _run(op, x, y, scale, bias, mean, var, extent, epsilon, scale_map, bias_map, stats):
+    """The op's loop on typed views (bias empty when absent; mean / var BatchNormalization's)."""
+    rows, length, channels = extent
+    if op == BATCH:
+        _batch_norm_run(x, y, channels, length, scale, bias, mean, var, epsilon)
+    else:
+        _standardize(x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, channels, stats)
+
+
+@jit_with_nrt
 def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
     status, rows, length, axis = _checks(op, table, n_in, attrs)
     if status != 0:
@@ -227,32 +239,42 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
     bias_map = _column_map(table, 2, axis, length) if op == LAYER and has_bias else empty
     stats = np.zeros(2 * rows if n_out > 1 else 0, dtype=np.float64)
     epsilon = fattrs[1] if op == LAYER else fattrs[0]
+    bias_row = 2 if has_bias else 0  # absent: an empty view
+    bias_count = np.int64(0)
+    if has_bias:
+        bias_count = channels if op != LAYER else element_count(table, 2)
+    mean_row = 3 if op == BATCH else 0
+    var_row = 4 if op == BATCH else 0
     if item == 4:
-        x = view(arena, table, 0, np.float32)
-        y = view(arena, table, n_in, np.float32)
-        scale = view(arena, table, 1, np.float32)
-        bias = view(arena, table, 2, np.float32) if has_bias else x[:0]
-        if op == BATCH:
-            mean = view(arena, table, 3, np.float32)
-            var = view(arena, table, 4, np.float32)
-            _batch_norm_run(x[:count], y, channels, length, scale, bias, mean, var, epsilon)
-        else:
-            _standardize(
-                x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, channels, stats
-            )
+        _run(
+            op,
+            view(arena, table, 0, np.float32)[:count],
+            view(arena, table, n_in, np.float32),
+            view(arena, table, 1, np.float32),
+            view(arena, table, bias_row, np.float32)[:bias_count],
+            view(arena, table, mean_row, np.float32),
+            view(arena, table, var_row, np.float32),
+            (rows, length, channels),
+            epsilon,
+            scale_map,
+            bias_map,
+            stats,
+        )
     else:
-        x = view(arena, table, 0, np.float64)
-        y = view(arena, table, n_in, np.float64)
-        scale = view(arena, table, 1, np.float64)
-        bias = view(arena, table, 2, np.float64) if has_bias else x[:0]
-        if op == BATCH:
-            mean = view(arena, table, 3, np.float64)
-            var = view(arena, table, 4, np.float64)
-            _batch_norm_run(x[:count], y, channels, length, scale, bias, mean, var, epsilon)
-        else:
-            _standardize(
-                x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, channels, stats
-            )
+        _run(
+            op,
+            view(arena, table, 0, np.float64)[:count],
+            view(arena, table, n_in, np.float64),
+            view(arena, table, 1, np.float64),
+            view(arena, table, bias_row, np.float64)[:bias_count],
+            view(arena, table, mean_row, np.float64),
+            view(arena, table, var_row, np.float64),
+            (rows, length, channels),
+            epsilon,
+            scale_map,
+            bias_map,
+            stats,
+        )
     for k in range(1, n_out):
         out = view(arena, table, n_in + k, np.float32)
         for r in range(rows):

@@ -91,6 +91,14 @@ def _taps_before(start, taps, dilation, end):
     return min(taps, (end - 1 - start) // dilation + 1)
 
 
+@jit_inline_ir
+def _taps_inside(start, taps, dilation, size):
+    """(first, end): the taps t of start + t * dilation inside [0, size)."""
+    first = np.int64(0) if start >= 0 else min((-start + dilation - 1) // dilation, taps)
+    end = min(taps, (size - 1 - start) // dilation + 1) if size - 1 - start >= 0 else 0
+    return first, max(first, end)
+
+
 @jit_with_nrt
 def _pool_run(op, x, y, indices, geo, include_pad, column_major):
     """MaxPool (and its indices, if `indices` is not empty) or AveragePool, one window at a
@@ -110,54 +118,39 @@ def _pool_run(op, x, y, indices, geo, include_pad, column_major):
                 s_h = oh * geo[G_S + 1] - geo[G_PB + 1]
                 for ow in range(out_w):
                     s_w = ow * geo[G_S + 2] - geo[G_PB + 2]
+                    value = -np.inf if op == MAX else 0.0  # the maximum, or the sum
+                    best_at = np.int64(-1)
+                    count = np.int64(0)
+                    # only the taps inside the input (a huge padded kernel costs nothing)
+                    first_d, last_d = _taps_inside(s_d, k_d, d_d, in_d)
+                    first_h, last_h = _taps_inside(s_h, k_h, d_h, in_h)
+                    first_w, last_w = _taps_inside(s_w, k_w, d_w, in_w)
+                    for kd in range(first_d, last_d):
+                        i_d = s_d + kd * d_d
+                        for kh in range(first_h, last_h):
+                            i_h = s_h + kh * d_h
+                            for kw in range(first_w, last_w):
+                                at = (i_d * in_h + i_h) * in_w + s_w + kw * d_w
+                                if op != MAX:
+                                    value += x[x_p + at]
+                                    count += 1
+                                elif best_at < 0 or x[x_p + at] > value:
+                                    value = x[x_p + at]
+                                    best_at = at
                     if op == MAX:
-                        best = -np.inf
-                        best_at = np.int64(-1)
-                        for kd in range(k_d):
-                            i_d = s_d + kd * d_d
-                            if i_d < 0 or i_d >= in_d:
-                                continue
-                            for kh in range(k_h):
-                                i_h = s_h + kh * d_h
-                                if i_h < 0 or i_h >= in_h:
-                                    continue
-                                for kw in range(k_w):
-                                    i_w = s_w + kw * d_w
-                                    if i_w < 0 or i_w >= in_w:
-                                        continue
-                                    at = (i_d * in_h + i_h) * in_w + i_w
-                                    if best_at < 0 or x[x_p + at] > best:
-                                        best = x[x_p + at]
-                                        best_at = at
-                        y[o] = best
+                        y[o] = value
                         if want_indices:
                             if column_major and best_at >= 0:
                                 best_at = (best_at % in_w) * in_h + best_at // in_w % in_h
                             indices[o] = x_p + best_at if best_at >= 0 else -1
                     else:
-                        total = 0.0
-                        count = np.int64(0)
-                        padded = (
-                            _taps_before(s_d, k_d, d_d, in_d + geo[G_PE])
-                            * _taps_before(s_h, k_h, d_h, in_h + geo[G_PE + 1])
-                            * _taps_before(s_w, k_w, d_w, in_w + geo[G_PE + 2])
-                        )
-                        for kd in range(k_d):
-                            i_d = s_d + kd * d_d
-                            if i_d < 0 or i_d >= in_d:
-                                continue
-                            for kh in range(k_h):
-                                i_h = s_h + kh * d_h
-                                if i_h < 0 or i_h >= in_h:
-                                    continue
-                                for kw in range(k_w):
-                                    i_w = s_w + kw * d_w
-                                    if i_w < 0 or i_w >= in_w:
-                                        continue
-                                    total += x[x_p + (i_d * in_h + i_h) * in_w + i_w]
-                                    count += 1
-                        divisor = padded if include_pad else count
-                        y[o] = total / divisor if divisor > 0 else 0.0
+                        if include_pad:  # the taps inside the padded input
+                            count = (
+                                _taps_before(s_d, k_d, d_d, in_d + geo[G_PE])
+                                * _taps_before(s_h, k_h, d_h, in_h + geo[G_PE + 1])
+                                * _taps_before(s_w, k_w, d_w, in_w + geo[G_PE + 2])
+                            )
+                        y[o] = value / count if count > 0 else 0.0
                     o += 1
 
 

@@ -1,0 +1,152 @@
+"""Conv (im2col + BLAS GEMM) against onnxruntime's on the same inputs, single thread both.
+
+rtsoa's side is the op's compute through the compiled entry (`run_op`, MODE_COMPUTE) on a
+prepared operand table, so it includes the entry call but not packing numpy arrays; the
+onnxruntime side is `InferenceSession.run` of a one-node model (intra- and inter-op threads 1).
+The ratio is measured back to back, interleaved, in one process. OpenBLAS reads
+OPENBLAS_NUM_THREADS=1 from the environment only at load time: set it in the benchmark command
+(NUMBA-NOTES: leave OPENBLAS_CORETYPE alone in tests and CI).
+
+    cd asv_bench && OPENBLAS_NUM_THREADS=1 python -m benchmarks.bench_ops_nn
+"""
+
+import statistics
+import time
+
+import numpy as np
+
+from .common import ensure_rtsoa_importable
+
+# name -> (X shape, W shape, attributes)
+CONVS = {
+    "3x3 16->32 on 32x32": ((1, 16, 32, 32), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "3x3 64->64 on 16x16": ((1, 64, 16, 16), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "depthwise 3x3 32 on 32x32": (
+        (1, 32, 32, 32),
+        (32, 1, 3, 3),
+        {"pads": [1, 1, 1, 1], "group": 32},
+    ),
+    "1x1 64->128 on 32x32": ((1, 64, 32, 32), (128, 64, 1, 1), {}),
+}
+
+
+class _Conv:
+    """One Conv prepared for both runtimes; `check` asserts they agree."""
+
+    def __init__(self, name):
+        ensure_rtsoa_importable()
+        import onnxruntime
+        from onnx import TensorProto, helper
+
+        from rtsoa.ops.abi import COL_NBYTES, COL_OFFSET
+        from rtsoa.ops.entry import MODE_COMPUTE, MODE_INFER, run_op
+        from rtsoa.ops.host import _aligned, _prepare
+        from rtsoa.ops.registry import op_code
+
+        x_shape, w_shape, attributes = CONVS[name]
+        rng = np.random.default_rng(7)
+        self.feeds = {
+            "x": rng.standard_normal(x_shape).astype(np.float32),
+            "w": rng.standard_normal(w_shape).astype(np.float32),
+            "b": rng.standard_normal(w_shape[0]).astype(np.float32),
+        }
+        inputs = list(self.feeds.values())
+        _, self.attrs, self.table, arena = _prepare("Conv", inputs, attributes, 1)
+        self.code = op_code("Conv")
+        self.run_op = run_op
+        self.mode = MODE_COMPUTE
+        assert run_op(MODE_INFER, self.code, arena, self.table, self.attrs, 3, 1) == 0
+        out_rank = int(self.table[3, 3])
+        self.out_shape = tuple(int(d) for d in self.table[3, 4 : 4 + out_rank])
+        out_bytes = int(np.prod(self.out_shape)) * 4
+        self.out_offset = _aligned(len(arena))
+        self.arena = np.zeros(self.out_offset + out_bytes, dtype=np.uint8)
+        self.arena[: len(arena)] = arena
+        self.table[3, COL_OFFSET] = self.out_offset
+        self.table[3, COL_NBYTES] = out_bytes
+
+        node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attributes)
+        graph = helper.make_graph(
+            [node],
+            "conv",
+            [
+                helper.make_tensor_value_info(key, TensorProto.FLOAT, value.shape)
+                for key, value in self.feeds.items()
+            ],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        model.ir_version = 8
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        self.session = onnxruntime.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+
+    def rtsoa(self):
+        status = self.run_op(self.mode, self.code, self.arena, self.table, self.attrs, 3, 1)
+        assert status == 0
+
+    def onnxruntime(self):
+        return self.session.run(None, self.feeds)[0]
+
+    def check(self):
+        self.rtsoa()
+        out = self.arena[self.out_offset :].view(np.float32).reshape(self.out_shape)
+        np.testing.assert_allclose(out, self.onnxruntime(), rtol=1e-3, atol=1e-3)
+
+
+def ratio(conv, rounds=15, repeats=20):
+    """Median rtsoa time over onnxruntime time, rounds interleaved; and both medians (s)."""
+    ours, theirs = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            conv.rtsoa()
+        ours.append((time.perf_counter() - start) / repeats)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            conv.onnxruntime()
+        theirs.append((time.perf_counter() - start) / repeats)
+    mine, reference = statistics.median(ours), statistics.median(theirs)
+    return mine / reference, mine, reference
+
+
+class ConvVersusOnnxruntime:
+    """Conv compute time, rtsoa over onnxruntime (single thread both)."""
+
+    params = list(CONVS)
+    param_names = ["conv"]
+    timeout = 300
+
+    def setup(self, name):
+        self.conv = _Conv(name)
+        self.conv.check()
+
+    def time_rtsoa(self, name):
+        self.conv.rtsoa()
+
+    def time_onnxruntime(self, name):
+        self.conv.onnxruntime()
+
+    def track_ratio(self, name):
+        return ratio(self.conv)[0]
+
+    track_ratio.unit = "ratio"
+
+
+def main():
+    """Print each Conv's times and ratio."""
+    for name in CONVS:
+        conv = _Conv(name)
+        conv.check()
+        value, mine, reference = ratio(conv)
+        print(
+            f"Conv {name:28} rtsoa {mine * 1e6:7.0f} us  onnxruntime {reference * 1e6:7.0f} us"
+            f"  ratio {value:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
