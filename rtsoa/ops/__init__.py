@@ -4,7 +4,13 @@ Importing this package registers the built-in ops (`OPS`, by ONNX op type). See 
 calling convention, `registry` for registering an op, `entry` for the compiled entry kernels call.
 """
 
-from rtsoa.ops import elementwise, linalg  # noqa: F401  (register the built-in ops)
+from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
+    elementwise,
+    linalg,
+    movement,
+    reduce,
+    shape,
+)
 from rtsoa.ops.registry import OPS, OpDef, op_code, op_names, register_op
 
 __all__ = ["OPS", "OpDef", "op_code", "op_names", "register_op"]

@@ -5,10 +5,13 @@
 
 import rtsoa.ops.elementwise
 import rtsoa.ops.linalg
+import rtsoa.ops.movement
+import rtsoa.ops.reduce
+import rtsoa.ops.shape
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import STATUS_OP_UNKNOWN
 
-OP_NAMES = ('Abs', 'Add', 'Div', 'Equal', 'Erf', 'Exp', 'Gemm', 'Greater', 'Identity', 'LeakyRelu', 'Less', 'Log', 'MatMul', 'Max', 'Mean', 'Min', 'Mul', 'Neg', 'Pow', 'Relu', 'Sigmoid', 'Sqrt', 'Sub', 'Sum', 'Tanh')
+OP_NAMES = ('Abs', 'Add', 'And', 'ArgMax', 'ArgMin', 'Cast', 'Concat', 'ConstantOfShape', 'Div', 'Dropout', 'Equal', 'Erf', 'Exp', 'Expand', 'Flatten', 'Gather', 'Gemm', 'Greater', 'Identity', 'LeakyRelu', 'Less', 'Log', 'MatMul', 'Max', 'Mean', 'Min', 'Mul', 'Neg', 'Not', 'Or', 'Pad', 'Pow', 'Range', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'Relu', 'Reshape', 'Shape', 'Sigmoid', 'Slice', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Sum', 'Tanh', 'Tile', 'Transpose', 'Unsqueeze', 'Where', 'Xor')
 
 
 @jit_with_nrt
@@ -17,52 +20,110 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 1:  # Add
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 2:  # Div
+    elif code == 2:  # And
+        return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 3:  # ArgMax
+        return rtsoa.ops.reduce.arg_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 4:  # ArgMin
+        return rtsoa.ops.reduce.arg_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 5:  # Cast
+        return rtsoa.ops.shape.cast_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 6:  # Concat
+        return rtsoa.ops.movement.concat_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 7:  # ConstantOfShape
+        return rtsoa.ops.shape.constant_of_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 8:  # Div
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 3:  # Equal
+    elif code == 9:  # Dropout
+        return rtsoa.ops.movement.dropout_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 10:  # Equal
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 4:  # Erf
+    elif code == 11:  # Erf
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 5:  # Exp
+    elif code == 12:  # Exp
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 6:  # Gemm
+    elif code == 13:  # Expand
+        return rtsoa.ops.movement.expand_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 14:  # Flatten
+        return rtsoa.ops.movement.flatten_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 15:  # Gather
+        return rtsoa.ops.movement.gather_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 16:  # Gemm
         return rtsoa.ops.linalg.gemm_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 7:  # Greater
+    elif code == 17:  # Greater
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 8:  # Identity
+    elif code == 18:  # Identity
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 9:  # LeakyRelu
+    elif code == 19:  # LeakyRelu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 10:  # Less
+    elif code == 20:  # Less
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 11:  # Log
+    elif code == 21:  # Log
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 12:  # MatMul
+    elif code == 22:  # MatMul
         return rtsoa.ops.linalg.matmul_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 13:  # Max
+    elif code == 23:  # Max
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 14:  # Mean
+    elif code == 24:  # Mean
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 15:  # Min
+    elif code == 25:  # Min
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 16:  # Mul
+    elif code == 26:  # Mul
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 17:  # Neg
+    elif code == 27:  # Neg
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 18:  # Pow
+    elif code == 28:  # Not
+        return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 29:  # Or
+        return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 30:  # Pad
+        return rtsoa.ops.movement.pad_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 31:  # Pow
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 19:  # Relu
+    elif code == 32:  # Range
+        return rtsoa.ops.shape.range_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 33:  # ReduceMax
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 34:  # ReduceMean
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 35:  # ReduceMin
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 36:  # ReduceProd
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 37:  # ReduceSum
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 38:  # Relu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 20:  # Sigmoid
+    elif code == 39:  # Reshape
+        return rtsoa.ops.movement.reshape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 40:  # Shape
+        return rtsoa.ops.shape.shape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 41:  # Sigmoid
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 21:  # Sqrt
+    elif code == 42:  # Slice
+        return rtsoa.ops.movement.slice_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 43:  # Split
+        return rtsoa.ops.movement.split_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 44:  # Sqrt
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 22:  # Sub
+    elif code == 45:  # Squeeze
+        return rtsoa.ops.movement.squeeze_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 46:  # Sub
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 23:  # Sum
+    elif code == 47:  # Sum
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 24:  # Tanh
+    elif code == 48:  # Tanh
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 49:  # Tile
+        return rtsoa.ops.movement.tile_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 50:  # Transpose
+        return rtsoa.ops.movement.transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 51:  # Unsqueeze
+        return rtsoa.ops.movement.unsqueeze_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 52:  # Where
+        return rtsoa.ops.movement.where_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 53:  # Xor
+        return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
@@ -72,50 +133,108 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.elementwise.abs_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 1:  # Add
         return rtsoa.ops.elementwise.add_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 2:  # Div
+    elif code == 2:  # And
+        return rtsoa.ops.shape.and_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 3:  # ArgMax
+        return rtsoa.ops.reduce.argmax_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 4:  # ArgMin
+        return rtsoa.ops.reduce.argmin_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 5:  # Cast
+        return rtsoa.ops.shape.cast_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 6:  # Concat
+        return rtsoa.ops.movement.concat_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 7:  # ConstantOfShape
+        return rtsoa.ops.shape.constant_of_shape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 8:  # Div
         return rtsoa.ops.elementwise.div_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 3:  # Equal
+    elif code == 9:  # Dropout
+        return rtsoa.ops.movement.dropout_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 10:  # Equal
         return rtsoa.ops.elementwise.equal_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 4:  # Erf
+    elif code == 11:  # Erf
         return rtsoa.ops.elementwise.erf_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 5:  # Exp
+    elif code == 12:  # Exp
         return rtsoa.ops.elementwise.exp_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 6:  # Gemm
+    elif code == 13:  # Expand
+        return rtsoa.ops.movement.expand_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 14:  # Flatten
+        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 15:  # Gather
+        return rtsoa.ops.movement.gather_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 16:  # Gemm
         return rtsoa.ops.linalg.gemm_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 7:  # Greater
+    elif code == 17:  # Greater
         return rtsoa.ops.elementwise.greater_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 8:  # Identity
+    elif code == 18:  # Identity
         return rtsoa.ops.elementwise.identity_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 9:  # LeakyRelu
+    elif code == 19:  # LeakyRelu
         return rtsoa.ops.elementwise.leaky_relu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 10:  # Less
+    elif code == 20:  # Less
         return rtsoa.ops.elementwise.less_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 11:  # Log
+    elif code == 21:  # Log
         return rtsoa.ops.elementwise.log_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 12:  # MatMul
+    elif code == 22:  # MatMul
         return rtsoa.ops.linalg.matmul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 13:  # Max
+    elif code == 23:  # Max
         return rtsoa.ops.elementwise.max_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 14:  # Mean
+    elif code == 24:  # Mean
         return rtsoa.ops.elementwise.mean_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 15:  # Min
+    elif code == 25:  # Min
         return rtsoa.ops.elementwise.min_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 16:  # Mul
+    elif code == 26:  # Mul
         return rtsoa.ops.elementwise.mul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 17:  # Neg
+    elif code == 27:  # Neg
         return rtsoa.ops.elementwise.neg_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 18:  # Pow
+    elif code == 28:  # Not
+        return rtsoa.ops.shape.not_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 29:  # Or
+        return rtsoa.ops.shape.or_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 30:  # Pad
+        return rtsoa.ops.movement.pad_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 31:  # Pow
         return rtsoa.ops.elementwise.pow_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 19:  # Relu
+    elif code == 32:  # Range
+        return rtsoa.ops.shape.range_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 33:  # ReduceMax
+        return rtsoa.ops.reduce.reduce_max_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 34:  # ReduceMean
+        return rtsoa.ops.reduce.reduce_mean_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 35:  # ReduceMin
+        return rtsoa.ops.reduce.reduce_min_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 36:  # ReduceProd
+        return rtsoa.ops.reduce.reduce_prod_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 37:  # ReduceSum
+        return rtsoa.ops.reduce.reduce_sum_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 38:  # Relu
         return rtsoa.ops.elementwise.relu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 20:  # Sigmoid
+    elif code == 39:  # Reshape
+        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 40:  # Shape
+        return rtsoa.ops.shape.shape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 41:  # Sigmoid
         return rtsoa.ops.elementwise.sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 21:  # Sqrt
+    elif code == 42:  # Slice
+        return rtsoa.ops.movement.slice_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 43:  # Split
+        return rtsoa.ops.movement.split_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 44:  # Sqrt
         return rtsoa.ops.elementwise.sqrt_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 22:  # Sub
+    elif code == 45:  # Squeeze
+        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 46:  # Sub
         return rtsoa.ops.elementwise.sub_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 23:  # Sum
+    elif code == 47:  # Sum
         return rtsoa.ops.elementwise.add_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 24:  # Tanh
+    elif code == 48:  # Tanh
         return rtsoa.ops.elementwise.tanh_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 49:  # Tile
+        return rtsoa.ops.movement.tile_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 50:  # Transpose
+        return rtsoa.ops.movement.transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 51:  # Unsqueeze
+        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 52:  # Where
+        return rtsoa.ops.movement.where_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 53:  # Xor
+        return rtsoa.ops.shape.xor_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
