@@ -102,6 +102,8 @@ def test_reshape_flatten_squeeze_unsqueeze():
     ones = np.zeros((1, 3, 1, 2), np.float64)
     check("Squeeze", [ones])
     check("Squeeze", [ones, i64(-2)])
+    (got,) = run_numpy("Squeeze", [ones, i64()])  # empty axes: every 1 (as onnxruntime)
+    assert got.shape == (3, 2)
     check("Squeeze", [ones], {"axes": [0, 2]}, opset=11)
     check("Unsqueeze", [X, i64(0, -1)])
     check("Unsqueeze", [X], {"axes": [1, 4]}, opset=11)

@@ -379,7 +379,7 @@ def flatten_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 @jit_with_nrt
 def squeeze_infer(arena, table, n_in, n_out, attrs, fattrs):
-    """Squeeze `axes` (input 1 or attribute; none given: every dim of size 1)."""
+    """Squeeze `axes` (input 1 or attribute; none or empty: every dim of size 1)."""
     status, axes, given, _ = list_of(arena, table, n_in, 1, attrs, 0)
     if status != 0:
         return status
@@ -388,7 +388,7 @@ def squeeze_infer(arena, table, n_in, n_out, attrs, fattrs):
     if status != 0:
         return status
     drop = np.zeros(max(r, 0), dtype=np.bool_)
-    if given:
+    if given and axes.shape[0] > 0:  # an empty axes input squeezes every 1 (onnxruntime)
         for axis in axes:
             if dim(table, 0, axis) != 1:
                 return np.int32(STATUS_OP_BAD_SHAPE)
