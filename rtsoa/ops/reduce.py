@@ -2,7 +2,7 @@
 
 Reduce* take their axes from the attribute (ReduceSum before opset 13, the others before 18)
 or from input 1 (a `data_inputs` position), with keepdims and noop_with_empty_axes. They run on
-float32 / float64 (accumulating in float64) and int32 / int64 (accumulating in int64; ReduceMean
+float32 / float64 (read as and accumulated in float64) and int32 / int64 (in int64; ReduceMean
 refuses integers). Each input element adds into the output element an index map gives it (the
 keepdims shape broadcast to the input's), so one loop per dtype serves every axis set. A
 reduction over an empty axis gives 0 (Sum), 1 (Prod) and is refused for Max / Min / Mean.
@@ -40,6 +40,7 @@ from rtsoa.ops.movement import (
     set_dims,
 )
 from rtsoa.ops.registry import register_op
+from rtsoa.ops.shape import as_float64, as_int64, narrow_to
 
 OK = np.int32(0)
 SCRATCH = 63
@@ -117,12 +118,6 @@ def reduce_loop(op, x, targets, acc, counts):
 
 
 @jit_with_nrt
-def store(acc, out):
-    for i in range(out.shape[0]):
-        out[i] = acc[i]
-
-
-@jit_with_nrt
 def reduce(op, arena, table, n_in, attrs):
     status, flags, noop = reduced_axes(arena, table, n_in, attrs)
     if status != 0:
@@ -153,25 +148,13 @@ def reduce(op, arena, table, n_in, attrs):
         return np.int32(STATUS_OP_BAD_SHAPE)
     if floating:
         acc = np.full(n_out, 1.0 if op == PROD else 0.0)
-        if kind == F32:
-            reduce_loop(op, view(arena, table, 0, np.float32)[:n], targets, acc, counts)
-        else:
-            reduce_loop(op, view(arena, table, 0, np.float64)[:n], targets, acc, counts)
+        reduce_loop(op, as_float64(arena, table, 0, n), targets, acc, counts)
         if op == MEAN:
             acc /= n // max(n_out, 1)
-        if kind == F32:
-            store(acc, view(arena, table, n_in, np.float32)[:n_out])
-        else:
-            view(arena, table, n_in, np.float64)[:n_out] = acc
-        return OK
+        return narrow_to(arena, table, n_in, kind, acc, n_out)
     iacc = np.full(n_out, 1 if op == PROD else 0, dtype=np.int64)
-    if kind == I32:
-        reduce_loop(op, view(arena, table, 0, np.int32)[:n], targets, iacc, counts)
-        store(iacc, view(arena, table, n_in, np.int32)[:n_out])
-    else:
-        reduce_loop(op, view(arena, table, 0, np.int64)[:n], targets, iacc, counts)
-        view(arena, table, n_in, np.int64)[:n_out] = iacc
-    return OK
+    reduce_loop(op, as_int64(arena, table, 0, n), targets, iacc, counts)
+    return narrow_to(arena, table, n_in, kind, iacc, n_out)
 
 
 @jit_with_nrt
@@ -264,14 +247,11 @@ def arg(largest, arena, table, n_in, attrs):
     out = view(arena, table, n_in, np.int64)
     last = attrs[2] != 0
     kind = dtype(table, 0)
-    if kind == F32:
-        arg_loop(largest, view(arena, table, 0, np.float32), out, outer, n, inner, last)
-    elif kind == F64:
-        arg_loop(largest, view(arena, table, 0, np.float64), out, outer, n, inner, last)
-    elif kind == I32:
-        arg_loop(largest, view(arena, table, 0, np.int32), out, outer, n, inner, last)
+    total = outer * n * inner
+    if kind == F32 or kind == F64:
+        arg_loop(largest, as_float64(arena, table, 0, total), out, outer, n, inner, last)
     else:
-        arg_loop(largest, view(arena, table, 0, np.int64), out, outer, n, inner, last)
+        arg_loop(largest, as_int64(arena, table, 0, total), out, outer, n, inner, last)
     return OK
 
 

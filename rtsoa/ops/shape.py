@@ -315,26 +315,38 @@ def cast_compute(arena, table, n_in, n_out, attrs, fattrs):
     n = numel(table, 0)
     if not holds(table, 0) or not holds(table, n_in) or numel(table, n_in) != n:
         return np.int32(STATUS_OP_BAD_SHAPE)
-    floating = source == F32 or source == F64
-    wide_f = np.empty(n if floating else 0, dtype=np.float64)
-    wide_i = np.empty(0 if floating else n, dtype=np.int64)
-    if source == F32:
-        widen(view(arena, table, 0, np.float32)[:n], wide_f)
-    elif source == F64:
-        wide_f[:] = view(arena, table, 0, np.float64)[:n]
-    elif source == I8:
-        widen(view(arena, table, 0, np.int8)[:n], wide_i)
-    elif source == I16:
-        widen(view(arena, table, 0, np.int16)[:n], wide_i)
-    elif source == I32:
-        widen(view(arena, table, 0, np.int32)[:n], wide_i)
-    elif source == I64:
-        wide_i[:] = view(arena, table, 0, np.int64)[:n]
+    if source == F32 or source == F64:
+        return narrow_to(arena, table, n_in, target, as_float64(arena, table, 0, n), n)
+    return narrow_to(arena, table, n_in, target, as_int64(arena, table, 0, n), n)
+
+
+@jit_with_nrt
+def as_float64(arena, table, row, n):
+    """The first `n` elements of float32 / float64 row `row` as a new float64 array."""
+    out = np.empty(n, dtype=np.float64)
+    if dtype(table, row) == F32:
+        widen(view(arena, table, row, np.float32)[:n], out)
+    else:
+        out[:] = view(arena, table, row, np.float64)[:n]
+    return out
+
+
+@jit_with_nrt
+def as_int64(arena, table, row, n):
+    """The first `n` elements of an integer or bool row `row` as a new int64 array."""
+    kind = dtype(table, row)
+    out = np.empty(n, dtype=np.int64)
+    if kind == I8:
+        widen(view(arena, table, row, np.int8)[:n], out)
+    elif kind == I16:
+        widen(view(arena, table, row, np.int16)[:n], out)
+    elif kind == I32:
+        widen(view(arena, table, row, np.int32)[:n], out)
+    elif kind == I64:
+        out[:] = view(arena, table, row, np.int64)[:n]
     else:  # UINT8 and BOOL (bytes 0 / 1)
-        widen(view(arena, table, 0, np.uint8)[:n], wide_i)
-    if floating:
-        return narrow_to(arena, table, n_in, target, wide_f, n)
-    return narrow_to(arena, table, n_in, target, wide_i, n)
+        widen(view(arena, table, row, np.uint8)[:n], out)
+    return out
 
 
 @jit_with_nrt
