@@ -9,8 +9,11 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     conv,
     elementwise,
     linalg,
+    movement,
     normalization,
     pooling,
+    reduce,
+    shape,
     softmax,
 )
 from rtsoa.ops.registry import OPS, OpDef, op_code, op_names, register_op

@@ -7,13 +7,16 @@ import rtsoa.ops.activations
 import rtsoa.ops.conv
 import rtsoa.ops.elementwise
 import rtsoa.ops.linalg
+import rtsoa.ops.movement
 import rtsoa.ops.normalization
 import rtsoa.ops.pooling
+import rtsoa.ops.reduce
+import rtsoa.ops.shape
 import rtsoa.ops.softmax
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import STATUS_OP_UNKNOWN
 
-OP_NAMES = ('Abs', 'Add', 'AveragePool', 'BatchNormalization', 'Clip', 'Conv', 'ConvTranspose', 'Div', 'Elu', 'Equal', 'Erf', 'Exp', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'PRelu', 'Pow', 'Relu', 'Selu', 'Sigmoid', 'Softmax', 'Softplus', 'Sqrt', 'Sub', 'Sum', 'Tanh')
+OP_NAMES = ('Abs', 'Add', 'And', 'ArgMax', 'ArgMin', 'AveragePool', 'BatchNormalization', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Conv', 'ConvTranspose', 'Div', 'Dropout', 'Elu', 'Equal', 'Erf', 'Exp', 'Expand', 'Flatten', 'Gather', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'Not', 'Or', 'PRelu', 'Pad', 'Pow', 'Range', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'Relu', 'Reshape', 'Selu', 'Shape', 'Sigmoid', 'Slice', 'Softmax', 'Softplus', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Sum', 'Tanh', 'Tile', 'Transpose', 'Unsqueeze', 'Where', 'Xor')
 
 
 @jit_with_nrt
@@ -23,88 +26,146 @@ def arity(code):
         return (1, 1, 1, 1)
     elif code == 1:  # Add
         return (2, 2, 1, 1)
-    elif code == 2:  # AveragePool
+    elif code == 2:  # And
+        return (2, 2, 1, 1)
+    elif code == 3:  # ArgMax
         return (1, 1, 1, 1)
-    elif code == 3:  # BatchNormalization
+    elif code == 4:  # ArgMin
+        return (1, 1, 1, 1)
+    elif code == 5:  # AveragePool
+        return (1, 1, 1, 1)
+    elif code == 6:  # BatchNormalization
         return (5, 5, 1, 1)
-    elif code == 4:  # Clip
+    elif code == 7:  # Cast
+        return (1, 1, 1, 1)
+    elif code == 8:  # Clip
         return (1, 3, 1, 1)
-    elif code == 5:  # Conv
+    elif code == 9:  # Concat
+        return (1, 55, 1, 1)
+    elif code == 10:  # ConstantOfShape
+        return (1, 1, 1, 1)
+    elif code == 11:  # Conv
         return (2, 3, 1, 1)
-    elif code == 6:  # ConvTranspose
+    elif code == 12:  # ConvTranspose
         return (2, 3, 1, 1)
-    elif code == 7:  # Div
+    elif code == 13:  # Div
         return (2, 2, 1, 1)
-    elif code == 8:  # Elu
+    elif code == 14:  # Dropout
+        return (1, 3, 1, 2)
+    elif code == 15:  # Elu
         return (1, 1, 1, 1)
-    elif code == 9:  # Equal
+    elif code == 16:  # Equal
         return (2, 2, 1, 1)
-    elif code == 10:  # Erf
+    elif code == 17:  # Erf
         return (1, 1, 1, 1)
-    elif code == 11:  # Exp
+    elif code == 18:  # Exp
         return (1, 1, 1, 1)
-    elif code == 12:  # Gemm
+    elif code == 19:  # Expand
+        return (2, 2, 1, 1)
+    elif code == 20:  # Flatten
+        return (1, 1, 1, 1)
+    elif code == 21:  # Gather
+        return (2, 2, 1, 1)
+    elif code == 22:  # Gemm
         return (2, 3, 1, 1)
-    elif code == 13:  # GlobalAveragePool
+    elif code == 23:  # GlobalAveragePool
         return (1, 1, 1, 1)
-    elif code == 14:  # GlobalMaxPool
+    elif code == 24:  # GlobalMaxPool
         return (1, 1, 1, 1)
-    elif code == 15:  # Greater
+    elif code == 25:  # Greater
         return (2, 2, 1, 1)
-    elif code == 16:  # HardSigmoid
+    elif code == 26:  # HardSigmoid
         return (1, 1, 1, 1)
-    elif code == 17:  # Identity
+    elif code == 27:  # Identity
         return (1, 1, 1, 1)
-    elif code == 18:  # InstanceNormalization
+    elif code == 28:  # InstanceNormalization
         return (3, 3, 1, 1)
-    elif code == 19:  # LRN
+    elif code == 29:  # LRN
         return (1, 1, 1, 1)
-    elif code == 20:  # LayerNormalization
+    elif code == 30:  # LayerNormalization
         return (2, 3, 1, 3)
-    elif code == 21:  # LeakyRelu
+    elif code == 31:  # LeakyRelu
         return (1, 1, 1, 1)
-    elif code == 22:  # Less
+    elif code == 32:  # Less
         return (2, 2, 1, 1)
-    elif code == 23:  # Log
+    elif code == 33:  # Log
         return (1, 1, 1, 1)
-    elif code == 24:  # LogSoftmax
+    elif code == 34:  # LogSoftmax
         return (1, 1, 1, 1)
-    elif code == 25:  # MatMul
+    elif code == 35:  # MatMul
         return (2, 2, 1, 1)
-    elif code == 26:  # Max
+    elif code == 36:  # Max
         return (1, 55, 1, 1)
-    elif code == 27:  # MaxPool
+    elif code == 37:  # MaxPool
         return (1, 1, 1, 2)
-    elif code == 28:  # Mean
+    elif code == 38:  # Mean
         return (1, 55, 1, 1)
-    elif code == 29:  # Min
+    elif code == 39:  # Min
         return (1, 55, 1, 1)
-    elif code == 30:  # Mul
+    elif code == 40:  # Mul
         return (2, 2, 1, 1)
-    elif code == 31:  # Neg
+    elif code == 41:  # Neg
         return (1, 1, 1, 1)
-    elif code == 32:  # PRelu
+    elif code == 42:  # Not
+        return (1, 1, 1, 1)
+    elif code == 43:  # Or
         return (2, 2, 1, 1)
-    elif code == 33:  # Pow
+    elif code == 44:  # PRelu
         return (2, 2, 1, 1)
-    elif code == 34:  # Relu
-        return (1, 1, 1, 1)
-    elif code == 35:  # Selu
-        return (1, 1, 1, 1)
-    elif code == 36:  # Sigmoid
-        return (1, 1, 1, 1)
-    elif code == 37:  # Softmax
-        return (1, 1, 1, 1)
-    elif code == 38:  # Softplus
-        return (1, 1, 1, 1)
-    elif code == 39:  # Sqrt
-        return (1, 1, 1, 1)
-    elif code == 40:  # Sub
+    elif code == 45:  # Pad
+        return (1, 4, 1, 1)
+    elif code == 46:  # Pow
         return (2, 2, 1, 1)
-    elif code == 41:  # Sum
+    elif code == 47:  # Range
+        return (3, 3, 1, 1)
+    elif code == 48:  # ReduceMax
+        return (1, 2, 1, 1)
+    elif code == 49:  # ReduceMean
+        return (1, 2, 1, 1)
+    elif code == 50:  # ReduceMin
+        return (1, 2, 1, 1)
+    elif code == 51:  # ReduceProd
+        return (1, 2, 1, 1)
+    elif code == 52:  # ReduceSum
+        return (1, 2, 1, 1)
+    elif code == 53:  # Relu
+        return (1, 1, 1, 1)
+    elif code == 54:  # Reshape
+        return (2, 2, 1, 1)
+    elif code == 55:  # Selu
+        return (1, 1, 1, 1)
+    elif code == 56:  # Shape
+        return (1, 1, 1, 1)
+    elif code == 57:  # Sigmoid
+        return (1, 1, 1, 1)
+    elif code == 58:  # Slice
+        return (1, 5, 1, 1)
+    elif code == 59:  # Softmax
+        return (1, 1, 1, 1)
+    elif code == 60:  # Softplus
+        return (1, 1, 1, 1)
+    elif code == 61:  # Split
+        return (1, 2, 1, 56)
+    elif code == 62:  # Sqrt
+        return (1, 1, 1, 1)
+    elif code == 63:  # Squeeze
+        return (1, 2, 1, 1)
+    elif code == 64:  # Sub
+        return (2, 2, 1, 1)
+    elif code == 65:  # Sum
         return (1, 55, 1, 1)
-    elif code == 42:  # Tanh
+    elif code == 66:  # Tanh
         return (1, 1, 1, 1)
+    elif code == 67:  # Tile
+        return (2, 2, 1, 1)
+    elif code == 68:  # Transpose
+        return (1, 1, 1, 1)
+    elif code == 69:  # Unsqueeze
+        return (1, 2, 1, 1)
+    elif code == 70:  # Where
+        return (3, 3, 1, 1)
+    elif code == 71:  # Xor
+        return (2, 2, 1, 1)
     return (0, -1, 0, -1)
 
 
@@ -114,88 +175,146 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 1:  # Add
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 2:  # AveragePool
+    elif code == 2:  # And
+        return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 3:  # ArgMax
+        return rtsoa.ops.reduce.arg_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 4:  # ArgMin
+        return rtsoa.ops.reduce.arg_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 5:  # AveragePool
         return rtsoa.ops.pooling.pool_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 3:  # BatchNormalization
+    elif code == 6:  # BatchNormalization
         return rtsoa.ops.normalization.batch_norm_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 4:  # Clip
+    elif code == 7:  # Cast
+        return rtsoa.ops.shape.cast_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 8:  # Clip
         return rtsoa.ops.activations.clip_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 5:  # Conv
+    elif code == 9:  # Concat
+        return rtsoa.ops.movement.concat_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 10:  # ConstantOfShape
+        return rtsoa.ops.shape.constant_of_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 11:  # Conv
         return rtsoa.ops.conv.conv_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 6:  # ConvTranspose
+    elif code == 12:  # ConvTranspose
         return rtsoa.ops.conv.conv_transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 7:  # Div
+    elif code == 13:  # Div
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 8:  # Elu
+    elif code == 14:  # Dropout
+        return rtsoa.ops.movement.dropout_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 15:  # Elu
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 9:  # Equal
+    elif code == 16:  # Equal
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 10:  # Erf
+    elif code == 17:  # Erf
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 11:  # Exp
+    elif code == 18:  # Exp
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 12:  # Gemm
+    elif code == 19:  # Expand
+        return rtsoa.ops.movement.expand_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 20:  # Flatten
+        return rtsoa.ops.movement.flatten_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 21:  # Gather
+        return rtsoa.ops.movement.gather_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 22:  # Gemm
         return rtsoa.ops.linalg.gemm_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 13:  # GlobalAveragePool
+    elif code == 23:  # GlobalAveragePool
         return rtsoa.ops.pooling.global_pool_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 14:  # GlobalMaxPool
+    elif code == 24:  # GlobalMaxPool
         return rtsoa.ops.pooling.global_pool_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 15:  # Greater
+    elif code == 25:  # Greater
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 16:  # HardSigmoid
+    elif code == 26:  # HardSigmoid
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 17:  # Identity
+    elif code == 27:  # Identity
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 18:  # InstanceNormalization
+    elif code == 28:  # InstanceNormalization
         return rtsoa.ops.normalization.instance_norm_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 19:  # LRN
+    elif code == 29:  # LRN
         return rtsoa.ops.pooling.lrn_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 20:  # LayerNormalization
+    elif code == 30:  # LayerNormalization
         return rtsoa.ops.normalization.layer_norm_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 21:  # LeakyRelu
+    elif code == 31:  # LeakyRelu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 22:  # Less
+    elif code == 32:  # Less
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 23:  # Log
+    elif code == 33:  # Log
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 24:  # LogSoftmax
+    elif code == 34:  # LogSoftmax
         return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 25:  # MatMul
+    elif code == 35:  # MatMul
         return rtsoa.ops.linalg.matmul_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 26:  # Max
+    elif code == 36:  # Max
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 27:  # MaxPool
+    elif code == 37:  # MaxPool
         return rtsoa.ops.pooling.pool_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 28:  # Mean
+    elif code == 38:  # Mean
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 29:  # Min
+    elif code == 39:  # Min
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 30:  # Mul
+    elif code == 40:  # Mul
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 31:  # Neg
+    elif code == 41:  # Neg
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 32:  # PRelu
+    elif code == 42:  # Not
+        return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 43:  # Or
+        return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 44:  # PRelu
         return rtsoa.ops.activations.prelu_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 33:  # Pow
+    elif code == 45:  # Pad
+        return rtsoa.ops.movement.pad_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 46:  # Pow
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 34:  # Relu
+    elif code == 47:  # Range
+        return rtsoa.ops.shape.range_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 48:  # ReduceMax
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 49:  # ReduceMean
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 50:  # ReduceMin
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 51:  # ReduceProd
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 52:  # ReduceSum
+        return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 53:  # Relu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 35:  # Selu
+    elif code == 54:  # Reshape
+        return rtsoa.ops.movement.reshape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 55:  # Selu
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 36:  # Sigmoid
+    elif code == 56:  # Shape
+        return rtsoa.ops.shape.shape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 57:  # Sigmoid
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 37:  # Softmax
+    elif code == 58:  # Slice
+        return rtsoa.ops.movement.slice_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 59:  # Softmax
         return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 38:  # Softplus
+    elif code == 60:  # Softplus
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 39:  # Sqrt
+    elif code == 61:  # Split
+        return rtsoa.ops.movement.split_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 62:  # Sqrt
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 40:  # Sub
+    elif code == 63:  # Squeeze
+        return rtsoa.ops.movement.squeeze_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 64:  # Sub
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 41:  # Sum
+    elif code == 65:  # Sum
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 42:  # Tanh
+    elif code == 66:  # Tanh
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 67:  # Tile
+        return rtsoa.ops.movement.tile_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 68:  # Transpose
+        return rtsoa.ops.movement.transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 69:  # Unsqueeze
+        return rtsoa.ops.movement.unsqueeze_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 70:  # Where
+        return rtsoa.ops.movement.where_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 71:  # Xor
+        return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
@@ -205,86 +324,144 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.elementwise.abs_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 1:  # Add
         return rtsoa.ops.elementwise.add_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 2:  # AveragePool
+    elif code == 2:  # And
+        return rtsoa.ops.shape.and_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 3:  # ArgMax
+        return rtsoa.ops.reduce.argmax_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 4:  # ArgMin
+        return rtsoa.ops.reduce.argmin_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 5:  # AveragePool
         return rtsoa.ops.pooling.average_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 3:  # BatchNormalization
+    elif code == 6:  # BatchNormalization
         return rtsoa.ops.normalization.batch_norm_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 4:  # Clip
+    elif code == 7:  # Cast
+        return rtsoa.ops.shape.cast_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 8:  # Clip
         return rtsoa.ops.activations.clip_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 5:  # Conv
+    elif code == 9:  # Concat
+        return rtsoa.ops.movement.concat_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 10:  # ConstantOfShape
+        return rtsoa.ops.shape.constant_of_shape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 11:  # Conv
         return rtsoa.ops.conv.conv_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 6:  # ConvTranspose
+    elif code == 12:  # ConvTranspose
         return rtsoa.ops.conv.conv_transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 7:  # Div
+    elif code == 13:  # Div
         return rtsoa.ops.elementwise.div_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 8:  # Elu
+    elif code == 14:  # Dropout
+        return rtsoa.ops.movement.dropout_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 15:  # Elu
         return rtsoa.ops.activations.elu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 9:  # Equal
+    elif code == 16:  # Equal
         return rtsoa.ops.elementwise.equal_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 10:  # Erf
+    elif code == 17:  # Erf
         return rtsoa.ops.elementwise.erf_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 11:  # Exp
+    elif code == 18:  # Exp
         return rtsoa.ops.elementwise.exp_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 12:  # Gemm
+    elif code == 19:  # Expand
+        return rtsoa.ops.movement.expand_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 20:  # Flatten
+        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 21:  # Gather
+        return rtsoa.ops.movement.gather_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 22:  # Gemm
         return rtsoa.ops.linalg.gemm_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 13:  # GlobalAveragePool
+    elif code == 23:  # GlobalAveragePool
         return rtsoa.ops.pooling.global_average_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 14:  # GlobalMaxPool
+    elif code == 24:  # GlobalMaxPool
         return rtsoa.ops.pooling.global_max_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 15:  # Greater
+    elif code == 25:  # Greater
         return rtsoa.ops.elementwise.greater_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 16:  # HardSigmoid
+    elif code == 26:  # HardSigmoid
         return rtsoa.ops.activations.hard_sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 17:  # Identity
+    elif code == 27:  # Identity
         return rtsoa.ops.elementwise.identity_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 18:  # InstanceNormalization
+    elif code == 28:  # InstanceNormalization
         return rtsoa.ops.normalization.instance_norm_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 19:  # LRN
+    elif code == 29:  # LRN
         return rtsoa.ops.pooling.lrn_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 20:  # LayerNormalization
+    elif code == 30:  # LayerNormalization
         return rtsoa.ops.normalization.layer_norm_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 21:  # LeakyRelu
+    elif code == 31:  # LeakyRelu
         return rtsoa.ops.elementwise.leaky_relu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 22:  # Less
+    elif code == 32:  # Less
         return rtsoa.ops.elementwise.less_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 23:  # Log
+    elif code == 33:  # Log
         return rtsoa.ops.elementwise.log_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 24:  # LogSoftmax
+    elif code == 34:  # LogSoftmax
         return rtsoa.ops.softmax.log_softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 25:  # MatMul
+    elif code == 35:  # MatMul
         return rtsoa.ops.linalg.matmul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 26:  # Max
+    elif code == 36:  # Max
         return rtsoa.ops.elementwise.max_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 27:  # MaxPool
+    elif code == 37:  # MaxPool
         return rtsoa.ops.pooling.max_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 28:  # Mean
+    elif code == 38:  # Mean
         return rtsoa.ops.elementwise.mean_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 29:  # Min
+    elif code == 39:  # Min
         return rtsoa.ops.elementwise.min_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 30:  # Mul
+    elif code == 40:  # Mul
         return rtsoa.ops.elementwise.mul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 31:  # Neg
+    elif code == 41:  # Neg
         return rtsoa.ops.elementwise.neg_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 32:  # PRelu
+    elif code == 42:  # Not
+        return rtsoa.ops.shape.not_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 43:  # Or
+        return rtsoa.ops.shape.or_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 44:  # PRelu
         return rtsoa.ops.activations.prelu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 33:  # Pow
+    elif code == 45:  # Pad
+        return rtsoa.ops.movement.pad_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 46:  # Pow
         return rtsoa.ops.elementwise.pow_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 34:  # Relu
+    elif code == 47:  # Range
+        return rtsoa.ops.shape.range_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 48:  # ReduceMax
+        return rtsoa.ops.reduce.reduce_max_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 49:  # ReduceMean
+        return rtsoa.ops.reduce.reduce_mean_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 50:  # ReduceMin
+        return rtsoa.ops.reduce.reduce_min_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 51:  # ReduceProd
+        return rtsoa.ops.reduce.reduce_prod_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 52:  # ReduceSum
+        return rtsoa.ops.reduce.reduce_sum_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 53:  # Relu
         return rtsoa.ops.elementwise.relu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 35:  # Selu
+    elif code == 54:  # Reshape
+        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 55:  # Selu
         return rtsoa.ops.activations.selu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 36:  # Sigmoid
+    elif code == 56:  # Shape
+        return rtsoa.ops.shape.shape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 57:  # Sigmoid
         return rtsoa.ops.elementwise.sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 37:  # Softmax
+    elif code == 58:  # Slice
+        return rtsoa.ops.movement.slice_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 59:  # Softmax
         return rtsoa.ops.softmax.softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 38:  # Softplus
+    elif code == 60:  # Softplus
         return rtsoa.ops.activations.softplus_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 39:  # Sqrt
+    elif code == 61:  # Split
+        return rtsoa.ops.movement.split_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 62:  # Sqrt
         return rtsoa.ops.elementwise.sqrt_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 40:  # Sub
+    elif code == 63:  # Squeeze
+        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 64:  # Sub
         return rtsoa.ops.elementwise.sub_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 41:  # Sum
+    elif code == 65:  # Sum
         return rtsoa.ops.elementwise.add_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 42:  # Tanh
+    elif code == 66:  # Tanh
         return rtsoa.ops.elementwise.tanh_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 67:  # Tile
+        return rtsoa.ops.movement.tile_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 68:  # Transpose
+        return rtsoa.ops.movement.transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 69:  # Unsqueeze
+        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 70:  # Where
+        return rtsoa.ops.movement.where_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 71:  # Xor
+        return rtsoa.ops.shape.xor_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
