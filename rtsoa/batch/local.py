@@ -1,0 +1,224 @@
+"""Local worker processes: one job at a time per worker, crashes recorded and replaced.
+
+Workers are started with the `spawn` context (a fresh interpreter: never a fork of a process
+that may hold Numba's threads or LLVM state). Each is sent one job at a time through its own
+pipe, so when a worker process dies (a segfault in a user kernel, an out-of-memory kill) the
+pool knows which job it held: that job is recorded as "crashed" with the signal, and a new
+worker takes the dead one's place. A job running past `settings.timeout` has its worker killed
+and is recorded as "timeout". Workers ignore SIGINT (Ctrl-C goes to the whole process group):
+the parent decides what an interrupt means, and kills them.
+"""
+
+import multiprocessing
+import os
+import signal
+import time
+from collections import deque
+from contextlib import contextmanager
+from multiprocessing.connection import wait
+
+from rtsoa.batch.jobs import BatchError
+from rtsoa.batch.worker import import_modules, run_job, worker_name
+
+# A worker dying while it holds no job more often than this in a row stops the batch (something
+# kills every worker: nothing would get done).
+_IDLE_DEATHS_ALLOWED = 8
+
+
+def _worker_main(connection, settings):
+    """A worker process: import the user's modules, then run jobs until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import_modules(settings.imports)
+    except Exception as error:
+        connection.send(("fatal", f"--import: {type(error).__name__}: {error}"))
+        return
+    connection.send(("ready", worker_name()))
+    while True:
+        try:
+            job = connection.recv()
+        except EOFError:  # the parent went away
+            return
+        if job is None:
+            return
+        connection.send(("row", run_job(job, settings)))
+
+
+@contextmanager
+def _sigint_blocked():
+    """Start children with SIGINT blocked (the mask is inherited across exec), so Ctrl-C
+    cannot kill a worker before it installs its handler; the parent gets it afterwards."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class _Worker:
+    def __init__(self, context, settings, number):
+        self.connection, child = context.Pipe()
+        self.process = context.Process(
+            target=_worker_main, args=(child, settings), name=f"rtsoa-batch-{number}", daemon=True
+        )
+        with _sigint_blocked():
+            self.process.start()
+        child.close()
+        self.job = None
+        self.started = None  # when its job was sent
+
+    def send(self, job):
+        self.job = job
+        self.started = time.perf_counter()
+        self.connection.send(job)
+
+    def kill(self):
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.connection.close()
+
+
+def death_message(exitcode, pid):
+    """What a worker's exit code says, in words."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        cause = {
+            "SIGSEGV": " (a segmentation fault: a kernel touched memory it does not own)",
+            "SIGKILL": " (killed: the out-of-memory killer, or kill -9)",
+            "SIGABRT": " (aborted)",
+            "SIGBUS": " (a bus error: a kernel touched memory it does not own)",
+        }.get(name, "")
+        return f"the worker process (pid {pid}) died of {name}{cause}; a new worker replaced it"
+    return f"the worker process (pid {pid}) exited with status {exitcode}; a new worker replaced it"
+
+
+class LocalPool:
+    """`workers` local processes running jobs; `run(jobs)` yields one row per job."""
+
+    def __init__(self, workers, settings):
+        self.settings = settings
+        self.size = workers
+        self._context = multiprocessing.get_context("spawn")
+        self._workers = []
+        self._started = 0
+
+    def _start(self):
+        self._started += 1
+        worker = _Worker(self._context, self.settings, self._started)
+        self._workers.append(worker)
+        return worker
+
+    def _retire(self, worker, pending, idle):
+        """Remove a dead or killed worker; start a new one if jobs are waiting."""
+        worker.kill()
+        self._workers.remove(worker)
+        if worker in idle:
+            idle.remove(worker)
+        if pending:
+            idle.append(self._start())
+
+    def run(self, jobs):
+        """Yield the result row of every job in `jobs` (in completion order)."""
+        pending = deque(jobs)
+        while len(self._workers) < min(self.size, len(pending)):
+            self._start()
+        idle = deque(self._workers)
+        idle_deaths = 0
+        while pending or any(worker.job is not None for worker in self._workers):
+            while pending and idle:
+                idle.popleft().send(pending.popleft())
+            ready = wait(self._waitables(), timeout=self._next_deadline())
+            for worker in list(self._workers):
+                row, died = self._collect(worker, ready)
+                if row is not None:
+                    idle_deaths = 0
+                    yield row
+                if died is None:
+                    if row is not None:
+                        idle.append(worker)
+                    continue
+                if worker.job is not None:
+                    yield self._lost_row(worker, "crashed", died)
+                else:
+                    idle_deaths += 1
+                    if idle_deaths > _IDLE_DEATHS_ALLOWED:
+                        raise BatchError(f"worker processes keep dying before taking a job: {died}")
+                self._retire(worker, pending, idle)
+            for worker in self._overdue():
+                message = (
+                    f"no result after {self.settings.timeout:g} s; the worker (pid "
+                    f"{worker.process.pid}) was killed and replaced"
+                )
+                yield self._lost_row(worker, "timeout", message)
+                self._retire(worker, pending, idle)
+
+    def _waitables(self):
+        return [w.connection for w in self._workers] + [w.process.sentinel for w in self._workers]
+
+    def _next_deadline(self):
+        if self.settings.timeout is None:
+            return None
+        starts = [w.started for w in self._workers if w.job is not None]
+        if not starts:
+            return None
+        return max(0.0, min(starts) + self.settings.timeout - time.perf_counter())
+
+    def _overdue(self):
+        if self.settings.timeout is None:
+            return []
+        now = time.perf_counter()
+        return [
+            w
+            for w in self._workers
+            if w.job is not None and now - w.started > self.settings.timeout
+        ]
+
+    def _collect(self, worker, ready):
+        """(row or None, death message or None) of one worker after `wait`."""
+        row = None
+        while worker.connection.poll():
+            try:
+                kind, payload = worker.connection.recv()
+            except (EOFError, OSError):
+                break
+            if kind == "fatal":
+                raise BatchError(payload)
+            if kind == "row":
+                row = payload
+                worker.job = None
+        if worker.process.sentinel in ready or not worker.process.is_alive():
+            worker.process.join()
+            return row, death_message(worker.process.exitcode, worker.process.pid)
+        return row, None
+
+    def _lost_row(self, worker, status, message):
+        job = worker.job
+        worker.job = None
+        return {
+            "job": job.name,
+            "graph": job.path,
+            "executor": job.executor or self.settings.executor,
+            "status": status,
+            "message": message,
+            "wall_seconds": time.perf_counter() - worker.started,
+            "worker": f"{os.uname().nodename} pid {worker.process.pid}",
+        }
+
+    def close(self):
+        """Stop every worker (jobs still running are abandoned, not recorded)."""
+        for worker in self._workers:
+            if worker.job is None and worker.process.is_alive():
+                try:
+                    worker.connection.send(None)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 2.0
+        for worker in self._workers:
+            if worker.job is None:
+                worker.process.join(max(0.0, deadline - time.monotonic()))
+            worker.kill()
+        self._workers = []
