@@ -146,8 +146,6 @@ def _json_line(line, where):
         fields = json.loads(line)
     except json.JSONDecodeError as error:
         raise BatchError(f"{where}: not a path or a JSON object ({error.msg})") from None
-    if not isinstance(fields, dict):
-        raise BatchError(f"{where}: a JSON line must be an object, got {type(fields).__name__}")
     unknown = sorted(set(fields) - set(_MANIFEST_KEYS))
     if unknown:
         raise BatchError(

@@ -4,8 +4,9 @@ Workers are started with the `spawn` context (a fresh interpreter: never a fork 
 that may hold Numba's threads or LLVM state). Each is sent one job at a time through its own
 pipe, so when a worker process dies (a segfault in a user kernel, an out-of-memory kill) the
 pool knows which job it held: that job is recorded as "crashed" with the signal, and a new
-worker takes the dead one's place. A job running past `settings.timeout` has its worker killed
-and is recorded as "timeout". Workers ignore SIGINT (Ctrl-C goes to the whole process group):
+worker takes the dead one's place. A job whose executor run goes past `settings.timeout`
+seconds (loading, preparing and compiling are not counted: they always end) has its worker
+killed and is recorded as "timeout". Workers ignore SIGINT (Ctrl-C goes to the whole process group):
 the parent decides what an interrupt means, and kills them.
 """
 
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import wait
 
 from rtsoa.batch.jobs import BatchError
-from rtsoa.batch.worker import import_modules, run_job, worker_name
+from rtsoa.batch.worker import import_modules, on_run_start, run_job, worker_name
 
 # A worker dying while it holds no job more often than this in a row stops the batch (something
 # kills every worker: nothing would get done).
@@ -33,6 +34,8 @@ def _worker_main(connection, settings):
     except Exception as error:
         connection.send(("fatal", f"--import: {type(error).__name__}: {error}"))
         return
+    # the timeout counts from the run: loading, preparing, compiling always end
+    on_run_start(lambda: connection.send(("started", None)))
     connection.send(("ready", worker_name()))
     while True:
         try:
@@ -65,11 +68,13 @@ class _Worker:
             self.process.start()
         child.close()
         self.job = None
-        self.started = None  # when its job was sent
+        self.sent = None  # when its job was sent
+        self.started = None  # when the worker said it started it (None: not yet)
 
     def send(self, job):
         self.job = job
-        self.started = time.perf_counter()
+        self.sent = time.perf_counter()
+        self.started = None
         self.connection.send(job)
 
     def kill(self):
@@ -162,7 +167,7 @@ class LocalPool:
     def _next_deadline(self):
         if self.settings.timeout is None:
             return None
-        starts = [w.started for w in self._workers if w.job is not None]
+        starts = [w.started for w in self._workers if w.started is not None]
         if not starts:
             return None
         return max(0.0, min(starts) + self.settings.timeout - time.perf_counter())
@@ -174,7 +179,7 @@ class LocalPool:
         return [
             w
             for w in self._workers
-            if w.job is not None and now - w.started > self.settings.timeout
+            if w.started is not None and now - w.started > self.settings.timeout
         ]
 
     def _collect(self, worker, ready):
@@ -187,9 +192,11 @@ class LocalPool:
                 break
             if kind == "fatal":
                 raise BatchError(payload)
+            if kind == "started":
+                worker.started = time.perf_counter()
             if kind == "row":
                 row = payload
-                worker.job = None
+                worker.job = worker.started = None
         if worker.process.sentinel in ready or not worker.process.is_alive():
             worker.process.join()
             return row, death_message(worker.process.exitcode, worker.process.pid)
@@ -197,14 +204,13 @@ class LocalPool:
 
     def _lost_row(self, worker, status, message):
         job = worker.job
-        worker.job = None
         return {
             "job": job.name,
             "graph": job.path,
             "executor": job.executor or self.settings.executor,
             "status": status,
             "message": message,
-            "wall_seconds": time.perf_counter() - worker.started,
+            "wall_seconds": time.perf_counter() - (worker.started or worker.sent),
             "worker": f"{os.uname().nodename} pid {worker.process.pid}",
         }
 

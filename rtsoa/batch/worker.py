@@ -145,6 +145,29 @@ def load_cached(path):
     return graph
 
 
+# ---- runs ------------------------------------------------------------------------------------
+_run_starting = [lambda: None]  # called right before a job's run (the local pool's timeout)
+
+
+def _load_machine_code(executor):
+    """Compile (or load from the disk cache) the executor's loop before its run, so the run
+    and its timeout hold no compile. Reaches into `Executor._loop` / `_arguments` (a Numba
+    dispatcher and its arguments); if they change, the run compiles as before."""
+    from numba import typeof
+
+    loop = getattr(executor, "_loop", None)
+    arguments = getattr(executor, "_arguments", None)
+    if loop is None or arguments is None or not hasattr(loop, "compile"):
+        return
+    loop.compile(tuple(typeof(value) for value in (executor.runtime, *arguments, None)))
+
+
+def on_run_start(callback):
+    """Call `callback()` right before each job's executor run in this process (the local pool
+    starts a job's --timeout there: loading, preparing and compiling always end)."""
+    _run_starting[0] = callback
+
+
 # ---- job kinds -------------------------------------------------------------------------------
 @job_kind(".rtsoa", "a saved graph directory")
 def run_graph(job, settings):
@@ -165,6 +188,8 @@ def run_graph(job, settings):
                 graph, executor=executor_option, device=device, kernels=settings.kernels
             )
             fields["executor"] = executor.name
+            _load_machine_code(executor)
+            _run_starting[0]()
             start = time.perf_counter()
             try:
                 result = executor.run()

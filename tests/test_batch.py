@@ -1,0 +1,304 @@
+"""`rtsoa batch`: result rows checked against independent computations, failures, crashes and
+timeouts recorded while the batch goes on, Ctrl-C and --resume, the first-compile lock, Dask,
+and every refused input with its one-line message."""
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rtsoa import GraphBuilder, load_graph, prepare_executor, save_graph
+from rtsoa.batch import RESULT_SCHEMA, Settings, collect_jobs, read_results, run_batch
+from rtsoa.cli import main
+from rtsoa.device import device_for_graph
+from rtsoa.kernels.checksum import expected_checksum, mix_numpy
+from rtsoa.kernels.dispatch import cache_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASETS = ROOT / "datasets"
+TESTS = Path(__file__).resolve().parent
+
+
+def _graph(path, kernel, count=1, attributes=()):
+    """A chain of `count` nodes of `kernel` (the last one with `attributes`), saved."""
+    builder = GraphBuilder()
+    previous = None
+    for index in range(count):
+        node = builder.add_node(kernel, attributes=attributes if index == count - 1 else ())
+        if previous is not None:
+            builder.add_edge(previous, node)
+        previous = node
+    return str(save_graph(builder.finalize(), path))
+
+
+def _fresh_run(path):
+    """What one job of `path` must report: a direct run on a fresh device, in this process."""
+    graph = load_graph(path)
+    device = device_for_graph(graph)
+    result = prepare_executor(graph, kernels="all", device=device).run()
+    device.synchronize()
+    stats = device.stats()
+    peak = sum(stats[name]["allocated_bytes.peak"] for name in ("hbm", "p2p", "host"))
+    return result, device.host_time, peak
+
+
+def test_rows_match_direct_runs_and_failures_are_recorded(tmp_path, capsys):
+    fail = _graph(tmp_path / "fail.rtsoa", "Fail", attributes=[7])
+    junk = tmp_path / "junk.rtsoa"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("not a graph")
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"\x08\x07")
+    graphs = [DATASETS / f"{name}.rtsoa" for name in ("chain-1k", "random-10k", "lowered-4k")]
+    out = tmp_path / "results.parquet"
+    out.write_text("someone's notes")  # not a results file: replaced only with --force
+    argv = ["batch", *map(str, graphs), fail, str(junk), str(model), "-o", str(out)]
+    assert main([*argv, "--workers", "2", "--no-progress"]) == 1
+    assert "refusing to replace it" in capsys.readouterr().err
+    assert main([*argv, "--workers", "2", "--no-progress", "--force", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["recorded"] == 6 and summary["workers"] == 2
+    assert summary["statuses"] == {
+        "ok": 3,
+        "KernelError": 1,
+        "GraphFormatError": 1,
+        "unsupported": 1,
+    }
+
+    table = pq.read_table(out)
+    assert table.schema.equals(RESULT_SCHEMA, check_metadata=False)
+    rows = {row["job"]: row for row in pl.read_parquet(out).to_dicts()}
+    assert len(rows) == 6
+    for path in graphs:
+        row = rows[str(path)]
+        graph = load_graph(path)
+        result, device_ns, peak = _fresh_run(path)
+        assert row["status"] == "ok" and row["message"] == "" and row["executor"] == "sequential"
+        assert row["nodes_executed"] == graph.num_nodes
+        assert row["checksum"] == expected_checksum(graph) == result.checksum
+        assert row["device_time_ns"] == device_ns and row["peak_device_bytes"] == peak
+        assert row["hazards"] == 0
+        assert 0 < row["run_seconds"] <= row["wall_seconds"]
+    assert rows[str(DATASETS / "lowered-4k.rtsoa")]["peak_device_bytes"] > 0
+    failed = rows[fail]
+    assert failed["status"] == "KernelError" and "status 7" in failed["message"]
+    assert failed["nodes_executed"] == 1 and failed["checksum"] is None
+    assert rows[str(junk)]["status"] == "GraphFormatError"
+    assert "metadata" in rows[str(junk)]["message"]
+    assert rows[str(model)]["status"] == "unsupported"
+    assert "lowering" in rows[str(model)]["message"]
+
+
+def test_crashes_and_timeouts_are_recorded_and_workers_replaced(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS))  # batch_kernels for this process's checks
+    ok = [_graph(tmp_path / f"ok{i}.rtsoa", "BatchTest.Fold", count=5 + i) for i in range(3)]
+    segfault = _graph(tmp_path / "segfault.rtsoa", "BatchTest.Segfault", attributes=[8])
+    killed = _graph(tmp_path / "killed.rtsoa", "BatchTest.Signal", attributes=[9])
+    spin = _graph(tmp_path / "spin.rtsoa", "BatchTest.Spin")
+    jobs = collect_jobs([ok[0], segfault, ok[1], killed, spin, ok[2]])
+    settings = Settings(kernels="used", imports=("batch_kernels",), timeout=2.0)
+    out = tmp_path / "results.arrow"
+    summary = run_batch(jobs, out, settings=settings, workers=2, progress=False)
+    assert summary.statuses == {"ok": 3, "crashed": 2, "timeout": 1}
+    rows = {row["job"]: row for row in read_results(out).to_pylist()}
+    assert len(rows) == 6
+    for count, path in enumerate(ok, start=5):
+        expected = int(np.sum(mix_numpy(np.arange(count), np.full(count, 4242)), dtype=np.uint64))
+        assert rows[path]["status"] == "ok" and rows[path]["checksum"] == expected
+    assert rows[segfault]["status"] == "crashed" and "SIGSEGV" in rows[segfault]["message"]
+    assert rows[killed]["status"] == "crashed" and "SIGKILL" in rows[killed]["message"]
+    assert "out-of-memory" in rows[killed]["message"]
+    assert rows[spin]["status"] == "timeout" and "after 2 s" in rows[spin]["message"]
+    pids = {rows[path]["worker"] for path in (segfault, killed, spin)}
+    assert len(pids) == 3  # three different processes died
+
+
+def _busy_manifest(tmp_path, count):
+    _graph(tmp_path / "busy.rtsoa", "Busy", attributes=[20_000_000])  # ~20-40 ms
+    manifest = tmp_path / "jobs.txt"
+    lines = ["# one graph, run under many names", ""]
+    lines += [json.dumps({"job": f"busy-{i:03d}", "path": "busy.rtsoa"}) for i in range(count)]
+    manifest.write_text("\n".join(lines) + "\n")
+    return manifest
+
+
+def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys):
+    manifest = _busy_manifest(tmp_path, 100)
+    out = tmp_path / "results.arrow"
+    argv = ["batch", "--manifest", str(manifest), "-o", str(out), "--workers", "1"]
+    # a terminal's Ctrl-C: SIGINT to the whole process group, workers included
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rtsoa.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not out.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err and err.count("\n") == 1
+    partial = read_results(out)
+    assert 0 < partial.num_rows < 100
+    assert set(partial.column("status").to_pylist()) == {"ok"}
+
+    assert main([*argv, "--resume", "--no-progress", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["skipped"] == partial.num_rows
+    assert summary["recorded"] == 100 - partial.num_rows
+    table = pl.read_ipc(out)
+    assert table.height == 100 and table["job"].n_unique() == 100
+    assert table["checksum"].n_unique() == 1 and (table["status"] == "ok").all()
+
+
+def test_workers_wait_for_the_first_compile_lock(tmp_path):
+    path = str(DATASETS / "chain-1k.rtsoa")
+    jobs = collect_jobs([path])
+    out = tmp_path / "results.arrow"
+    for marker in cache_dir().glob("batch-warm-*"):
+        marker.unlink()  # as if the cache were cold: the next worker must take the lock
+    run_batch(jobs, out, workers=1, progress=False)  # takes the lock, marks its keys warm
+    markers = sorted(cache_dir().glob("batch-warm-*"))
+    assert markers
+    for marker in markers:
+        marker.unlink()
+    finished = threading.Event()
+    with open(cache_dir() / "batch-compile.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+
+        def batch():
+            run_batch(jobs, out, workers=1, progress=False)
+            finished.set()
+
+        thread = threading.Thread(target=batch)
+        thread.start()
+        assert not finished.wait(2.0)  # held back by the lock
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    thread.join(60)
+    assert finished.is_set()
+    assert sorted(cache_dir().glob("batch-warm-*")) == markers  # warm again
+    with open(cache_dir() / "batch-compile.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # warm: the lock is not needed
+        summary = run_batch(jobs, out, workers=1, progress=False)
+    assert summary.statuses == {"ok": 1}
+
+
+def test_dask_local_cluster_gives_the_rows_of_a_local_run(tmp_path):
+    pytest.importorskip("distributed", reason="dask is not installed (pip install rtsoa[dask])")
+    paths = [str(DATASETS / f"{name}.rtsoa") for name in ("chain-1k", "random-10k", "layered-2k")]
+    jobs = collect_jobs(paths)
+    local = run_batch(jobs, tmp_path / "local.arrow", workers=2, progress=False)
+    cluster = run_batch(jobs, tmp_path / "dask.arrow", workers=2, cluster="local", progress=False)
+    assert local.statuses == cluster.statuses == {"ok": 3}
+    same = ["job", "graph", "executor", "status", "nodes_executed", "checksum", "hazards"]
+    rows = [
+        pl.read_ipc(tmp_path / name).sort("job").select(same)
+        for name in ("local", "dask")
+        for name in (f"{name}.arrow",)
+    ]
+    assert rows[0].equals(rows[1])
+    workers = pl.read_ipc(tmp_path / "dask.arrow")["worker"].to_list()
+    assert all(worker.startswith("tcp://") for worker in workers)
+    expected = [expected_checksum(load_graph(path)) for path in sorted(paths)]
+    assert rows[1]["checksum"].to_list() == expected
+
+
+def test_cluster_without_dask_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
+    path = str(DATASETS / "chain-1k.rtsoa")
+    out = str(tmp_path / "r.arrow")
+    assert main(["batch", path, "-o", out, "--cluster", "local", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "pip install rtsoa[dask]" in err and err.count("\n") == 1
+
+
+def _write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def test_refused_inputs_get_one_line_each(tmp_path, capsys):
+    graph = str(DATASETS / "chain-1k.rtsoa")
+    out = str(tmp_path / "r.arrow")
+    notes = _write(tmp_path / "notes.txt", "hello")
+    not_results = _write(tmp_path / "other.arrow", "plain text")
+    directory = tmp_path / "dir.arrow"
+    directory.mkdir()
+
+    written = []
+
+    def manifest(text):
+        written.append(text)
+        return ["--manifest", _write(tmp_path / f"jobs{len(written)}.txt", text)]
+
+    cases = [
+        ([str(tmp_path / "missing.rtsoa")], "argument 1: ", "missing.rtsoa does not exist"),
+        ([notes], "argument 1: ", "is not a job: expected a saved graph directory (.rtsoa)"),
+        ([graph, graph], "listed twice", "argument 1 and argument 2"),
+        ([], "no jobs", "--manifest"),
+        (["--manifest", str(tmp_path / "none.txt")], "manifest", "does not exist"),
+        (manifest(f"{graph}\n{{bad json\n"), "jobs1.txt line 2", "not a path or a JSON object"),
+        (manifest('{"path": "x.rtsoa", "repeat": 2}'), "line 1", "unknown key 'repeat'"),
+        (manifest('{"job": "a"}'), "line 1", "has no 'path'"),
+        (manifest("[1, 2]"), "line 1", "[1, 2]' is not a job"),
+        (manifest(json.dumps({"path": graph, "executor": "fast"})), "line 1", "unknown executor"),
+        (manifest(json.dumps({"path": graph, "inputs": notes})), "line 1", "inputs apply to"),
+        (manifest(json.dumps({"path": graph, "job": ""})), "line 1", "job name must be"),
+        (manifest(f"{graph}\n{graph}\n"), "listed twice", "jobs8.txt line 1 and"),
+        ([graph, "--workers", "0"], "--workers", "must be in 1 .. 1,024, got 0"),
+        ([graph, "--workers", str(10**9)], "--workers", "got 1,000,000,000"),
+        ([graph, "--workers", "1000"], "--workers 1000", "more than the"),
+        ([graph, "--import", "no_such_module_x"], "--import no_such_module_x", "PYTHONPATH"),
+        ([graph, "--cluster", "example.org"], "--cluster", "expected tcp://HOST:PORT"),
+        ([graph, "--cluster", "local", "--timeout", "5"], "--timeout", "local workers"),
+        ([graph, "--cluster", "tcp://h:1", "--workers", "2"], "--workers", "own workers"),
+    ]
+    for extra, first, second in cases:
+        code = main(["batch", *extra, "-o", out, "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 1 and err.count("\n") == 1, (extra, err)
+        assert err.startswith("rtsoa batch: error: ") and first in err and second in err, err
+    for target, flags, text in [
+        (not_results, [], "is not an rtsoa batch results file; refusing to replace it"),
+        (not_results, ["--resume"], "is not an rtsoa batch results file"),
+        (str(directory), [], "is a directory"),
+        (str(directory), ["--force"], "is a directory"),
+        (str(tmp_path / "nodir" / "r.arrow"), [], "does not exist"),
+    ]:
+        assert main(["batch", graph, "-o", target, "--no-progress", *flags]) == 1
+        err = capsys.readouterr().err
+        assert text in err and err.count("\n") == 1, err
+    assert Path(not_results).read_text() == "plain text"  # left untouched
+    assert main(["batch", graph, "-o", out, "--timeout", "-1"]) == 2  # argparse
+    assert "positive number" in capsys.readouterr().err
+    assert not os.path.exists(out)
+
+
+def test_results_file_is_rewritten_atomically(tmp_path):
+    """Every flush leaves a complete file; a reader never sees a torn one."""
+    from rtsoa.batch import ResultsFile
+
+    out = tmp_path / "r.arrow"
+    results = ResultsFile(out)
+    for number in range(50):
+        results.add({"job": f"j{number}", "graph": "g", "status": "ok", "message": ""})
+        results.flush()
+        table = pa.ipc.open_file(pa.memory_map(str(out))).read_all()
+        assert table.num_rows == number + 1
+    assert sorted(os.listdir(tmp_path)) == ["r.arrow"]  # no staging file left
+    resumed = ResultsFile(out, resume=True)
+    assert resumed.done == {f"j{number}" for number in range(50)}
