@@ -134,7 +134,7 @@ def _busy_manifest(tmp_path, count):
 
 
 def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys):
-    manifest = _busy_manifest(tmp_path, 100)
+    manifest = _busy_manifest(tmp_path, 60)
     out = tmp_path / "results.arrow"
     argv = ["batch", "--manifest", str(manifest), "-o", str(out), "--workers", "1"]
     # a terminal's Ctrl-C: SIGINT to the whole process group, workers included
@@ -153,32 +153,26 @@ def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys
     assert process.returncode == 130, err
     assert "interrupted" in err and "--resume" in err and err.count("\n") == 1
     partial = read_results(out)
-    assert 0 < partial.num_rows < 100
+    assert 0 < partial.num_rows < 60
     assert set(partial.column("status").to_pylist()) == {"ok"}
 
     assert main([*argv, "--resume", "--no-progress", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["skipped"] == partial.num_rows
-    assert summary["recorded"] == 100 - partial.num_rows
+    assert summary["recorded"] == 60 - partial.num_rows
     table = pl.read_ipc(out)
-    assert table.height == 100 and table["job"].n_unique() == 100
+    assert table.height == 60 and table["job"].n_unique() == 60
     assert table["checksum"].n_unique() == 1 and (table["status"] == "ok").all()
 
 
 def test_workers_wait_for_the_first_compile_lock(tmp_path):
-    path = str(DATASETS / "chain-1k.rtsoa")
-    jobs = collect_jobs([path])
+    jobs = collect_jobs([str(DATASETS / "chain-1k.rtsoa")])
     out = tmp_path / "results.arrow"
     for marker in cache_dir().glob("batch-warm-*"):
-        marker.unlink()  # as if the cache were cold: the next worker must take the lock
-    run_batch(jobs, out, workers=1, progress=False)  # takes the lock, marks its keys warm
-    markers = sorted(cache_dir().glob("batch-warm-*"))
-    assert markers
-    for marker in markers:
-        marker.unlink()
+        marker.unlink()  # as if the cache were cold: a worker must take the lock
     finished = threading.Event()
     with open(cache_dir() / "batch-compile.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker is compiling
 
         def batch():
             run_batch(jobs, out, workers=1, progress=False)
@@ -186,35 +180,32 @@ def test_workers_wait_for_the_first_compile_lock(tmp_path):
 
         thread = threading.Thread(target=batch)
         thread.start()
-        assert not finished.wait(2.0)  # held back by the lock
+        assert not finished.wait(3.0)  # held back by the lock
         fcntl.flock(lock, fcntl.LOCK_UN)
     thread.join(60)
-    assert finished.is_set()
-    assert sorted(cache_dir().glob("batch-warm-*")) == markers  # warm again
+    assert finished.is_set() and read_results(out).column("status").to_pylist() == ["ok"]
+    assert list(cache_dir().glob("batch-warm-*"))  # marked warm: the next ones skip the lock
     with open(cache_dir() / "batch-compile.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # warm: the lock is not needed
+        fcntl.flock(lock, fcntl.LOCK_EX)
         summary = run_batch(jobs, out, workers=1, progress=False)
     assert summary.statuses == {"ok": 1}
 
 
 def test_dask_local_cluster_gives_the_rows_of_a_local_run(tmp_path):
     pytest.importorskip("distributed", reason="dask is not installed (pip install rtsoa[dask])")
-    paths = [str(DATASETS / f"{name}.rtsoa") for name in ("chain-1k", "random-10k", "layered-2k")]
+    paths = sorted(str(DATASETS / f"{name}.rtsoa") for name in ("chain-1k", "lowered-4k"))
     jobs = collect_jobs(paths)
-    local = run_batch(jobs, tmp_path / "local.arrow", workers=2, progress=False)
-    cluster = run_batch(jobs, tmp_path / "dask.arrow", workers=2, cluster="local", progress=False)
-    assert local.statuses == cluster.statuses == {"ok": 3}
-    same = ["job", "graph", "executor", "status", "nodes_executed", "checksum", "hazards"]
-    rows = [
-        pl.read_ipc(tmp_path / name).sort("job").select(same)
-        for name in ("local", "dask")
-        for name in (f"{name}.arrow",)
-    ]
-    assert rows[0].equals(rows[1])
-    workers = pl.read_ipc(tmp_path / "dask.arrow")["worker"].to_list()
-    assert all(worker.startswith("tcp://") for worker in workers)
-    expected = [expected_checksum(load_graph(path)) for path in sorted(paths)]
-    assert rows[1]["checksum"].to_list() == expected
+    out = tmp_path / "dask.arrow"
+    summary = run_batch(jobs, out, workers=2, cluster="local", progress=False)
+    assert summary.statuses == {"ok": 2} and summary.workers == 2
+    rows = read_results(out).sort_by("job").to_pylist()
+    for row, path in zip(rows, paths, strict=True):
+        result, device_ns, peak = _fresh_run(path)  # what a local worker reports
+        assert row["job"] == row["graph"] == path and row["executor"] == "sequential"
+        assert (row["nodes_executed"], row["checksum"]) == (result.nodes_executed, result.checksum)
+        assert (row["device_time_ns"], row["peak_device_bytes"]) == (device_ns, peak)
+        assert row["checksum"] == expected_checksum(load_graph(path))
+        assert row["worker"].startswith("tcp://")
 
 
 def test_cluster_without_dask_says_how_to_install_it(tmp_path, monkeypatch, capsys):
@@ -283,8 +274,9 @@ def test_refused_inputs_get_one_line_each(tmp_path, capsys):
         err = capsys.readouterr().err
         assert text in err and err.count("\n") == 1, err
     assert Path(not_results).read_text() == "plain text"  # left untouched
-    assert main(["batch", graph, "-o", out, "--timeout", "-1"]) == 2  # argparse
-    assert "positive number" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_status:  # argparse refuses it
+        main(["batch", graph, "-o", out, "--timeout", "-1"])
+    assert exit_status.value.code == 2 and "positive number" in capsys.readouterr().err
     assert not os.path.exists(out)
 
 

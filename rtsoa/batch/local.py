@@ -13,6 +13,7 @@ the parent decides what an interrupt means, and kills them.
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -21,9 +22,9 @@ from multiprocessing.connection import wait
 from rtsoa.batch.jobs import BatchError
 from rtsoa.batch.worker import import_modules, on_run_start, run_job, worker_name
 
-# A worker dying while it holds no job more often than this in a row stops the batch (something
-# kills every worker: nothing would get done).
-_IDLE_DEATHS_ALLOWED = 8
+# Workers dying before they are ready (or while idle) more often than this in a row stop the
+# batch: something kills every worker, nothing would get done. Their jobs are not blamed.
+_STARTUP_DEATHS_ALLOWED = 4
 
 
 def _worker_main(connection, settings):
@@ -58,15 +59,32 @@ def _sigint_blocked():
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+@contextmanager
+def _main_without_file():
+    """Hide a `__main__.__file__` that is no file (`python - < script`): spawn would run it in
+    the worker and fail; there is nothing in it a worker needs."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.isfile(path) or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
 class _Worker:
     def __init__(self, context, settings, number):
         self.connection, child = context.Pipe()
         self.process = context.Process(
             target=_worker_main, args=(child, settings), name=f"rtsoa-batch-{number}", daemon=True
         )
-        with _sigint_blocked():
+        with _sigint_blocked(), _main_without_file():
             self.process.start()
         child.close()
+        self.ready = False  # said "ready": imports done, jobs may be blamed for its death
         self.job = None
         self.sent = None  # when its job was sent
         self.started = None  # when the worker said it started it (None: not yet)
@@ -132,7 +150,7 @@ class LocalPool:
         while len(self._workers) < min(self.size, len(pending)):
             self._start()
         idle = deque(self._workers)
-        idle_deaths = 0
+        startup_deaths = 0
         while pending or any(worker.job is not None for worker in self._workers):
             while pending and idle:
                 idle.popleft().send(pending.popleft())
@@ -140,18 +158,22 @@ class LocalPool:
             for worker in list(self._workers):
                 row, died = self._collect(worker, ready)
                 if row is not None:
-                    idle_deaths = 0
+                    startup_deaths = 0
                     yield row
                 if died is None:
                     if row is not None:
                         idle.append(worker)
                     continue
-                if worker.job is not None:
+                if worker.job is not None and worker.ready:
                     yield self._lost_row(worker, "crashed", died)
                 else:
-                    idle_deaths += 1
-                    if idle_deaths > _IDLE_DEATHS_ALLOWED:
-                        raise BatchError(f"worker processes keep dying before taking a job: {died}")
+                    if worker.job is not None:
+                        pending.appendleft(worker.job)  # not its fault: run it elsewhere
+                    startup_deaths += 1
+                    if startup_deaths > _STARTUP_DEATHS_ALLOWED:
+                        raise BatchError(
+                            f"worker processes keep dying before running a job: {died}"
+                        )
                 self._retire(worker, pending, idle)
             for worker in self._overdue():
                 message = (
@@ -192,6 +214,8 @@ class LocalPool:
                 break
             if kind == "fatal":
                 raise BatchError(payload)
+            if kind == "ready":
+                worker.ready = True
             if kind == "started":
                 worker.started = time.perf_counter()
             if kind == "row":
