@@ -125,6 +125,12 @@ class DaskPool:
             ),
         }
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
     def close(self):
         client = getattr(self, "client", None)
         if client is not None:

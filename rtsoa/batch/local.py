@@ -36,7 +36,8 @@ def _worker_main(connection, settings):
         connection.send(("fatal", f"--import: {type(error).__name__}: {error}"))
         return
     # the timeout counts from the run: loading, preparing, compiling always end
-    on_run_start(lambda: connection.send(("started", None)))
+    if settings.timeout is not None:
+        on_run_start(lambda: connection.send(("started", None)))
     connection.send(("ready", worker_name()))
     while True:
         try:
@@ -237,6 +238,12 @@ class LocalPool:
             "wall_seconds": time.perf_counter() - (worker.started or worker.sent),
             "worker": f"{os.uname().nodename} pid {worker.process.pid}",
         }
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
     def close(self):
         """Stop every worker (jobs still running are abandoned, not recorded)."""

@@ -67,6 +67,7 @@ def run_batch(
     resume=False,
     force=False,
     progress=None,
+    pool=None,
 ):
     """Run `jobs` (from `rtsoa.batch.collect_jobs`) and write one row per job to `output`.
 
@@ -74,17 +75,20 @@ def run_batch(
     per CPU; never more than there are jobs to run). `cluster`: None (local processes),
     "local" or "tcp://HOST:PORT" (Dask). `resume`: keep the rows of an existing results file and
     skip their jobs. `force`: replace an `output` that is not a results file. `progress`: True /
-    False, or None for a bar only on a terminal. Returns a BatchSummary; Ctrl-C raises
-    BatchInterrupted after writing the rows done so far.
+    False, or None for a bar only on a terminal. `pool`: a started `LocalPool` / `DaskPool` to
+    reuse (its workers and settings; it is left open), instead of `workers` / `cluster` /
+    `settings`. Returns a BatchSummary; Ctrl-C raises BatchInterrupted after writing the rows
+    done so far.
     """
     settings = Settings() if settings is None else settings
-    workers = check_workers(default_workers() if workers is None else workers)
+    if pool is None:
+        workers = check_workers(default_workers() if workers is None else workers)
     results = ResultsFile(output, resume=resume, force=force)
     todo = [job for job in jobs if job.name not in results.done]
     statuses = Counter()
     start = time.perf_counter()
-    pool = None
-    size = 0
+    own_pool = pool is None
+    size = 0 if own_pool else pool.size
 
     def summary():
         seconds = time.perf_counter() - start
@@ -107,9 +111,10 @@ def run_batch(
         smoothing=0.1,
     )
     try:
-        if todo:
+        if todo and own_pool:
             pool = _pool(cluster, min(workers, len(todo)), settings)
             size = pool.size
+        if todo:
             for row in pool.run(todo):
                 results.add(row)
                 statuses[row["status"]] += 1
@@ -121,7 +126,7 @@ def run_batch(
         raise BatchInterrupted(summary()) from None
     finally:
         bar.close()
-        if pool is not None:
+        if own_pool and pool is not None:
             pool.close()
     results.flush()
     return summary()
