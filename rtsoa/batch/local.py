@@ -1,13 +1,14 @@
-"""Local worker processes: one job at a time per worker, crashes recorded and replaced.
+"""Local worker processes: crashes and hung runs recorded, their workers replaced.
 
 Workers are started with the `spawn` context (a fresh interpreter: never a fork of a process
-that may hold Numba's threads or LLVM state). Each is sent one job at a time through its own
-pipe, so when a worker process dies (a segfault in a user kernel, an out-of-memory kill) the
-pool knows which job it held: that job is recorded as "crashed" with the signal, and a new
-worker takes the dead one's place. A job whose executor run goes past `settings.timeout`
-seconds (loading, preparing and compiling are not counted: they always end) has its worker
-killed and is recorded as "timeout". Workers ignore SIGINT (Ctrl-C goes to the whole process group):
-the parent decides what an interrupt means, and kills them.
+that may hold Numba's threads or LLVM state). Each gets its jobs through its own pipe, the one
+it runs and the next (so it never waits for the parent), and runs them in order, so when a
+worker process dies (a segfault in a user kernel, an out-of-memory kill) the pool knows which
+job it was running: that job is recorded as "crashed" with the signal, its queued job goes to
+another worker, and a new worker takes the dead one's place. A job whose executor run goes past
+`settings.timeout` seconds (loading, preparing and compiling are not counted: they always end)
+has its worker killed and is recorded as "timeout". Workers ignore SIGINT (Ctrl-C goes to the
+whole process group): the parent decides what an interrupt means, and kills them.
 """
 
 import multiprocessing
@@ -25,6 +26,7 @@ from rtsoa.batch.worker import import_modules, on_run_start, run_job, worker_nam
 # Workers dying before they are ready (or while idle) more often than this in a row stop the
 # batch: something kills every worker, nothing would get done. Their jobs are not blamed.
 _STARTUP_DEATHS_ALLOWED = 4
+_QUEUED = 2  # jobs sent ahead to each worker: the one it runs and the next
 
 
 def _worker_main(connection, settings):
@@ -86,14 +88,16 @@ class _Worker:
             self.process.start()
         child.close()
         self.ready = False  # said "ready": imports done, jobs may be blamed for its death
-        self.job = None
-        self.sent = None  # when its job was sent
-        self.started = None  # when the worker said it started it (None: not yet)
+        self.jobs = deque()  # (job, time sent): the first is running, the others queued
+        self.started = None  # when the worker said its first job's run started (None: not yet)
+
+    @property
+    def job(self):
+        """The job it is running (or will run next), None when idle."""
+        return self.jobs[0][0] if self.jobs else None
 
     def send(self, job):
-        self.job = job
-        self.sent = time.perf_counter()
-        self.started = None
+        self.jobs.append((job, time.perf_counter()))
         self.connection.send(job)
 
     def kill(self):
@@ -136,53 +140,56 @@ class LocalPool:
         self._workers.append(worker)
         return worker
 
-    def _retire(self, worker, pending, idle):
-        """Remove a dead or killed worker; start a new one if jobs are waiting."""
+    def _retire(self, worker, pending):
+        """Remove a dead or killed worker, its queued jobs back in `pending` (the running one
+        is the caller's); start a new worker if jobs are waiting."""
         worker.kill()
         self._workers.remove(worker)
-        if worker in idle:
-            idle.remove(worker)
+        for job, _ in reversed(list(worker.jobs)[1:]):
+            pending.appendleft(job)
         if pending:
-            idle.append(self._start())
+            self._start()
+
+    def _assign(self, pending):
+        """Give each worker up to _QUEUED jobs, the least loaded first (a worker never waits
+        for the parent to hand it its next job)."""
+        for depth in range(1, _QUEUED + 1):
+            for worker in self._workers:
+                if pending and len(worker.jobs) < depth:
+                    worker.send(pending.popleft())
 
     def run(self, jobs):
         """Yield the result row of every job in `jobs` (in completion order)."""
         pending = deque(jobs)
         while len(self._workers) < min(self.size, len(pending)):
             self._start()
-        idle = deque(self._workers)
         startup_deaths = 0
-        while pending or any(worker.job is not None for worker in self._workers):
-            while pending and idle:
-                idle.popleft().send(pending.popleft())
+        while pending or any(worker.jobs for worker in self._workers):
+            self._assign(pending)
             ready = wait(self._waitables(), timeout=self._next_deadline())
             for worker in list(self._workers):
-                row, died = self._collect(worker, ready)
-                if row is not None:
+                rows, died = self._collect(worker, ready)
+                if rows:
                     startup_deaths = 0
-                    yield row
+                    yield from rows
                 if died is None:
-                    if row is not None:
-                        idle.append(worker)
                     continue
-                if worker.job is not None and worker.ready:
+                if worker.jobs and worker.ready:
                     yield self._lost_row(worker, "crashed", died)
                 else:
-                    if worker.job is not None:
+                    if worker.jobs:
                         pending.appendleft(worker.job)  # not its fault: run it elsewhere
                     startup_deaths += 1
                     if startup_deaths > _STARTUP_DEATHS_ALLOWED:
-                        raise BatchError(
-                            f"worker processes keep dying before running a job: {died}"
-                        )
-                self._retire(worker, pending, idle)
+                        raise BatchError(f"worker processes keep dying at startup: {died}")
+                self._retire(worker, pending)
             for worker in self._overdue():
                 message = (
                     f"no result after {self.settings.timeout:g} s; the worker (pid "
                     f"{worker.process.pid}) was killed and replaced"
                 )
                 yield self._lost_row(worker, "timeout", message)
-                self._retire(worker, pending, idle)
+                self._retire(worker, pending)
 
     def _waitables(self):
         return [w.connection for w in self._workers] + [w.process.sentinel for w in self._workers]
@@ -206,8 +213,8 @@ class LocalPool:
         ]
 
     def _collect(self, worker, ready):
-        """(row or None, death message or None) of one worker after `wait`."""
-        row = None
+        """(rows, death message or None) of one worker after `wait`."""
+        rows = []
         while worker.connection.poll():
             try:
                 kind, payload = worker.connection.recv()
@@ -220,22 +227,23 @@ class LocalPool:
             if kind == "started":
                 worker.started = time.perf_counter()
             if kind == "row":
-                row = payload
-                worker.job = worker.started = None
+                rows.append(payload)
+                worker.jobs.popleft()
+                worker.started = None
         if worker.process.sentinel in ready or not worker.process.is_alive():
             worker.process.join()
-            return row, death_message(worker.process.exitcode, worker.process.pid)
-        return row, None
+            return rows, death_message(worker.process.exitcode, worker.process.pid)
+        return rows, None
 
     def _lost_row(self, worker, status, message):
-        job = worker.job
+        job, sent = worker.jobs[0]
         return {
             "job": job.name,
             "graph": job.path,
             "executor": job.executor or self.settings.executor,
             "status": status,
             "message": message,
-            "wall_seconds": time.perf_counter() - (worker.started or worker.sent),
+            "wall_seconds": time.perf_counter() - (worker.started or sent),
             "worker": f"{os.uname().nodename} pid {worker.process.pid}",
         }
 
@@ -248,14 +256,14 @@ class LocalPool:
     def close(self):
         """Stop every worker (jobs still running are abandoned, not recorded)."""
         for worker in self._workers:
-            if worker.job is None and worker.process.is_alive():
+            if not worker.jobs and worker.process.is_alive():
                 try:
                     worker.connection.send(None)
                 except OSError:
                     pass
         deadline = time.monotonic() + 2.0
         for worker in self._workers:
-            if worker.job is None:
+            if not worker.jobs:
                 worker.process.join(max(0.0, deadline - time.monotonic()))
             worker.kill()
         self._workers = []
