@@ -269,11 +269,19 @@ def test_refused_inputs_get_one_line_each(tmp_path, capsys):
         (str(directory), [], "is a directory"),
         (str(directory), ["--force"], "is a directory"),
         (str(tmp_path / "nodir" / "r.arrow"), [], "does not exist"),
+        (str(DATASETS / "chain-1k.rtsoa" / "r.arrow"), [], "inside the graph directory"),
     ]:
         assert main(["batch", graph, "-o", target, "--no-progress", *flags]) == 1
         err = capsys.readouterr().err
         assert text in err and err.count("\n") == 1, err
     assert Path(not_results).read_text() == "plain text"  # left untouched
+    assert not (DATASETS / "chain-1k.rtsoa" / "r.arrow").exists()
+    from rtsoa.batch import ResultsFile
+
+    writing = ResultsFile(out)  # another batch is writing `out`
+    assert main(["batch", graph, "-o", out, "--no-progress"]) == 1
+    assert "another rtsoa batch is writing it" in capsys.readouterr().err
+    writing.close()
     with pytest.raises(SystemExit) as exit_status:  # argparse refuses it
         main(["batch", graph, "-o", out, "--timeout", "-1"])
     assert exit_status.value.code == 2 and "positive number" in capsys.readouterr().err
@@ -291,6 +299,7 @@ def test_results_file_is_rewritten_atomically(tmp_path):
         results.flush()
         table = pa.ipc.open_file(pa.memory_map(str(out))).read_all()
         assert table.num_rows == number + 1
-    assert sorted(os.listdir(tmp_path)) == ["r.arrow"]  # no staging file left
+    assert sorted(os.listdir(tmp_path)) == [".r.arrow.lock", "r.arrow"]  # no staging file
+    results.close()
     resumed = ResultsFile(out, resume=True)
     assert resumed.done == {f"j{number}" for number in range(50)}

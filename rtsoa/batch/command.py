@@ -3,6 +3,7 @@
 import argparse
 import json
 import math
+import signal
 import sys
 
 
@@ -66,6 +67,10 @@ def _seconds(text):
     return value
 
 
+def _terminate(number, frame):
+    raise KeyboardInterrupt
+
+
 def run_command(args, executors):
     """`rtsoa batch`; returns the exit status (130 after Ctrl-C)."""
     from rtsoa.batch.jobs import BatchError, collect_jobs
@@ -89,6 +94,7 @@ def run_command(args, executors):
         hazards=args.hazard_check,
         timeout=args.timeout,
     )
+    previous = signal.signal(signal.SIGTERM, _terminate)  # `kill`: like Ctrl-C
     try:
         summary = run_batch(
             jobs,
@@ -109,6 +115,8 @@ def run_command(args, executors):
             file=sys.stderr,
         )
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps({**summary._asdict(), "jobs_per_second": summary.rate}))
         return 0

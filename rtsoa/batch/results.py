@@ -9,6 +9,7 @@ schema metadata `rtsoa.results`, which is how an existing file is recognised as 
 file (replaced without asking, or resumed with `--resume`).
 """
 
+import fcntl
 import glob
 import os
 import time
@@ -75,8 +76,9 @@ class ResultsFile:
     def __init__(self, path, resume=False, force=False, flush_seconds=0.5):
         self.path = os.fspath(path)
         self.flush_seconds = flush_seconds
-        self._batches = []  # record batches already in the file or added
-        self._pending = []  # rows not yet flushed
+        self._batches = []  # record batches already in the file or flushed
+        self._pending = []  # rows added, not yet in a record batch
+        self._dirty = False  # rows added since the last rewrite
         self.done = set()
         self._check_target(resume, force)
         self._last_flush = time.monotonic()
@@ -89,6 +91,14 @@ class ResultsFile:
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise BatchError(f"-o {path}: directory {directory} does not exist")
+        from rtsoa.graph.io import is_graph_directory
+
+        if is_graph_directory(directory):
+            raise BatchError(
+                f"-o {path} is inside the graph directory {directory}; write the "
+                "results elsewhere (a save of that graph would delete them)"
+            )
+        self._lock()
         self._remove_leftovers()
         if not os.path.lexists(path):
             return
@@ -113,6 +123,23 @@ class ResultsFile:
                 "it, --resume continues a results file)"
             )
 
+    def _lock(self):
+        """One batch writes a results file at a time (their rewrites would drop each other's
+        rows): an exclusive flock on `.NAME.lock` next to it, held while this object lives."""
+        directory, name = os.path.split(os.path.abspath(self.path))
+        self._lock_file = open(os.path.join(directory, f".{name}.lock"), "a+b")  # noqa: SIM115
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise BatchError(f"-o {self.path}: another rtsoa batch is writing it") from None
+
+    def close(self):
+        """Release the results file's lock (after the last flush)."""
+        if getattr(self, "_lock_file", None) is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
     def _staging(self):
         directory, name = os.path.split(os.path.abspath(self.path))
         return os.path.join(directory, f".{name}.partial-{os.getpid()}")
@@ -130,6 +157,7 @@ class ResultsFile:
     def add(self, row):
         """Record one job's row; the file is rewritten when the flush interval has passed."""
         self._pending.append(row)
+        self._dirty = True
         self.done.add(row["job"])
         interval = max(self.flush_seconds, 20 * self._write_cost)
         if time.monotonic() - self._last_flush >= interval:
@@ -142,8 +170,11 @@ class ResultsFile:
             self._pending = []
         return pa.Table.from_batches(self._batches, schema=RESULT_SCHEMA)
 
-    def flush(self):
-        """Rewrite the file atomically with every row so far."""
+    def flush(self, if_changed=False):
+        """Rewrite the file atomically with every row so far (with `if_changed`: only if rows
+        were added since the last rewrite; a batch that records nothing writes nothing)."""
+        if if_changed and not self._dirty:
+            return
         start = time.monotonic()
         table = self.table().combine_chunks()
         if os.path.isdir(self.path) and not os.path.islink(self.path):
@@ -162,6 +193,7 @@ class ResultsFile:
                 os.unlink(staging)
             raise
         self._batches = table.to_batches()
+        self._dirty = False
         self._last_flush = time.monotonic()
         self._write_cost = self._last_flush - start
 

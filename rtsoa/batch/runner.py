@@ -122,13 +122,14 @@ def run_batch(
                 failed = sum(count for status, count in statuses.items() if status != "ok")
                 bar.set_postfix(failed=failed, crashed=statuses["crashed"], refresh=False)
     except KeyboardInterrupt:
-        results.flush()
+        results.flush(if_changed=True)
         raise BatchInterrupted(summary()) from None
     finally:
         bar.close()
         if own_pool and pool is not None:
             pool.close()
-    results.flush()
+        results.flush(if_changed=True)
+        results.close()
     return summary()
 
 
