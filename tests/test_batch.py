@@ -257,6 +257,7 @@ def test_refused_inputs_get_one_line_each(tmp_path, capsys):
         ([graph, "--cluster", "example.org"], "--cluster", "expected tcp://HOST:PORT"),
         ([graph, "--cluster", "local", "--timeout", "5"], "--timeout", "local workers"),
         ([graph, "--cluster", "tcp://h:1", "--workers", "2"], "--workers", "own workers"),
+        ([graph, "--retry-failed"], "--retry-failed", "goes with --resume"),
     ]
     for extra, first, second in cases:
         code = main(["batch", *extra, "-o", out, "--no-progress"])
@@ -300,6 +301,16 @@ def test_results_file_is_rewritten_atomically(tmp_path):
         table = pa.ipc.open_file(pa.memory_map(str(out))).read_all()
         assert table.num_rows == number + 1
     assert sorted(os.listdir(tmp_path)) == [".r.arrow.lock", "r.arrow"]  # no staging file
+    results.add({"job": "bad", "graph": "g", "status": "KernelError", "message": "status 7"})
+    results.flush()
     results.close()
     resumed = ResultsFile(out, resume=True)
-    assert resumed.done == {f"j{number}" for number in range(50)}
+    assert resumed.done == {f"j{number}" for number in range(50)} | {"bad"}
+    resumed.close()
+    retried = ResultsFile(out, resume=True, retry_failed=True)
+    assert retried.done == {f"j{number}" for number in range(50)}
+    retried.add({"job": "bad", "graph": "g", "status": "ok", "message": ""})
+    retried.flush()
+    assert read_results(out).num_rows == 51 and pl.read_ipc(out)["status"].unique().to_list() == [
+        "ok"
+    ]

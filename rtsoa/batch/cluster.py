@@ -53,16 +53,29 @@ class DaskPool:
 
         self.settings = settings
         self._cluster = None
+        self._hidden_main = None
         if cluster == "local":
+            from rtsoa.batch.local import main_without_file
+
+            # nannies restart workers for the pool's whole life: keep a stdin __main__ hidden
+            self._hidden_main = main_without_file()
+            self._hidden_main.__enter__()
             # a crashing job must not take down worker after worker: give up on first death
-            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-                self._cluster = distributed.LocalCluster(
-                    n_workers=workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    silence_logs=50,
-                )
+            config = {"distributed.scheduler.allowed-failures": 0}
+            try:
+                with dask.config.set(config):
+                    self._cluster = distributed.LocalCluster(
+                        n_workers=workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=50,
+                    )
+            except RuntimeError as error:
+                self.close()
+                raise BatchError(
+                    f"--cluster local: the LocalCluster did not start ({error})"
+                ) from None
             address = self._cluster.scheduler_address
         else:
             address = cluster
@@ -135,5 +148,10 @@ class DaskPool:
         client = getattr(self, "client", None)
         if client is not None:
             client.close()
+            self.client = None
         if self._cluster is not None:
             self._cluster.close()
+            self._cluster = None
+        if self._hidden_main is not None:
+            self._hidden_main.__exit__(None, None, None)
+            self._hidden_main = None

@@ -39,6 +39,11 @@ def add_arguments(parser, executors):
     )
     parser.add_argument("--resume", action="store_true", help="skip jobs already in OUTPUT")
     parser.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: run again the jobs whose status in OUTPUT is not ok",
+    )
+    parser.add_argument(
         "--force", action="store_true", help="replace OUTPUT even if it is not a results file"
     )
     parser.add_argument(
@@ -85,6 +90,8 @@ def run_command(args, executors):
                 "--workers applies to local runs and --cluster local; a remote "
                 "cluster has its own workers"
             )
+    if args.retry_failed and not args.resume:
+        raise BatchError("--retry-failed goes with --resume (it reruns the failed jobs of OUTPUT)")
     jobs = collect_jobs(args.jobs, args.manifest, executors=executors)
     check_imports(args.imports)
     settings = Settings(
@@ -103,6 +110,7 @@ def run_command(args, executors):
             workers=args.workers,
             cluster=args.cluster,
             resume=args.resume,
+            retry_failed=args.retry_failed,
             force=args.force,
             progress=None if args.progress else False,
         )

@@ -63,7 +63,7 @@ def _sigint_blocked():
 
 
 @contextmanager
-def _main_without_file():
+def main_without_file():
     """Hide a `__main__.__file__` that is no file (`python - < script`): spawn would run it in
     the worker and fail; there is nothing in it a worker needs."""
     main = sys.modules.get("__main__")
@@ -84,7 +84,7 @@ class _Worker:
         self.process = context.Process(
             target=_worker_main, args=(child, settings), name=f"rtsoa-batch-{number}", daemon=True
         )
-        with _sigint_blocked(), _main_without_file():
+        with _sigint_blocked(), main_without_file():
             self.process.start()
         child.close()
         self.ready = False  # said "ready": imports done, jobs may be blamed for its death

@@ -15,6 +15,7 @@ import os
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rtsoa.batch.jobs import BatchError
@@ -71,20 +72,21 @@ def read_results(path):
 
 
 class ResultsFile:
-    """Where a batch's rows go. `done` holds the job names already recorded (resume)."""
+    """Where a batch's rows go. `done` holds the job names already recorded (resume; with
+    `retry_failed` only those whose status is "ok")."""
 
-    def __init__(self, path, resume=False, force=False, flush_seconds=0.5):
+    def __init__(self, path, resume=False, force=False, flush_seconds=0.5, retry_failed=False):
         self.path = os.fspath(path)
         self.flush_seconds = flush_seconds
         self._batches = []  # record batches already in the file or flushed
         self._pending = []  # rows added, not yet in a record batch
         self._dirty = False  # rows added since the last rewrite
         self.done = set()
-        self._check_target(resume, force)
+        self._check_target(resume, force, retry_failed)
         self._last_flush = time.monotonic()
         self._write_cost = 0.0
 
-    def _check_target(self, resume, force):
+    def _check_target(self, resume, force, retry_failed):
         path = self.path
         if os.path.basename(path.rstrip("/")) in ("", ".", ".."):
             raise BatchError(f"-o {path!r}: name a results file like results.arrow")
@@ -106,6 +108,8 @@ class ResultsFile:
             raise BatchError(f"-o {path} is a directory; name a results file")
         if resume:
             table = read_results(path)
+            if retry_failed:  # their rows go at the next rewrite, replaced by the new ones
+                table = table.filter(pc.equal(table.column("status"), "ok"))
             self._batches = table.to_batches()
             self.done = set(table.column("job").to_pylist())
             return

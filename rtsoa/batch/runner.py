@@ -68,22 +68,24 @@ def run_batch(
     force=False,
     progress=None,
     pool=None,
+    retry_failed=False,
 ):
     """Run `jobs` (from `rtsoa.batch.collect_jobs`) and write one row per job to `output`.
 
     `workers`: local processes, or the LocalCluster's size with `cluster="local"` (default: one
     per CPU; never more than there are jobs to run). `cluster`: None (local processes),
-    "local" or "tcp://HOST:PORT" (Dask). `resume`: keep the rows of an existing results file and
-    skip their jobs. `force`: replace an `output` that is not a results file. `progress`: True /
-    False, or None for a bar only on a terminal. `pool`: a started `LocalPool` / `DaskPool` to
-    reuse (its workers and settings; it is left open), instead of `workers` / `cluster` /
-    `settings`. Returns a BatchSummary; Ctrl-C raises BatchInterrupted after writing the rows
-    done so far.
+    "local" or "tcp://HOST:PORT" (Dask). `resume`: keep the rows of an existing results file
+    and skip their jobs (with `retry_failed`, only the jobs whose status is "ok"). `force`:
+    replace an `output` that is not a results file. `progress`: True / False, or None for a
+    bar only on a terminal. `pool`: a started `LocalPool` / `DaskPool` to reuse (its workers
+    and settings; it is left open), instead of `workers` / `cluster` / `settings`. Returns a
+    BatchSummary; Ctrl-C raises BatchInterrupted after writing the rows done so far.
     """
+
     settings = Settings() if settings is None else settings
     if pool is None:
         workers = check_workers(default_workers() if workers is None else workers)
-    results = ResultsFile(output, resume=resume, force=force)
+    results = ResultsFile(output, resume=resume, force=force, retry_failed=retry_failed)
     todo = [job for job in jobs if job.name not in results.done]
     statuses = Counter()
     start = time.perf_counter()

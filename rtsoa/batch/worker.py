@@ -8,11 +8,12 @@ crash in a user kernel, an out-of-memory kill) loses the row; the pool records t
 First compile. A fresh worker with a warm disk cache loads machine code and compiles nothing.
 With a cold cache the first worker to reach a kind of job compiles it while holding an
 exclusive `flock` on `<cache dir>/batch-compile.lock`; the others wait for the lock and then
-load what it wrote, so no two workers compile the same thing. The lock is taken around the
-first job of each process and the first job of each (executor, kernel set) in a process, and
-only until one such job has completed with the current sources: it then leaves a marker file
-(named by a hash of the key, the kernel registry with its sources and rtsoa's package stamp,
-and NUMBA_CACHE_DIR) and warm workers start in parallel without the lock.
+load what it wrote, so no two workers compile the same thing. The lock is taken around
+loading, preparing and compiling (never the run) of the first job of each process and the
+first job of each (executor, kernel set) in a process, and only until one such job has
+completed with the current sources: it then leaves a marker file (named by a hash of the key,
+the kernel registry with its sources and rtsoa's package stamp, and NUMBA_CACHE_DIR) and warm
+workers start in parallel without the lock.
 """
 
 import fcntl
@@ -73,16 +74,17 @@ def _warm_marker(key):
 
 @contextmanager
 def first_compile_lock(key):
-    """Hold the cache directory's compile lock while the first job of `key` runs in this
-    process, unless a job of `key` completed before with the same sources (a no-op afterwards,
-    and when this process already holds it)."""
+    """Hold the cache directory's compile lock while the first job of `key` loads and
+    prepares in this process, unless a job of `key` completed before with the same sources (a
+    no-op afterwards, and when this process already holds it). Yields whether this is the
+    first job of `key` here and marks nothing warm until it completes."""
     if key in _warmed:
-        yield
+        yield False
         return
     marker = _warm_marker(key)
     if marker.exists():
         _warmed.add(key)
-        yield
+        yield False
         return
     with _lock_guard:
         if _lock_depth[0] == 0:
@@ -91,7 +93,7 @@ def first_compile_lock(key):
             _lock_file[0] = handle
         _lock_depth[0] += 1
         try:
-            yield
+            yield True
             marker.touch()
         finally:
             _warmed.add(key)
@@ -182,23 +184,27 @@ def run_graph(job, settings):
         graph = load_cached(job.path)
         kernel_set = None if settings.kernels == "all" else frozenset(graph.kernel_names)
         key = (executor_option, settings.kernels, kernel_set, settings.imports)
-        with first_compile_lock(key):
+        with first_compile_lock(key) as first:
             device = device_for_graph(graph, hazards=None if settings.hazards else False)
             executor = prepare_executor(
                 graph, executor=executor_option, device=device, kernels=settings.kernels
             )
             fields["executor"] = executor.name
             _load_machine_code(executor)
-            _run_starting[0]()
-            start = time.perf_counter()
-            try:
-                result = executor.run()
-            except Exception as error:
-                fields["run_seconds"] = time.perf_counter() - start
-                fields["nodes_executed"] = getattr(error, "nodes_executed", None)
-                error.batch_fields = fields
-                raise
-            fields["run_seconds"] = time.perf_counter() - start
+            if first:  # what runs after the run, compiled under the lock too (no-ops here)
+                device.synchronize()
+                device.stats()
+    # the run holds no lock: a hung kernel must not stop the other workers
+    _run_starting[0]()
+    start = time.perf_counter()
+    try:
+        result = executor.run()
+    except Exception as error:
+        fields["run_seconds"] = time.perf_counter() - start
+        fields["nodes_executed"] = getattr(error, "nodes_executed", None)
+        error.batch_fields = fields
+        raise
+    fields["run_seconds"] = time.perf_counter() - start
     device.synchronize()
     summary = _device_summary(device, device.host_time, 0, "default")
     fields.update(
