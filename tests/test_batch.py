@@ -250,6 +250,7 @@ def test_refused_inputs_get_one_line_each(tmp_path, capsys):
         (manifest(json.dumps({"path": graph, "inputs": notes})), "line 1", "inputs apply to"),
         (manifest(json.dumps({"path": graph, "job": ""})), "line 1", "job name must be"),
         (manifest(f"{graph}\n{graph}\n"), "listed twice", "jobs8.txt line 1 and"),
+        (manifest("#\n" + "x" * 70_000), "jobs9.txt line 2", "longer than 65,536 bytes"),
         ([graph, "--workers", "0"], "--workers", "must be in 1 .. 1,024, got 0"),
         ([graph, "--workers", str(10**9)], "--workers", "got 1,000,000,000"),
         ([graph, "--workers", "1000"], "--workers 1000", "more than the"),
@@ -264,6 +265,10 @@ def test_refused_inputs_get_one_line_each(tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 1 and err.count("\n") == 1, (extra, err)
         assert err.startswith("rtsoa batch: error: ") and first in err and second in err, err
+    bad_text = tmp_path / "latin1.txt"
+    bad_text.write_bytes(b"caf\xe9.rtsoa\n")
+    assert main(["batch", "--manifest", str(bad_text), "-o", out]) == 1
+    assert "latin1.txt line 1: not UTF-8 text" in capsys.readouterr().err
     for target, flags, text in [
         (not_results, [], "is not an rtsoa batch results file; refusing to replace it"),
         (not_results, ["--resume"], "is not an rtsoa batch results file"),

@@ -9,12 +9,14 @@ starts: a bad job list is refused with one line naming the job and where it came
 
 Manifest format: one job per line; blank lines and lines starting with `#` are skipped. A line
 is either a path, or a JSON object `{"path": ..., "job": NAME, "executor": ..., "inputs": ...}`
-(only `path` is required). Relative paths are relative to the manifest's directory. A job's name
+(only `path` is required). Relative paths are relative to the manifest's directory (the current
+directory for `-`, standard input, or a pipe). Lines are at most 64 KiB. A job's name
 defaults to its path; two jobs may not share a name (name repeated runs of one graph).
 """
 
 import json
 import os
+import sys
 from typing import NamedTuple
 
 from rtsoa.errors import RtsoaError
@@ -97,23 +99,42 @@ def make_job(path, source, name=None, executor=None, inputs=None, executors=None
 
 
 _MANIFEST_KEYS = ("path", "job", "executor", "inputs")
+MANIFEST_LINE_BYTES = 1 << 16
 
 
 def read_manifest(manifest, executors):
-    """The jobs listed in the manifest file `manifest` (see the module docstring)."""
+    """The jobs listed in the manifest file `manifest` (see the module docstring); "-" reads
+    standard input. Relative paths are relative to the manifest's directory, or to the
+    current directory for standard input, a pipe or a device."""
+    if manifest == "-":
+        return _manifest_jobs(sys.stdin.buffer, "-", "", executors)
     try:
-        with open(manifest, "rb") as file:
-            data = file.read()
+        file = open(manifest, "rb")  # noqa: SIM115 (closed below; a pipe works too)
     except FileNotFoundError:
         raise BatchError(f"manifest {manifest} does not exist") from None
     except IsADirectoryError:
         raise BatchError(f"manifest {manifest} is a directory, not a file of jobs") from None
     except OSError as error:
         raise BatchError(f"manifest {manifest}: {error.strerror}") from None
-    base = os.path.dirname(manifest)
+    base = os.path.dirname(manifest) if os.path.isfile(manifest) else ""
+    with file:
+        return _manifest_jobs(file, manifest, base, executors)
+
+
+def _manifest_jobs(file, manifest, base, executors):
     jobs = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    number = 0
+    while True:
+        try:
+            raw = file.readline(MANIFEST_LINE_BYTES + 1)
+        except OSError as error:
+            raise BatchError(f"manifest {manifest}: {error.strerror}") from None
+        if not raw:
+            return jobs
+        number += 1
         where = f"manifest {manifest} line {number}"
+        if len(raw) > MANIFEST_LINE_BYTES:
+            raise BatchError(f"{where}: longer than {MANIFEST_LINE_BYTES:,} bytes")
         try:
             line = raw.decode("utf-8").strip()
         except UnicodeDecodeError:
@@ -138,7 +159,6 @@ def read_manifest(manifest, executors):
                 executors=executors,
             )
         )
-    return jobs
 
 
 def _json_line(line, where):

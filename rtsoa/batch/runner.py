@@ -81,7 +81,6 @@ def run_batch(
     and settings; it is left open), instead of `workers` / `cluster` / `settings`. Returns a
     BatchSummary; Ctrl-C raises BatchInterrupted after writing the rows done so far.
     """
-
     settings = Settings() if settings is None else settings
     if pool is None:
         workers = check_workers(default_workers() if workers is None else workers)
