@@ -13,8 +13,9 @@ from rtsoa.batch.results import ResultsFile
 from rtsoa.batch.worker import Settings
 from rtsoa.limits import check_count, check_fits
 
-# Resident memory of one idle worker process (Python + numpy + pyarrow + numba + rtsoa, a
-# dispatch module loaded), measured at ~150 MiB; used to refuse --workers that cannot fit.
+# Memory of one worker process (Python, numpy, pyarrow, numba, rtsoa, a dispatch module and a
+# lowered graph's device loaded): measured RSS ~215 MiB, ~90 MiB of it private; used to refuse
+# --workers that cannot fit.
 WORKER_BYTES = 200 << 20
 MAX_WORKERS = 1024
 
