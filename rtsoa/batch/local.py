@@ -213,24 +213,31 @@ class LocalPool:
         ]
 
     def _collect(self, worker, ready):
-        """(rows, death message or None) of one worker after `wait`."""
+        """(rows, death message or None) of one worker after `wait`: one message if its pipe
+        is readable (`wait` is level-triggered: the next call reports the rest), everything
+        left in the pipe if its process ended."""
         rows = []
-        while worker.connection.poll():
-            try:
-                kind, payload = worker.connection.recv()
-            except (EOFError, OSError):
-                break
-            if kind == "fatal":
-                raise BatchError(payload)
-            if kind == "ready":
-                worker.ready = True
-            if kind == "started":
-                worker.started = time.perf_counter()
-            if kind == "row":
-                rows.append(payload)
-                worker.jobs.popleft()
-                worker.started = None
-        if worker.process.sentinel in ready or not worker.process.is_alive():
+        died = worker.process.sentinel in ready
+        if worker.connection in ready or died:
+            while True:
+                try:
+                    kind, payload = worker.connection.recv()
+                except (EOFError, OSError):
+                    died = True
+                    break
+                if kind == "fatal":
+                    raise BatchError(payload)
+                if kind == "ready":
+                    worker.ready = True
+                elif kind == "started":
+                    worker.started = time.perf_counter()
+                elif kind == "row":
+                    rows.append(payload)
+                    worker.jobs.popleft()
+                    worker.started = None
+                if not died or not worker.connection.poll():
+                    break
+        if died:
             worker.process.join()
             return rows, death_message(worker.process.exitcode, worker.process.pid)
         return rows, None

@@ -1,9 +1,9 @@
 """The results file of a batch: one row per job, always a valid file.
 
 Rows are kept in memory and the whole file is rewritten atomically (written next to the target,
-then renamed over it) at most every `flush_seconds`, and at the end or on Ctrl-C: a reader,
-a killed batch or a full disk never leaves a torn file, only one that lacks the latest rows.
-The interval grows with the cost of a rewrite (at most ~5 % of the batch's time goes to
+then renamed over it) at most every `flush_seconds` (1 s), and at the end or on Ctrl-C: a
+reader, a killed batch or a full disk never leaves a torn file, only one that lacks the latest
+rows. The interval grows with the cost of a rewrite (at most ~2 % of the batch's time goes to
 writing). Arrow IPC file format, or Parquet when the name ends in `.parquet`; both carry the
 schema metadata `rtsoa.results`, which is how an existing file is recognised as a results
 file (replaced without asking, or resumed with `--resume`).
@@ -75,7 +75,7 @@ class ResultsFile:
     """Where a batch's rows go. `done` holds the job names already recorded (resume; with
     `retry_failed` only those whose status is "ok")."""
 
-    def __init__(self, path, resume=False, force=False, flush_seconds=0.5, retry_failed=False):
+    def __init__(self, path, resume=False, force=False, flush_seconds=1.0, retry_failed=False):
         self.path = os.fspath(path)
         self.flush_seconds = flush_seconds
         self._batches = []  # record batches already in the file or flushed
@@ -163,7 +163,7 @@ class ResultsFile:
         self._pending.append(row)
         self._dirty = True
         self.done.add(row["job"])
-        interval = max(self.flush_seconds, 20 * self._write_cost)
+        interval = max(self.flush_seconds, 50 * self._write_cost)
         if time.monotonic() - self._last_flush >= interval:
             self.flush()
 
