@@ -78,6 +78,7 @@ def test_rows_match_direct_runs_and_failures_are_recorded(tmp_path, capsys):
 
     table = pq.read_table(out)
     assert table.schema.equals(RESULT_SCHEMA, check_metadata=False)
+    assert read_results(out).num_rows == 6  # recognised as a results file (resume, -o)
     rows = {row["job"]: row for row in pl.read_parquet(out).to_dicts()}
     assert len(rows) == 6
     for path in graphs:
@@ -319,3 +320,19 @@ def test_results_file_is_rewritten_atomically(tmp_path):
     assert read_results(out).num_rows == 51 and pl.read_ipc(out)["status"].unique().to_list() == [
         "ok"
     ]
+
+
+def test_a_worker_reloads_a_graph_saved_again_under_the_same_path(tmp_path):
+    """The per-worker graph cache never serves a graph whose files changed."""
+    from rtsoa.batch import run_job
+
+    path = _graph(tmp_path / "g.rtsoa", "Checksum0", count=3)
+    job = collect_jobs([path])[0]
+    first = run_job(job, Settings())
+    expected = expected_checksum(load_graph(path))
+    again = run_job(job, Settings())  # cached: same graph
+    assert first["checksum"] == again["checksum"] == expected
+    _graph(tmp_path / "g.rtsoa", "Checksum1", count=5)  # a new save replaces the directory
+    third = run_job(job, Settings())
+    assert (first["nodes_executed"], third["nodes_executed"]) == (3, 5)
+    assert third["checksum"] == expected_checksum(load_graph(path)) != first["checksum"]
