@@ -192,21 +192,39 @@ def test_workers_wait_for_the_first_compile_lock(tmp_path):
     assert summary.statuses == {"ok": 1}
 
 
-def test_dask_local_cluster_gives_the_rows_of_a_local_run(tmp_path):
+def test_dask_local_cluster_gives_the_rows_of_a_local_run_and_records_crashes(tmp_path):
     pytest.importorskip("distributed", reason="dask is not installed (pip install rtsoa[dask])")
+    from rtsoa.batch.cluster import DaskPool
+
     paths = sorted(str(DATASETS / f"{name}.rtsoa") for name in ("chain-1k", "lowered-4k"))
-    jobs = collect_jobs(paths)
     out = tmp_path / "dask.arrow"
-    summary = run_batch(jobs, out, workers=2, cluster="local", progress=False)
-    assert summary.statuses == {"ok": 2} and summary.workers == 2
-    rows = read_results(out).sort_by("job").to_pylist()
-    for row, path in zip(rows, paths, strict=True):
-        result, device_ns, peak = _fresh_run(path)  # what a local worker reports
-        assert row["job"] == row["graph"] == path and row["executor"] == "sequential"
-        assert (row["nodes_executed"], row["checksum"]) == (result.nodes_executed, result.checksum)
-        assert (row["device_time_ns"], row["peak_device_bytes"]) == (device_ns, peak)
-        assert row["checksum"] == expected_checksum(load_graph(path))
-        assert row["worker"].startswith("tcp://")
+    with DaskPool("local", 2, Settings()) as pool:
+        summary = run_batch(collect_jobs(paths), out, pool=pool, progress=False)
+        assert summary.statuses == {"ok": 2} and summary.workers == 2
+        rows = read_results(out).sort_by("job").to_pylist()
+        for row, path in zip(rows, paths, strict=True):
+            result, device_ns, peak = _fresh_run(path)  # what a local worker reports
+            assert row["job"] == row["graph"] == path and row["executor"] == "sequential"
+            assert (row["nodes_executed"], row["checksum"]) == (
+                result.nodes_executed,
+                result.checksum,
+            )
+            assert (row["device_time_ns"], row["peak_device_bytes"]) == (device_ns, peak)
+            assert row["checksum"] == expected_checksum(load_graph(path))
+            assert row["worker"].startswith("tcp://")
+        # the same cluster through its address, as --cluster tcp://HOST:PORT; a user kernel's
+        # segfault kills a Dask worker: recorded as crashed, the other job still runs
+        ok = _graph(tmp_path / "ok.rtsoa", "BatchTest.Fold", count=4)
+        segfault = _graph(tmp_path / "segfault.rtsoa", "BatchTest.Segfault", attributes=[8])
+        settings = Settings(kernels="used", imports=("batch_kernels",))
+        with DaskPool(pool.address, None, settings) as remote:
+            crashes = tmp_path / "crashes.arrow"
+            summary = run_batch(collect_jobs([ok, segfault]), crashes, pool=remote, progress=False)
+    assert summary.statuses == {"ok": 1, "crashed": 1}
+    rows = {row["job"]: row for row in read_results(crashes).to_pylist()}
+    expected = int(np.sum(mix_numpy(np.arange(4), np.full(4, 4242)), dtype=np.uint64))
+    assert rows[ok]["checksum"] == expected
+    assert "Dask worker running it died" in rows[segfault]["message"]
 
 
 def test_cluster_without_dask_says_how_to_install_it(tmp_path, monkeypatch, capsys):

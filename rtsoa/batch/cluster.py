@@ -86,6 +86,7 @@ class DaskPool:
             raise BatchError(
                 f"--cluster {cluster}: cannot reach the Dask scheduler ({error})"
             ) from None
+        self.address = address  # the scheduler's
         self.size = max(len(self.client.scheduler_info().get("workers", {})), 1)
         self._distributed = distributed
 
