@@ -355,3 +355,14 @@ def test_a_worker_reloads_a_graph_saved_again_under_the_same_path(tmp_path):
     third = run_job(job, Settings())
     assert (first["nodes_executed"], third["nodes_executed"]) == (3, 5)
     assert third["checksum"] == expected_checksum(load_graph(path)) != first["checksum"]
+
+
+def test_a_user_module_that_fails_to_import_stops_the_batch(tmp_path, monkeypatch, capsys):
+    (tmp_path / "broken_kernels.py").write_text("raise RuntimeError('no licence for this')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # importable here and in spawned workers
+    out = tmp_path / "r.arrow"
+    argv = ["batch", str(DATASETS / "chain-1k.rtsoa"), "--import", "broken_kernels", "-o", str(out)]
+    assert main([*argv, "--workers", "1", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "--import: RuntimeError: no licence for this" in err and err.count("\n") == 1
+    assert not out.exists()  # nothing recorded, nothing written
