@@ -112,6 +112,7 @@ def run_batch(
         disable=None if progress is None else not progress,
         smoothing=0.1,
     )
+    bar.set_postfix(failed=0, crashed=0, refresh=False)
     try:
         if todo and own_pool:
             pool = _pool(cluster, min(workers, len(todo)), settings)
