@@ -19,7 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from rtsoa import GraphBuilder, load_graph, prepare_executor, save_graph
-from rtsoa.batch import RESULT_SCHEMA, Settings, collect_jobs, read_results, run_batch
+from rtsoa.batch import (
+    RESULT_SCHEMA,
+    BatchError,
+    Settings,
+    collect_jobs,
+    read_results,
+    run_batch,
+)
 from rtsoa.cli import main
 from rtsoa.device import device_for_graph
 from rtsoa.kernels.checksum import expected_checksum, mix_numpy
@@ -123,6 +130,21 @@ def test_crashes_and_timeouts_are_recorded_and_workers_replaced(tmp_path, monkey
     assert rows[spin]["status"] == "timeout" and "after 2 s" in rows[spin]["message"]
     pids = {rows[path]["worker"] for path in (segfault, killed, spin)}
     assert len(pids) == 3  # three different processes died
+
+
+def test_manifest_jobs_from_python(tmp_path):
+    graph = str(DATASETS / "chain-1k.rtsoa")
+    manifest = tmp_path / "jobs.txt"
+    lines = ["# name, executor", json.dumps({"job": "a", "path": graph, "executor": "priority"})]
+    manifest.write_text("\n".join([*lines, "", json.dumps({"path": graph})]) + "\n")
+    jobs = collect_jobs(manifests=[str(manifest)])
+    assert [(job.name, job.executor, job.source) for job in jobs] == [
+        ("a", "priority", f"manifest {manifest} line 2"),
+        (graph, None, f"manifest {manifest} line 4"),
+    ]
+    manifest.write_text(json.dumps({"path": graph, "executor": "fastest"}) + "\n")
+    with pytest.raises(BatchError, match="line 1: unknown executor 'fastest'; choose one of auto"):
+        collect_jobs(manifests=[str(manifest)])
 
 
 def _busy_manifest(tmp_path, count):

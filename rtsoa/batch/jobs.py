@@ -75,7 +75,7 @@ def _kinds_text():
 def make_job(path, source, name=None, executor=None, inputs=None, executors=None):
     """A checked Job: the path exists and has a job kind, the options fit the kind.
 
-    `executors`: allowed executor names (None: not checked here)."""
+    `executors`: allowed executor names (None: auto and every registered executor)."""
     if not isinstance(path, str) or not path:
         raise BatchError(f"{source}: the job path must be a non-empty string, got {path!r}")
     kind = kind_of(path)
@@ -87,6 +87,10 @@ def make_job(path, source, name=None, executor=None, inputs=None, executors=None
         name = path
     if not isinstance(name, str) or not name.strip():
         raise BatchError(f"{source}: the job name must be a non-empty string, got {name!r}")
+    if executors is None:
+        from rtsoa.executors import EXECUTORS
+
+        executors = ["auto", *EXECUTORS]
     if executor is not None and (not isinstance(executor, str) or executor not in executors):
         choices = ", ".join(executors)
         raise BatchError(f"{source}: unknown executor {executor!r}; choose one of {choices}")
@@ -102,7 +106,7 @@ _MANIFEST_KEYS = ("path", "job", "executor", "inputs")
 MANIFEST_LINE_BYTES = 1 << 16
 
 
-def read_manifest(manifest, executors):
+def read_manifest(manifest, executors=None):
     """The jobs listed in the manifest file `manifest` (see the module docstring); "-" reads
     standard input. Relative paths are relative to the manifest's directory, or to the
     current directory for standard input, a pipe or a device."""
