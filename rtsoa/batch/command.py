@@ -14,8 +14,9 @@ def add_arguments(parser, executors):
         "--manifest",
         action="append",
         default=[],
-        help="file of jobs, one per line: a path, or a JSON object with path and optionally "
-        "job (its name), executor, inputs; repeatable",
+        metavar="FILE",
+        help="file of jobs ('-': standard input), one per line: a path, or a JSON object with "
+        "path and optionally job (its name), executor, inputs; repeatable",
     )
     parser.add_argument("--executor", default="auto", choices=executors)
     parser.add_argument(
@@ -33,9 +34,13 @@ def add_arguments(parser, executors):
         metavar="MODULE",
         help="import MODULE in every worker first (user kernels register); repeatable",
     )
-    parser.add_argument("--workers", type=int, help="worker processes (default: one per CPU)")
     parser.add_argument(
-        "--cluster", help="run on Dask: tcp://HOST:PORT of a scheduler, or local (a LocalCluster)"
+        "--workers", type=int, metavar="N", help="worker processes (default: one per CPU)"
+    )
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run on Dask: tcp://HOST:PORT of a scheduler, or local (a LocalCluster here)",
     )
     parser.add_argument("--resume", action="store_true", help="skip jobs already in OUTPUT")
     parser.add_argument(
@@ -47,7 +52,11 @@ def add_arguments(parser, executors):
         "--force", action="store_true", help="replace OUTPUT even if it is not a results file"
     )
     parser.add_argument(
-        "--timeout", type=_seconds, help="seconds per job; the worker is killed past it (local)"
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="seconds a job's run may take; its worker is then killed and replaced (local "
+        "workers; loading, preparing and compiling are not counted)",
     )
     parser.add_argument(
         "--no-hazard-check",
