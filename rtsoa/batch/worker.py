@@ -77,7 +77,7 @@ def first_compile_lock(key):
     """Hold the cache directory's compile lock while the first job of `key` loads and
     prepares in this process, unless a job of `key` completed before with the same sources (a
     no-op afterwards, and when this process already holds it). Yields whether this is the
-    first job of `key` here and marks nothing warm until it completes."""
+    first job of `key` here; `key` is marked warm only when the body completes."""
     if key in _warmed:
         yield False
         return
@@ -95,8 +95,8 @@ def first_compile_lock(key):
         try:
             yield True
             marker.touch()
+            _warmed.add(key)  # a job that failed before compiling leaves the key cold
         finally:
-            _warmed.add(key)
             _lock_depth[0] -= 1
             if _lock_depth[0] == 0:
                 handle, _lock_file[0] = _lock_file[0], None
