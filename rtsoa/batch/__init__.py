@@ -3,29 +3,40 @@ processes or a Dask cluster, one result row per job in an Arrow IPC or Parquet f
 
 `rtsoa batch` is the command line over `collect_jobs` + `run_batch`; see the README's Batch
 section. Job kinds (`JOB_KINDS`, keyed by path suffix) say how a job runs; `run_job` runs one
-where a worker runs it.
+where a worker runs it. Names are imported on first use, so that building the `rtsoa` command
+line (which imports `rtsoa.batch.command`) does not load the batch machinery.
 """
 
-from rtsoa.batch.jobs import JOB_KINDS, BatchError, Job, collect_jobs, job_kind, read_manifest
-from rtsoa.batch.results import COLUMNS, RESULT_SCHEMA, ResultsFile, read_results
-from rtsoa.batch.runner import BatchInterrupted, BatchSummary, default_workers, run_batch
-from rtsoa.batch.worker import Settings, run_job
+import importlib
 
-__all__ = [
-    "BatchError",
-    "BatchInterrupted",
-    "BatchSummary",
-    "COLUMNS",
-    "JOB_KINDS",
-    "Job",
-    "RESULT_SCHEMA",
-    "ResultsFile",
-    "Settings",
-    "collect_jobs",
-    "default_workers",
-    "job_kind",
-    "read_manifest",
-    "read_results",
-    "run_batch",
-    "run_job",
-]
+_MODULES = {
+    "BatchError": "jobs",
+    "JOB_KINDS": "jobs",
+    "Job": "jobs",
+    "collect_jobs": "jobs",
+    "job_kind": "jobs",
+    "read_manifest": "jobs",
+    "COLUMNS": "results",
+    "RESULT_SCHEMA": "results",
+    "ResultsFile": "results",
+    "read_results": "results",
+    "BatchInterrupted": "runner",
+    "BatchSummary": "runner",
+    "default_workers": "runner",
+    "run_batch": "runner",
+    "Settings": "worker",
+    "run_job": "worker",
+}
+
+__all__ = sorted(_MODULES)
+
+
+def __getattr__(name):
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rtsoa.batch' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"rtsoa.batch.{module}"), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MODULES))

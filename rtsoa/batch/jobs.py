@@ -59,8 +59,16 @@ def job_kind(suffix, description, takes_inputs=False):
     return register
 
 
+def _builtin_kinds():
+    """JOB_KINDS with rtsoa's own kinds registered (they live beside the code that runs them)."""
+    import rtsoa.batch.worker  # noqa: F401
+
+    return JOB_KINDS
+
+
 def kind_of(path):
     """The JOB_KINDS key for `path` (by suffix), or None."""
+    _builtin_kinds()
     trimmed = path.rstrip("/" + os.sep)
     for suffix in JOB_KINDS:
         if trimmed.endswith(suffix):
