@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -203,7 +204,19 @@ def test_workers_wait_for_the_first_compile_lock(tmp_path):
 
         thread = threading.Thread(target=batch)
         thread.start()
-        assert not finished.wait(3.0)  # held back by the lock
+        waiting = None  # a worker process with the lock file open: blocked in flock
+        deadline = time.monotonic() + 60
+        while waiting is None and time.monotonic() < deadline:
+            for child in psutil.Process().children(recursive=True):
+                try:
+                    files = [Path(f.path).name for f in child.open_files()]
+                except psutil.Error:
+                    continue
+                if "batch-compile.lock" in files:
+                    waiting = child
+            time.sleep(0.05)
+        assert waiting is not None
+        assert not finished.wait(1.0)  # held back by the lock
         fcntl.flock(lock, fcntl.LOCK_UN)
     thread.join(60)
     assert finished.is_set() and read_results(out).column("status").to_pylist() == ["ok"]
