@@ -1,4 +1,4 @@
-"""The `rtsoa` command line: gen, inspect, lower, run."""
+"""The `rtsoa` command line: gen, inspect, lower, run, batch."""
 
 import argparse
 import json
@@ -220,6 +220,13 @@ def _run(args):
     )
 
 
+@command("batch")
+def _batch(args):
+    from rtsoa.batch.command import run_command
+
+    return run_command(args, ["auto", *EXECUTORS])
+
+
 _DEVICE_PID = 2  # the host-side node slices are pid 1
 
 
@@ -410,6 +417,11 @@ def build_parser():
     )
     run.add_argument("--json", action="store_true", help="print a JSON object")
     run.add_argument("--no-progress", dest="progress", action="store_false")
+
+    from rtsoa.batch.command import add_arguments
+
+    batch = sub.add_parser("batch", help="run many saved graphs, one result row per job")
+    add_arguments(batch, ["auto", *EXECUTORS])
     return parser
 
 
@@ -425,7 +437,7 @@ def main(argv=None):
         parser.print_help()
         return 2
     try:
-        COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
     except BrokenPipeError:
         # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -439,7 +451,7 @@ def main(argv=None):
     except MemoryError:  # estimates refuse what cannot fit; this is the machine running short
         print(f"rtsoa {args.command}: error: out of memory", file=sys.stderr)
         return 1
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,170 @@
+"""Batch throughput: 1,000 jobs of the committed 10k-node graph (`datasets/random-10k.rtsoa`).
+
+- `LocalBatch.track_jobs_per_second` (1 and 2 local worker processes) and
+  `track_two_over_one`: jobs per second of 2 workers over 1, measured back to back in one
+  process (target >= 1.8 on 2 idle cores).
+- `LocalBatch.track_overhead_ms`: per-job overhead on a warm cache, batch wall time per job
+  (x workers) minus the executor's run time per job (target < 5 ms): loading (a worker keeps
+  a validated graph while its files stay the same), the fresh device, prepare, the loop
+  lookup, the result row, the pipe round trip and the results file.
+- `DaskBatch.track_jobs_per_second`: the same 1,000 jobs on a 2-worker Dask LocalCluster.
+
+Pools are started and warmed in setup (their first job loads the compiled code, ~1 s a
+process); the timed batch is steady state. Each batch's rows are checked: every job ok, the
+checksum the graph's `expected_checksum`. Reproduce:
+`cd asv_bench && asv run --python=same --quick -b bench_batch`, or print the figures with
+`cd asv_bench && python -m benchmarks.bench_batch`.
+"""
+
+import json
+import os
+import statistics
+import tempfile
+import time
+
+from .common import REPO_ROOT, ensure_rtsoa_importable
+
+GRAPH = REPO_ROOT / "datasets" / "random-10k.rtsoa"
+JOBS = 1000
+
+
+def _jobs(directory, count):
+    """`count` jobs of the 10k-node graph under their own names, through a manifest."""
+    from rtsoa.batch import collect_jobs
+
+    manifest = os.path.join(directory, f"jobs-{count}.txt")
+    with open(manifest, "w") as file:
+        for number in range(count):
+            file.write(json.dumps({"job": f"random-10k-{number:04d}", "path": str(GRAPH)}) + "\n")
+    return collect_jobs(manifests=[manifest])
+
+
+def _checked_batch(pool, jobs, directory):
+    """Run `jobs` on `pool`; (wall seconds, mean executor run seconds), rows checked."""
+    from rtsoa import load_graph
+    from rtsoa.batch import read_results, run_batch
+    from rtsoa.kernels.checksum import expected_checksum
+
+    out = os.path.join(directory, "results.arrow")
+    start = time.perf_counter()
+    summary = run_batch(jobs, out, pool=pool, progress=False)
+    wall = time.perf_counter() - start
+    assert summary.statuses == {"ok": len(jobs)}, summary.statuses
+    table = read_results(out)
+    assert set(table.column("checksum").to_pylist()) == {expected_checksum(load_graph(GRAPH))}
+    return wall, statistics.fmean(table.column("run_seconds").to_pylist())
+
+
+class _Pools:
+    """Warm pools and the job list, made once per benchmark class."""
+
+    def setup_pools(self, kinds):
+        ensure_rtsoa_importable()
+        from rtsoa.batch import Settings
+        from rtsoa.batch.local import LocalPool
+
+        self.directory = tempfile.mkdtemp(prefix="rtsoa-bench-batch-")
+        self.jobs = _jobs(self.directory, JOBS)
+        self.pools = {}
+        for kind, workers in kinds:
+            if kind == "local":
+                pool = LocalPool(workers, Settings())
+            else:
+                from rtsoa.batch.cluster import DaskPool
+
+                pool = DaskPool("local", workers, Settings())
+            _checked_batch(pool, self.jobs[: 4 * workers], self.directory)  # load compiled code
+            self.pools[(kind, workers)] = pool
+
+    def teardown(self, *params):
+        for pool in self.pools.values():
+            pool.close()
+
+
+class LocalBatch(_Pools):
+    number = 1
+    repeat = 1
+    timeout = 600
+
+    def setup(self):
+        self.setup_pools([("local", 1), ("local", 2)])
+
+    def _rates(self):
+        one = _checked_batch(self.pools[("local", 1)], self.jobs, self.directory)
+        two = _checked_batch(self.pools[("local", 2)], self.jobs, self.directory)
+        return one, two
+
+    def track_jobs_per_second_1_worker(self):
+        wall, _ = _checked_batch(self.pools[("local", 1)], self.jobs, self.directory)
+        return JOBS / wall
+
+    def track_jobs_per_second_2_workers(self):
+        wall, _ = _checked_batch(self.pools[("local", 2)], self.jobs, self.directory)
+        return JOBS / wall
+
+    def track_two_over_one(self):
+        (wall_one, _), (wall_two, _) = self._rates()
+        return wall_one / wall_two
+
+    def track_overhead_ms(self):
+        wall, run = _checked_batch(self.pools[("local", 1)], self.jobs, self.directory)
+        return (wall / JOBS - run) * 1e3
+
+    track_jobs_per_second_1_worker.unit = "jobs/s"
+    track_jobs_per_second_2_workers.unit = "jobs/s"
+    track_two_over_one.unit = "ratio"
+    track_overhead_ms.unit = "ms"
+
+
+class DaskBatch(_Pools):
+    number = 1
+    repeat = 1
+    timeout = 600
+
+    def setup(self):
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise NotImplementedError("dask is not installed (pip install rtsoa[dask])") from None
+        self.setup_pools([("dask", 2)])
+
+    def track_jobs_per_second(self):
+        wall, _ = _checked_batch(self.pools[("dask", 2)], self.jobs, self.directory)
+        return JOBS / wall
+
+    track_jobs_per_second.unit = "jobs/s"
+
+
+def main():
+    """Print the figures with the machine's load."""
+    local = LocalBatch()
+    local.setup()
+    try:
+        for round_number in range(2):
+            load = os.getloadavg()[0]
+            (wall_one, run_one), (wall_two, run_two) = local._rates()
+            print(
+                f"round {round_number + 1} (load {load:.1f}): 1 worker {JOBS / wall_one:7.1f} "
+                f"jobs/s, 2 workers {JOBS / wall_two:7.1f} jobs/s, ratio {wall_one / wall_two:.2f};"
+                f" per-job overhead 1 worker {(wall_one / JOBS - run_one) * 1e3:.2f} ms, "
+                f"2 workers {(2 * wall_two / JOBS - run_two) * 1e3:.2f} ms (run "
+                f"{run_one * 1e3:.3f} ms)"
+            )
+    finally:
+        local.teardown()
+    dask = DaskBatch()
+    try:
+        dask.setup()
+    except NotImplementedError as error:
+        print(error)
+        return
+    try:
+        load = os.getloadavg()[0]
+        rate = dask.track_jobs_per_second()
+        print(f"Dask LocalCluster, 2 workers (load {load:.1f}): {rate:.1f} jobs/s")
+    finally:
+        dask.teardown()
+
+
+if __name__ == "__main__":
+    main()

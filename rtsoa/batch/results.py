@@ -1,0 +1,212 @@
+"""The results file of a batch: one row per job, always a valid file.
+
+Rows are kept in memory and the whole file is rewritten atomically (written next to the target,
+then renamed over it) at most every `flush_seconds` (1 s), and at the end or on Ctrl-C: a
+reader, a killed batch or a full disk never leaves a torn file, only one that lacks the latest
+rows. The interval grows with the cost of a rewrite (at most ~2 % of the batch's time goes to
+writing). Arrow IPC file format, or Parquet when the name ends in `.parquet`; both carry the
+schema metadata `rtsoa.results`, which is how an existing file is recognised as a results
+file (replaced without asking, or resumed with `--resume`).
+"""
+
+import fcntl
+import glob
+import os
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from rtsoa.batch.jobs import BatchError
+
+RESULTS_KEY = b"rtsoa.results"
+RESULTS_VERSION = b"1"
+
+# column -> (type, meaning); the README's table of result columns is this one.
+COLUMNS = {
+    "job": (pa.string(), "job name (its path unless the manifest names it)"),
+    "graph": (pa.string(), "the graph (or model) path the job ran"),
+    "executor": (pa.string(), "executor that ran it (the option asked for if none did)"),
+    "status": (
+        pa.string(),
+        '"ok", the error type ("KernelError", ...), "crashed", "timeout", or "unsupported"',
+    ),
+    "message": (pa.string(), "the error's message, empty when ok"),
+    "wall_seconds": (pa.float64(), "the job's wall time in its worker (load, prepare, run)"),
+    "run_seconds": (pa.float64(), "the executor's run alone"),
+    "device_time_ns": (pa.float64(), "simulated device time of the run"),
+    "nodes_executed": (pa.int64(), "nodes the run executed (up to the failing one)"),
+    "peak_device_bytes": (pa.int64(), "peak allocated device bytes, all placements"),
+    "peak_reserved_bytes": (pa.int64(), "peak reserved (cached) device bytes"),
+    "hazards": (pa.int64(), "happens-before violations the device recorded"),
+    "checksum": (pa.uint64(), "the run's output checksum"),
+    "worker": (pa.string(), "host and pid (local) or address (Dask) of the worker"),
+}
+RESULT_SCHEMA = pa.schema(
+    [pa.field(name, kind) for name, (kind, _) in COLUMNS.items()],
+    metadata={RESULTS_KEY: RESULTS_VERSION},
+)
+
+
+def is_parquet(path):
+    return str(path).endswith(".parquet")
+
+
+def read_results(path):
+    """The results table at `path` (BatchError if it is not an rtsoa batch results file)."""
+    try:
+        if is_parquet(path):
+            table = pq.read_table(path)
+        else:
+            with pa.memory_map(str(path), "r") as source:
+                table = pa.ipc.open_file(source).read_all()
+    except (pa.ArrowException, OSError, ValueError) as error:
+        raise BatchError(f"{path} is not an rtsoa batch results file ({error})") from None
+    metadata = table.schema.metadata or {}
+    if metadata.get(RESULTS_KEY) != RESULTS_VERSION or not table.schema.equals(
+        RESULT_SCHEMA, check_metadata=False
+    ):
+        raise BatchError(f"{path} is not an rtsoa batch results file (other columns)")
+    return table.replace_schema_metadata(RESULT_SCHEMA.metadata)
+
+
+class ResultsFile:
+    """Where a batch's rows go. `done` holds the job names already recorded (resume; with
+    `retry_failed` only those whose status is "ok")."""
+
+    def __init__(self, path, resume=False, force=False, flush_seconds=1.0, retry_failed=False):
+        self.path = os.fspath(path)
+        self.flush_seconds = flush_seconds
+        self._batches = []  # record batches already in the file or flushed
+        self._pending = []  # rows added, not yet in a record batch
+        self._dirty = False  # rows added since the last rewrite
+        self.done = set()
+        self._check_target(resume, force, retry_failed)
+        self._last_flush = time.monotonic()
+        self._write_cost = 0.0
+
+    def _check_target(self, resume, force, retry_failed):
+        path = self.path
+        if os.path.basename(path.rstrip("/")) in ("", ".", ".."):
+            raise BatchError(f"-o {path!r}: name a results file like results.arrow")
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise BatchError(f"-o {path}: directory {directory} does not exist")
+        from rtsoa.graph.io import is_graph_directory
+
+        if is_graph_directory(directory):
+            raise BatchError(
+                f"-o {path} is inside the graph directory {directory}; write the "
+                "results elsewhere (a save of that graph would delete them)"
+            )
+        self._lock()
+        self._remove_leftovers()
+        if not os.path.lexists(path):
+            return
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise BatchError(f"-o {path} is a directory; name a results file")
+        if resume:
+            table = read_results(path)
+            if retry_failed:  # their rows go at the next rewrite, replaced by the new ones
+                table = table.filter(pc.equal(table.column("status"), "ok"))
+            self._batches = table.to_batches()
+            self.done = set(table.column("job").to_pylist())
+            return
+        if os.path.islink(path) or not os.path.isfile(path):
+            what = "a symbolic link" if os.path.islink(path) else "not a regular file"
+        else:
+            try:
+                read_results(path)
+                return  # a results file: replaced, like `gen -o` replaces a graph
+            except BatchError:
+                what = "not an rtsoa batch results file"
+        if not force:
+            raise BatchError(
+                f"-o {path} exists and is {what}; refusing to replace it (--force replaces "
+                "it, --resume continues a results file)"
+            )
+
+    def _lock(self):
+        """One batch writes a results file at a time (their rewrites would drop each other's
+        rows): an exclusive flock on `.NAME.lock` next to it, held while this object lives."""
+        directory, name = os.path.split(os.path.abspath(self.path))
+        self._lock_file = open(os.path.join(directory, f".{name}.lock"), "a+b")  # noqa: SIM115
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise BatchError(f"-o {self.path}: another rtsoa batch is writing it") from None
+
+    def close(self):
+        """Release the results file's lock (after the last flush)."""
+        if getattr(self, "_lock_file", None) is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def _staging(self):
+        directory, name = os.path.split(os.path.abspath(self.path))
+        return os.path.join(directory, f".{name}.partial-{os.getpid()}")
+
+    def _remove_leftovers(self):
+        """Staging files of batches that died while writing (their pid is gone)."""
+        directory, name = os.path.split(os.path.abspath(self.path))
+        for leftover in glob.glob(
+            os.path.join(glob.escape(directory), f".{glob.escape(name)}.partial-*")
+        ):
+            pid = leftover.rsplit("-", 1)[1]
+            if pid.isdigit() and not _alive(int(pid)):
+                os.unlink(leftover)
+
+    def add(self, row):
+        """Record one job's row; the file is rewritten when the flush interval has passed."""
+        self._pending.append(row)
+        self._dirty = True
+        self.done.add(row["job"])
+        interval = max(self.flush_seconds, 50 * self._write_cost)
+        if time.monotonic() - self._last_flush >= interval:
+            self.flush()
+
+    def table(self):
+        """Every row so far (file and added) as one table."""
+        if self._pending:
+            self._batches.append(pa.RecordBatch.from_pylist(self._pending, schema=RESULT_SCHEMA))
+            self._pending = []
+        return pa.Table.from_batches(self._batches, schema=RESULT_SCHEMA)
+
+    def flush(self, if_changed=False):
+        """Rewrite the file atomically with every row so far (with `if_changed`: only if rows
+        were added since the last rewrite; a batch that records nothing writes nothing)."""
+        if if_changed and not self._dirty:
+            return
+        start = time.monotonic()
+        table = self.table().combine_chunks()
+        if os.path.isdir(self.path) and not os.path.islink(self.path):
+            raise BatchError(f"-o {self.path} became a directory; cannot write the results")
+        staging = self._staging()
+        try:
+            if is_parquet(self.path):
+                pq.write_table(table, staging)
+            else:
+                with pa.OSFile(staging, "wb") as sink:
+                    with pa.ipc.new_file(sink, RESULT_SCHEMA) as writer:
+                        writer.write_table(table)
+            os.replace(staging, self.path)
+        except BaseException:
+            if os.path.exists(staging):
+                os.unlink(staging)
+            raise
+        self._batches = table.to_batches()
+        self._dirty = False
+        self._last_flush = time.monotonic()
+        self._write_cost = self._last_flush - start
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,280 @@
+"""Running one job where a worker runs it (a local worker process or a Dask worker): the
+job kinds' run functions, the per-process graph cache and the first-compile lock.
+
+`run_job(job, settings)` never raises for a failing job: it returns the job's result row with
+`status` "ok", or the error's type name and its message. Only the death of the process (a
+crash in a user kernel, an out-of-memory kill) loses the row; the pool records that itself.
+
+First compile. A fresh worker with a warm disk cache loads machine code and compiles nothing.
+With a cold cache the first worker to reach a kind of job compiles it while holding an
+exclusive `flock` on `<cache dir>/batch-compile.lock`; the others wait for the lock and then
+load what it wrote, so no two workers compile the same thing. The lock is taken around
+loading, preparing and compiling (never the run) of the first job of each process and the
+first job of each (executor, kernel set) in a process, and only until one such job has
+completed with the current sources: it then leaves a marker file (named by a hash of the key,
+the kernel registry with its sources and rtsoa's package stamp, and NUMBA_CACHE_DIR) and warm
+workers start in parallel without the lock.
+"""
+
+import fcntl
+import hashlib
+import importlib
+import importlib.util
+import os
+import threading
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import NamedTuple
+
+from rtsoa.batch.jobs import job_kind
+
+
+class Settings(NamedTuple):
+    """A batch's options that workers need (picklable)."""
+
+    executor: str = "auto"  # default executor of jobs that name none
+    kernels: str = "all"  # prepare_executor(kernels=...): "all" shares one dispatch
+    imports: tuple = ()  # modules imported first in each worker (user kernels register)
+    hazards: bool = True  # the device's happens-before checker
+    timeout: float | None = None  # seconds per job (local pool: the worker is killed)
+
+
+def import_modules(names):
+    """Import each module once per process (user kernel modules register their kernels)."""
+    for name in names:
+        importlib.import_module(name)
+
+
+# ---- the first-compile lock ------------------------------------------------------------------
+_warmed = set()  # keys whose first job this process has run
+_lock_guard = threading.RLock()  # threads of one process (Dask worker threads)
+_lock_depth = [0]
+_lock_file = [None]
+
+
+def _cache_directory():
+    from rtsoa.kernels.dispatch import cache_dir
+
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _warm_marker(key):
+    """The file saying `key`'s first job completed with these sources, this registry and this
+    Numba cache: a process that finds it loads the caches without taking the lock."""
+    from rtsoa.kernels import REGISTRY
+    from rtsoa.kernels.dispatch import registry_hash
+
+    text = f"{key!r} {registry_hash(REGISTRY)} {os.environ.get('NUMBA_CACHE_DIR', '')}"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    return _cache_directory() / f"batch-warm-{digest}"
+
+
+@contextmanager
+def first_compile_lock(key):
+    """Hold the cache directory's compile lock while the first job of `key` loads and
+    prepares in this process, unless a job of `key` completed before with the same sources (a
+    no-op afterwards, and when this process already holds it). Yields whether this is the
+    first job of `key` here; `key` is marked warm only when the body completes."""
+    if key in _warmed:
+        yield False
+        return
+    marker = _warm_marker(key)
+    if marker.exists():
+        _warmed.add(key)
+        yield False
+        return
+    with _lock_guard:
+        if _lock_depth[0] == 0:
+            handle = open(_cache_directory() / "batch-compile.lock", "a+b")  # noqa: SIM115
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            _lock_file[0] = handle
+        _lock_depth[0] += 1
+        try:
+            yield True
+            marker.touch()
+            _warmed.add(key)  # a job that failed before compiling leaves the key cold
+        finally:
+            _lock_depth[0] -= 1
+            if _lock_depth[0] == 0:
+                handle, _lock_file[0] = _lock_file[0], None
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+
+
+# ---- the graph cache -------------------------------------------------------------------------
+_GRAPHS_KEPT = 8  # validated graphs a worker keeps mapped (most recently used)
+_graphs = OrderedDict()  # signature -> ExecuteGraph
+_graphs_guard = threading.Lock()
+
+
+def _signature(path):
+    """Identity of a saved graph's files: any save or edit changes it (None: not a directory,
+    load_graph names the problem)."""
+    try:
+        directory = os.stat(path)
+        with os.scandir(path) as entries:
+            files = sorted(
+                (entry.name, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+                for entry in entries
+                for stat in (entry.stat(),)
+            )
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    return real, directory.st_dev, directory.st_ino, directory.st_ctime_ns, tuple(files)
+
+
+def load_cached(path):
+    """`load_graph(path)`, validated once per worker while the files stay the same."""
+    from rtsoa.graph.io import load_graph
+
+    signature = _signature(path)
+    if signature is None:
+        return load_graph(path)
+    with _graphs_guard:
+        graph = _graphs.get(signature)
+        if graph is not None:
+            _graphs.move_to_end(signature)
+            return graph
+    graph = load_graph(path)
+    with _graphs_guard:
+        _graphs[signature] = graph
+        while len(_graphs) > _GRAPHS_KEPT:
+            _graphs.popitem(last=False)
+    return graph
+
+
+# ---- runs ------------------------------------------------------------------------------------
+_run_starting = [lambda: None]  # called right before a job's run (the local pool's timeout)
+
+
+def _load_machine_code(executor):
+    """Compile (or load from the disk cache) the executor's loop before its run, so the run
+    and its timeout hold no compile. Reaches into `Executor._loop` / `_arguments` (a Numba
+    dispatcher and its arguments); if they change, the run compiles as before."""
+    from numba import typeof
+
+    loop = getattr(executor, "_loop", None)
+    arguments = getattr(executor, "_arguments", None)
+    if loop is None or arguments is None or not hasattr(loop, "compile") or loop.signatures:
+        return  # compiled already: typing ~50 arguments again would cost ~1 ms a job
+    loop.compile(tuple(typeof(value) for value in (executor.runtime, *arguments, None)))
+
+
+def on_run_start(callback):
+    """Call `callback()` right before each job's executor run in this process (the local pool
+    starts a job's --timeout there: loading, preparing and compiling always end)."""
+    _run_starting[0] = callback
+
+
+# ---- job kinds -------------------------------------------------------------------------------
+@job_kind(".rtsoa", "a saved graph directory")
+def run_graph(job, settings):
+    """Load the graph (cached), prepare it on a fresh device, run its Main graph once."""
+    from rtsoa.cli import _device_summary
+    from rtsoa.device import device_for_graph
+    from rtsoa.executors import prepare_executor
+
+    fields = {}
+    executor_option = job.executor or settings.executor
+    with first_compile_lock(("process",)):
+        graph = load_cached(job.path)
+        kernel_set = None if settings.kernels == "all" else frozenset(graph.kernel_names)
+        key = (executor_option, settings.kernels, kernel_set, settings.imports)
+        with first_compile_lock(key) as first:
+            # the executor's own default device is device_for_graph(graph); a device passed in
+            # is checked field by field (~0.4 ms), so pass one only to switch hazards off
+            device = None if settings.hazards else device_for_graph(graph, hazards=False)
+            executor = prepare_executor(
+                graph, executor=executor_option, device=device, kernels=settings.kernels
+            )
+            device = executor.device
+            fields["executor"] = executor.name
+            _load_machine_code(executor)
+            if first:  # what runs after the run, compiled under the lock too (no-ops here)
+                device.synchronize()
+                device.stats()
+    # the run holds no lock: a hung kernel must not stop the other workers
+    _run_starting[0]()
+    start = time.perf_counter()
+    try:
+        result = executor.run()
+    except Exception as error:
+        fields["run_seconds"] = time.perf_counter() - start
+        fields["nodes_executed"] = getattr(error, "nodes_executed", None)
+        error.batch_fields = fields
+        raise
+    fields["run_seconds"] = time.perf_counter() - start
+    device.synchronize()
+    summary = _device_summary(device, device.host_time, 0, "default")
+    fields.update(
+        nodes_executed=result.nodes_executed,
+        checksum=result.checksum,
+        device_time_ns=summary["time_ns_per_run"],
+        peak_device_bytes=summary["peak_allocated_bytes"],
+        peak_reserved_bytes=summary["peak_reserved_bytes"],
+        hazards=summary["hazards"],
+    )
+    return fields
+
+
+LOWERING_MODULES = ("rtsoa.lowering", "rtsoa.models")
+
+
+class UnsupportedJob(Exception):
+    """A job this rtsoa cannot run yet (recorded with status "unsupported")."""
+
+
+@job_kind(".onnx", "an ONNX model", takes_inputs=True)
+def run_model(job, settings):
+    """ONNX model jobs: lowered to an execute graph, then run like a saved graph. Until the
+    lowering exists the job is recorded as unsupported."""
+    available = [name for name in LOWERING_MODULES if importlib.util.find_spec(name) is not None]
+    if not available:
+        raise UnsupportedJob(
+            "ONNX model jobs need the ONNX lowering (rtsoa.lowering), which this rtsoa does "
+            "not have yet; run a saved .rtsoa graph instead"
+        )
+    raise UnsupportedJob(
+        f"ONNX model jobs are not wired to {available[0]} yet (rtsoa/batch/worker.py run_model)"
+    )
+
+
+# ---- one job ---------------------------------------------------------------------------------
+def run_job(job, settings):
+    """The result row of `job` (see `rtsoa.batch.results.RESULT_SCHEMA`); never raises for a
+    failing job."""
+    from rtsoa.batch.jobs import JOB_KINDS
+
+    start = time.perf_counter()
+    row = {"job": job.name, "graph": job.path, "executor": job.executor or settings.executor}
+    try:
+        import_modules(settings.imports)
+        row.update(JOB_KINDS[job.kind].run(job, settings))
+        row["status"], row["message"] = "ok", ""
+    except UnsupportedJob as error:
+        row["status"], row["message"] = "unsupported", str(error)
+    except Exception as error:  # recorded, the batch goes on
+        row.update(getattr(error, "batch_fields", {}))
+        row["status"], row["message"] = type(error).__name__, _one_line(error)
+    row["wall_seconds"] = time.perf_counter() - start
+    row["worker"] = worker_name()
+    return row
+
+
+def _one_line(error):
+    text = " ".join(str(error).split())
+    return text or repr(error)
+
+
+_worker_name = [None]
+
+
+def worker_name():
+    """Who ran the job: 'HOST pid N' (the Dask worker sets its address instead)."""
+    if _worker_name[0] is None:
+        _worker_name[0] = f"{os.uname().nodename} pid {os.getpid()}"
+    return _worker_name[0]
