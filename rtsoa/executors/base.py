@@ -64,9 +64,14 @@ def default_device(graph):
     return device_for_graph(graph)
 
 
-def resolve_executor(executor, control_flow, launch_count):
-    """The executor name `auto` stands for, or `executor` itself after checking it."""
+def resolve_executor(executor, control_flow, launch_count, threads=None):
+    """The executor name `auto` stands for, or `executor` itself after checking it.
+
+    `auto` with `threads` (multi-thread on request, as in the reference) is the multithread
+    executor for graphs without control flow."""
     if executor == "auto":
+        if threads is not None and not control_flow:
+            return "multithread"
         if not control_flow:
             return "sequential"
         return "priority" if launch_count >= AUTO_PRIORITY_MIN_LAUNCHES else "topological"
@@ -76,6 +81,8 @@ def resolve_executor(executor, control_flow, launch_count):
         raise ValueError(
             f"the {executor} executor cannot run control flow; use topological or priority"
         )
+    if threads is not None and not EXECUTORS[executor].uses_threads:
+        raise ValueError(f"threads applies to the multithread executor, not to {executor}")
     return executor
 
 
@@ -137,12 +144,21 @@ class Executor(abc.ABC):
 
     name = None  # registry name
     runs_control_flow = False  # can it run switch / loop kernels?
+    uses_threads = False  # does it take `threads`?
     loop = None  # the plain Python loop function `specialise` compiles
 
     def __init__(
-        self, graph, binding, record_capacity=None, max_steps=None, device=None, kernels="used"
+        self,
+        graph,
+        binding,
+        record_capacity=None,
+        max_steps=None,
+        device=None,
+        kernels="used",
+        threads=None,
     ):
         self.graph = graph
+        self.threads = threads
         self.root = binding.root
         self.registry = binding.registry
         self.nodes = binding.nodes
@@ -249,13 +265,16 @@ class Executor(abc.ABC):
             try:
                 reset_worker(self.runtime.worker)
                 if subscriber is None:
-                    status, node, executed = self._loop(self.runtime, *self._arguments, None)
-                    return self._finish(status, node, executed)
+                    return self._finish(*self._execute(None))
                 return self._run_subscribed(subscriber)
             finally:
                 self.device.run_lock.release()
         finally:
             self._busy.release()
+
+    def _execute(self, record):
+        """Run the compiled loop once: (status, failing or last node, nodes executed)."""
+        return self._loop(self.runtime, *self._arguments, record)
 
     def record(self):
         """The step record of subscribed runs (allocated on first use, then reused)."""
@@ -269,7 +288,7 @@ class Executor(abc.ABC):
         start = time.monotonic_ns()
         for each in subscribers:
             each.on_model_start(self, start)
-        status, node, executed = self._loop(self.runtime, *self._arguments, record)
+        status, node, executed = self._execute(record)
         end = time.monotonic_ns()
         kept = min(int(executed), record.shape[0])
         self.dropped_steps = int(executed) - kept
@@ -370,6 +389,7 @@ def prepare_executor(
     max_steps=None,
     device=None,
     kernels="used",
+    threads=None,
 ):
     """Prepare `graph`'s root `root` for `executor` (auto, or a name in `EXECUTORS`).
 
@@ -382,8 +402,9 @@ def prepare_executor(
     `rtsoa.device.Device` the kernels run against (default: `default_device(graph)`).
     `kernels`: "used" compiles a dispatch holding the kernel modules the graph uses; "all" one
     holding the whole registry, which every graph then shares (one compile for a batch of
-    graphs using different kernels).
+    graphs using different kernels). `threads`: worker threads of the multithread executor
+    (`auto` with threads picks it for a graph without control flow).
     """
     binding = bind(graph, root, registry)
-    name = resolve_executor(executor, binding.control_flow, binding.launch_count)
-    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device, kernels)
+    name = resolve_executor(executor, binding.control_flow, binding.launch_count, threads)
+    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device, kernels, threads)
