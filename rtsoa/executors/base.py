@@ -70,7 +70,12 @@ def resolve_executor(executor, control_flow, launch_count, threads=None):
     `auto` with `threads` (multi-thread on request, as in the reference) is the multithread
     executor for graphs without control flow."""
     if executor == "auto":
-        if threads is not None and not control_flow:
+        if threads is not None:
+            if control_flow:
+                raise ValueError(
+                    "threads applies to the multithread executor, which cannot run control "
+                    "flow; leave threads unset for this graph"
+                )
             return "multithread"
         if not control_flow:
             return "sequential"
