@@ -22,6 +22,7 @@ from rtsoa._jit import jit_out_of_line
 from rtsoa.device import check_state
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.errors import ExecutorBusyError, KernelError
+from rtsoa.graph.relations import relations_without_edges
 from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
 from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch, specialise
@@ -150,6 +151,7 @@ class Executor(abc.ABC):
     name = None  # registry name
     runs_control_flow = False  # can it run switch / loop kernels?
     uses_threads = False  # does it take `threads`?
+    runs_relations = False  # does it honour exact Free -> Launch relations without edges?
     loop = None  # the plain Python loop function `specialise` compiles
 
     def __init__(
@@ -411,5 +413,14 @@ def prepare_executor(
     (`auto` with threads picks it for a graph without control flow).
     """
     binding = bind(graph, root, registry)
+    edgeless = relations_without_edges(graph, binding.nodes)
+    if executor == "auto" and threads is None and edgeless:
+        threads = EXECUTORS["multithread"].default_threads()  # only it honours the relations
     name = resolve_executor(executor, binding.control_flow, binding.launch_count, threads)
+    if edgeless and not EXECUTORS[name].runs_relations:
+        raise ValueError(
+            f"the graph has exact Free -> Launch relations without their Launch -> Free edges "
+            f"(the relation pass removed them); the {name} executor does not honour relations, "
+            "use the multithread executor"
+        )
     return EXECUTORS[name](graph, binding, record_capacity, max_steps, device, kernels, threads)

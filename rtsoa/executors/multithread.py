@@ -35,6 +35,7 @@ Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 
 import os
 import threading
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -73,8 +74,33 @@ OUTSTANDING = 4 * LINE  # nodes queued or running
 DEVICE_LOCK = 5 * LINE  # held around every kernel with a critical section
 QUEUE_LOCK = 6 * LINE  # + queue * LINE: the spin lock of each ready queue
 QUEUE_SIZE = QUEUE_LOCK + QUEUES * LINE  # + queue * LINE: each heap's size
-CONTROL_SIZE = QUEUE_SIZE + QUEUES * LINE
+EPOCH = QUEUE_SIZE + QUEUES * LINE  # this run's generation (kept across runs, bumped by _arm)
+PARKED = EPOCH + LINE  # Frees waiting for their related Launches' submission
+LAST_PARKED = PARKED + LINE  # the last Free parked (named by the no-progress detector)
+CONTROL_SIZE = LAST_PARKED + LINE
 SPINS_BEFORE_YIELD = 32  # empty polls before an idle worker yields its core
+# Idle polls during which nothing ran and only parked Frees were outstanding before a run is
+# declared stuck (a relation whose Launch can never run in this run, e.g. built by hand).
+NO_PROGRESS_POLLS = 20_000
+# The run made no progress: every outstanding node is a Free waiting for a Launch that cannot
+# be submitted. Reserved range, far above the codes rtsoa.kernels.status names.
+STATUS_NO_PROGRESS = 1_000_000_100
+
+
+class RelationState(NamedTuple):
+    """Exact Free -> Launch relations and their per-run generation state (sized at prepare;
+    a run bumps the epoch instead of clearing them)."""
+
+    offsets: np.ndarray  # int64[n + 1]: CSR of relation entries by Free node
+    launches: np.ndarray  # int32[entries]: the Launch of each entry
+    waiter_offsets: np.ndarray  # int64[n + 1]: CSR by Launch node of the entries naming it
+    waiter_entries: np.ndarray  # int64[entries]: entry ids
+    entry_free: np.ndarray  # int32[entries]: the Free of each entry
+    submitted: np.ndarray  # int64[n]: epoch of the Launch's last successful submission
+    armed: np.ndarray  # int64[n]: epoch in which the Free started waiting
+    cleared: np.ndarray  # int64[n]: epoch in which the Free's waits were all met
+    unmet: np.ndarray  # int64[n]: related Launches the Free still waits for (+1 while arming)
+    claimed: np.ndarray  # int64[entries]: epoch in which the entry was counted as met
 
 
 def default_threads():
@@ -109,8 +135,10 @@ def _arm(starts, template, in_degree, keys, node_queue, heaps, control):
     nodes pushed; runs before the workers start (no allocation)."""
     for i in range(template.shape[0]):
         in_degree[i] = template[i]
+    epoch = control[EPOCH] + 1
     for i in range(control.shape[0]):
         control[i] = 0
+    control[EPOCH] = epoch
     for i in range(starts.shape[0]):
         node = starts[i]
         queue = node_queue[node]
@@ -149,10 +177,12 @@ def _pop(serves, heaps, control):
 
 
 @jit_out_of_line
-def _push(node, keys, node_queue, heaps, control):
-    """Queue a ready node on its class queue; False if the queue is full (malformed graph)."""
+def _push(node, keys, node_queue, heaps, control, counted):
+    """Queue a ready node on its class queue; False if the queue is full (malformed graph).
+    `counted`: the node is already outstanding (a parked Free released by its Launches)."""
     queue = node_queue[node]
-    atomic_add(control, OUTSTANDING, 1)  # before it is visible: outstanding never dips to 0
+    if not counted:
+        atomic_add(control, OUTSTANDING, 1)  # before it is visible: never dips to 0 early
     spin_lock(control, QUEUE_LOCK + queue * LINE)
     size = control[QUEUE_SIZE + queue * LINE]
     full = size >= heaps.shape[1] - 1
@@ -162,27 +192,107 @@ def _push(node, keys, node_queue, heaps, control):
     return not full
 
 
+@jit_out_of_line
+def _meet(relations, entry, epoch):
+    """Count relation `entry` as met, once per epoch (its Free and its Launch may both see it
+    met: the compare-and-swap lets one of them count it). True for the one that counts it."""
+    old = atomic_load(relations.claimed, entry)
+    return old != epoch and atomic_cas(relations.claimed, entry, old, epoch) == old
+
+
+@jit_out_of_line
+def _park(node, relations, control, epoch):
+    """A ready Free with relations: True if every related Launch was already submitted in
+    this epoch (run it now), else it waits (parked, still outstanding) for `_submitted`."""
+    first = relations.offsets[node]
+    last = relations.offsets[node + 1]
+    atomic_store(relations.unmet, node, last - first + 1)  # +1: no one releases it while arming
+    atomic_store(relations.armed, node, epoch)
+    for entry in range(first, last):
+        launch = relations.launches[entry]
+        if atomic_load(relations.submitted, launch) == epoch and _meet(relations, entry, epoch):
+            atomic_sub(relations.unmet, node, 1)
+    atomic_add(control, PARKED, 1)
+    atomic_store(control, LAST_PARKED, node)
+    if atomic_sub(relations.unmet, node, 1) == 1:
+        atomic_sub(control, PARKED, 1)
+        return True
+    return False
+
+
+@jit_out_of_line
+def _submitted(launch, relations, keys, node_queue, heaps, control, epoch):
+    """A related Launch succeeded: advance its generation and release the parked Frees whose
+    last unmet Launch it was. False if a queue overflowed."""
+    atomic_store(relations.submitted, launch, epoch)
+    ok = True
+    for w in range(relations.waiter_offsets[launch], relations.waiter_offsets[launch + 1]):
+        entry = relations.waiter_entries[w]
+        free = relations.entry_free[entry]
+        if atomic_load(relations.armed, free) != epoch or not _meet(relations, entry, epoch):
+            continue
+        if atomic_sub(relations.unmet, free, 1) == 1:
+            atomic_store(relations.cleared, free, epoch)
+            atomic_sub(control, PARKED, 1)
+            ok = _push(free, keys, node_queue, heaps, control, True) and ok
+    return ok
+
+
 def run_multithread(
-    rt, serves, keys, node_queue, node_critical, in_degree, heaps, control, max_steps, record
+    rt,
+    serves,
+    keys,
+    node_queue,
+    node_critical,
+    in_degree,
+    heaps,
+    control,
+    relations,
+    max_steps,
+    record,
 ):
     """One worker: pop from the queues it `serves`, run, release successors, until no work is
     outstanding or the run aborted. Returns (status, node, nodes this worker ran); the run's
     status and node are in `control`."""
     targets = rt.graph.succ_targets
     node_dispatch = rt.graph.node_dispatch
+    related = relations.offsets
+    has_relations = relations.launches.shape[0] > 0
+    epoch = control[EPOCH]
     ran = 0
     idle = 0
+    stalled = 0
+    steps_seen = np.int64(-1)
     while atomic_load(control, ABORTED) == 0:
         node = _pop(serves, heaps, control)
         if node < 0:
-            if atomic_load(control, OUTSTANDING) == 0:
+            outstanding = atomic_load(control, OUTSTANDING)
+            if outstanding == 0:
                 break
+            if has_relations:  # the no-progress detector: only parked Frees, nothing runs
+                steps = atomic_load(control, STEPS)
+                if outstanding == atomic_load(control, PARKED) and steps == steps_seen:
+                    stalled += 1
+                    if stalled >= NO_PROGRESS_POLLS:
+                        abort_run(control, STATUS_NO_PROGRESS, control[LAST_PARKED])
+                        break
+                else:
+                    stalled = 0
+                steps_seen = steps
             idle += 1
             if idle >= SPINS_BEFORE_YIELD:
                 cpu_yield()
                 idle = 0
             continue
         idle = 0
+        stalled = 0
+        if (
+            has_relations
+            and related[node + 1] > related[node]
+            and atomic_load(relations.cleared, node) != epoch
+            and not _park(node, relations, control, epoch)
+        ):
+            continue  # parked: its last related Launch queues it again
         step = atomic_add(control, STEPS, 1)
         if step >= max_steps:
             abort_run(control, STATUS_STEP_LIMIT, node)
@@ -202,10 +312,14 @@ def run_multithread(
         if stop != STATUS_OK:
             abort_run(control, stop, node)
             break
+        waits = relations.waiter_offsets
+        if has_relations and waits[node + 1] > waits[node]:
+            if not _submitted(node, relations, keys, node_queue, heaps, control, epoch):
+                abort_run(control, STATUS_QUEUE_OVERFLOW, node)
         for e in range(first, last):
             target = targets[e]
             if atomic_sub(in_degree, target, 1) == 1:
-                if not _push(target, keys, node_queue, heaps, control):
+                if not _push(target, keys, node_queue, heaps, control, False):
                     abort_run(control, STATUS_QUEUE_OVERFLOW, target)
         atomic_sub(control, OUTSTANDING, 1)
     return np.int64(atomic_load(control, STATUS)), np.int64(control[NODE]), np.int64(ran)
@@ -221,7 +335,9 @@ class MultithreadExecutor(Executor):
     name = "multithread"
     runs_control_flow = False
     uses_threads = True
+    runs_relations = True
     loop = run_multithread
+    default_threads = staticmethod(default_threads)
 
     def _prepare(self):
         threads = default_threads() if self.threads is None else self.threads
@@ -261,9 +377,50 @@ class MultithreadExecutor(Executor):
             for _ in range(self.threads - 1)
         ]
         self._compiled = {}
+        relations = self._relation_state()
         shared = (read_only(classes), read_only(section), in_degree, heaps, self._control)
-        self._shared = (keys,) + shared + (np.int64(self.max_steps),)
+        self._shared = (keys,) + shared + (relations, np.int64(self.max_steps))
         return (serves[0],) + self._shared
+
+    def _relation_state(self):
+        """Relations of the root's Frees, checked (both ends in the root), with the reverse
+        CSR by Launch and zeroed generation arrays."""
+        graph = self.graph
+        n = graph.num_nodes
+        root = np.zeros(n, dtype=np.bool_)
+        root[self.nodes] = True
+        counts = np.diff(graph.relation_offsets) * root
+        frees = np.repeat(np.arange(n, dtype=np.int32), counts)
+        mask = np.repeat(root, np.diff(graph.relation_offsets))
+        launches = np.ascontiguousarray(graph.relation_targets[mask], dtype=np.int32)
+        outside = np.flatnonzero(~root[launches])
+        if outside.shape[0]:
+            free = int(frees[outside[0]])
+            raise GraphFormatError(
+                f"Free node {free} is related to Launch node {int(launches[outside[0]])}, "
+                "which is not in the graph being run (relations must not cross owner graphs)",
+                "relations",
+                "launch",
+                row=free,
+            )
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        entries = launches.shape[0]
+        order = np.argsort(launches, kind="stable").astype(np.int64)
+        waiter_offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(launches, minlength=n), out=waiter_offsets[1:])
+        return RelationState(
+            offsets=read_only(offsets),
+            launches=read_only(launches),
+            waiter_offsets=read_only(waiter_offsets),
+            waiter_entries=read_only(order),
+            entry_free=read_only(frees),
+            submitted=np.zeros(n, dtype=np.int64),
+            armed=np.zeros(n, dtype=np.int64),
+            cleared=np.zeros(n, dtype=np.int64),
+            unmet=np.zeros(n, dtype=np.int64),
+            claimed=np.zeros(max(entries, 1), dtype=np.int64),
+        )
 
     def _checksum(self):
         sums = np.array([int(rt.worker.checksum[0]) for rt in self._runtimes], dtype=np.uint64)
