@@ -220,7 +220,7 @@ def test_workers_by_class_and_critical_sections_exclusive(threads):
         ran = np.array([rt.worker.scratch[1:4] for rt in executor._runtimes])
         memory, launch, normal = ran[:, 0], ran[:, 1], ran[:, 2]
         assert memory[1] == counts[0] and memory.sum() == counts[0]  # the one MEMORY worker
-        launch_worker = 2 if threads > 2 else 0  # two threads: the NORMAL worker runs launches
+        launch_worker = 2 if threads > 2 else 1  # two threads: one device worker
         assert launch[launch_worker] == counts[1] and launch.sum() == counts[1]
         assert normal[1] == 0 and normal.sum() == counts[2]
         if threads > 2:

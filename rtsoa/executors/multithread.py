@@ -6,7 +6,9 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   same nogil njit loop (`run_multithread`, compiled against the generated dispatch like every
   loop). Worker 0 is NORMAL, worker 1 is the one MEMORY worker, worker 2 the LAUNCH worker when
   there are more than two threads, the rest NORMAL. With two threads there is no LAUNCH worker
-  (as in the reference): launch-class nodes go to the NORMAL worker.
+  (as in the reference) and the MEMORY worker also serves the LAUNCH queue: memory and launch
+  kernels all hold the device lock anyway (below), so one device worker never contends for
+  it, and the NORMAL worker stays free for host work (shape inference, tiling).
 - Classes. A node's class is its kernel's critical section when it has one ("memory" ->
   MEMORY, "launch" -> LAUNCH), else its kernel's registered worker class. Each class has one
   ready queue: a binary min-heap on (priority, node id) guarded by a spin lock on an int64
@@ -18,12 +20,17 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   concurrently with each other. This is stricter than the reference (one lock per section
   key), because here both sections write the same allocator / stream / hazard state.
 - Readiness. In-degrees are copied from the template at the start of a run; a finished node
-  decrements its successors with `atomic_sub`, and the worker that takes one to zero pushes it.
+  decrements its successors with `atomic_sub`, and the worker that takes one to zero pushes it,
+  except the first one of a class this worker serves, which it runs next itself without a
+  queue round trip (the reference's speculative successor chains; the rest are released in
+  priority order through the queues).
 - Termination. `outstanding` counts nodes queued or running: a push adds one before the node
   becomes visible, a finished node subtracts one after pushing its successors, so it reaches
   zero only when no work is left, and every worker then returns. Every queue has a worker
   serving it, so while work is outstanding some worker can take it: no run waits forever
-  unless a kernel does. A step limit (the node count: each node runs at most once) applies.
+  unless a kernel does. A step limit applies per worker (the node count: each node runs at
+  most once; a shared step counter is kept only for subscribed runs, whose record rows it
+  numbers, and for graphs with relations, whose no-progress detector watches it).
 - Errors. The first non-zero status (failure or end-of-sequence) wins a compare-and-swap on
   the abort flag and is kept with its node; every worker stops at its next pop; the executor
   reports it like the single-thread ones (KernelError, or an end-of-sequence result).
@@ -118,7 +125,7 @@ def queues_served(threads):
         serves[2, :] = False
         serves[2, WorkerClass.LAUNCH] = True
     else:
-        serves[0, WorkerClass.LAUNCH] = True
+        serves[1, WorkerClass.LAUNCH] = True
     return serves
 
 
@@ -263,8 +270,10 @@ def run_multithread(
     idle = 0
     stalled = 0
     steps_seen = np.int64(-1)
+    node = np.int64(-1)  # the successor this worker continues with, or -1: pop one
     while atomic_load(control, ABORTED) == 0:
-        node = _pop(serves, heaps, control)
+        if node < 0:
+            node = _pop(serves, heaps, control)
         if node < 0:
             outstanding = atomic_load(control, OUTSTANDING)
             if outstanding == 0:
@@ -292,11 +301,14 @@ def run_multithread(
             and atomic_load(relations.cleared, node) != epoch
             and not _park(node, relations, control, epoch)
         ):
+            node = np.int64(-1)
             continue  # parked: its last related Launch queues it again
-        step = atomic_add(control, STEPS, 1)
-        if step >= max_steps:
+        if ran >= max_steps:
             abort_run(control, STATUS_STEP_LIMIT, node)
             break
+        step = ran
+        if record is not None or has_relations:
+            step = atomic_add(control, STEPS, 1)
         if record is not None:
             start = monotonic_ns()
         critical = node_critical[node]
@@ -316,12 +328,19 @@ def run_multithread(
         if has_relations and waits[node + 1] > waits[node]:
             if not _submitted(node, relations, keys, node_queue, heaps, control, epoch):
                 abort_run(control, STATUS_QUEUE_OVERFLOW, node)
+        node = np.int64(-1)
         for e in range(first, last):
             target = targets[e]
-            if atomic_sub(in_degree, target, 1) == 1:
-                if not _push(target, keys, node_queue, heaps, control, False):
-                    abort_run(control, STATUS_QUEUE_OVERFLOW, target)
-        atomic_sub(control, OUTSTANDING, 1)
+            if atomic_sub(in_degree, target, 1) != 1:
+                continue
+            queued = np.int64(target)
+            if serves[node_queue[target]] and (node < 0 or keys[target] < keys[node]):
+                queued = node  # the best ready successor this worker serves runs next, here
+                node = np.int64(target)
+            if queued >= 0 and not _push(queued, keys, node_queue, heaps, control, False):
+                abort_run(control, STATUS_QUEUE_OVERFLOW, queued)
+        if node < 0:  # a node run next inherits the finished one's outstanding count
+            atomic_sub(control, OUTSTANDING, 1)
     return np.int64(atomic_load(control, STATUS)), np.int64(control[NODE]), np.int64(ran)
 
 
