@@ -23,7 +23,10 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   decrements its successors with `atomic_sub`, and the worker that takes one to zero pushes it,
   except the first one of a class this worker serves, which it runs next itself without a
   queue round trip (the reference's speculative successor chains; the rest are released in
-  priority order through the queues).
+  priority order through the queues). A node whose predecessors are all run by one worker
+  (each of their class queues served by that worker alone) has a single writer of its
+  in-degree, which is then decremented with a plain store instead of an atomic (a random DAG
+  of normal kernels on two threads: every node).
 - Termination. `outstanding` counts nodes queued or running: a push adds one before the node
   becomes visible, a finished node subtracts one after pushing its successors, so it reaches
   zero only when no work is left, and every worker then returns. Every queue has a worker
@@ -47,7 +50,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from rtsoa._jit import jit_out_of_line
+from rtsoa._jit import jit, jit_out_of_line
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.atomics import (
     atomic_add,
@@ -85,7 +88,9 @@ EPOCH = QUEUE_SIZE + QUEUES * LINE  # this run's generation (kept across runs, b
 PARKED = EPOCH + LINE  # Frees waiting for their related Launches' submission
 LAST_PARKED = PARKED + LINE  # the last Free parked (named by the no-progress detector)
 CONTROL_SIZE = LAST_PARKED + LINE
-SPINS_BEFORE_YIELD = 32  # empty polls before an idle worker yields its core
+# Empty polls before an idle worker yields its core (tens of microseconds of polling: a yield
+# on a loaded machine can cost a whole time slice, far more than the next kernel takes).
+SPINS_BEFORE_YIELD = 4096
 # Idle polls during which nothing ran and only parked Frees were outstanding before a run is
 # declared stuck (a relation whose Launch can never run in this run, e.g. built by hand).
 NO_PROGRESS_POLLS = 20_000
@@ -152,6 +157,23 @@ def _arm(starts, template, in_degree, keys, node_queue, heaps, control):
         size = control[QUEUE_SIZE + queue * LINE]
         control[QUEUE_SIZE + queue * LINE] = heap_push(heaps[queue], size, keys[node])
     control[OUTSTANDING] = starts.shape[0]
+
+
+@jit
+def _single_writer(succ_offsets, succ_targets, node_owner, nodes, plain):
+    """plain[v] = every predecessor of v is run by the same single worker (node_owner >= 0)."""
+    writer = np.full(plain.shape[0], -2, dtype=np.int64)  # -2: no predecessor seen yet
+    for i in range(nodes.shape[0]):
+        node = nodes[i]
+        owner = node_owner[node]
+        for e in range(succ_offsets[node], succ_offsets[node + 1]):
+            target = succ_targets[e]
+            if writer[target] == -2:
+                writer[target] = owner
+            elif writer[target] != owner:
+                writer[target] = -1
+    for i in range(plain.shape[0]):
+        plain[i] = writer[i] >= 0
 
 
 @jit_out_of_line
@@ -252,6 +274,7 @@ def run_multithread(
     node_queue,
     node_critical,
     in_degree,
+    plain,
     heaps,
     control,
     relations,
@@ -331,7 +354,12 @@ def run_multithread(
         node = np.int64(-1)
         for e in range(first, last):
             target = targets[e]
-            if atomic_sub(in_degree, target, 1) != 1:
+            if plain[target]:  # this worker is the only one that decrements it
+                remaining = in_degree[target] - 1
+                in_degree[target] = remaining
+                if remaining != 0:
+                    continue
+            elif atomic_sub(in_degree, target, 1) != 1:
                 continue
             queued = np.int64(target)
             if serves[node_queue[target]] and (node < 0 or keys[target] < keys[node]):
@@ -397,7 +425,15 @@ class MultithreadExecutor(Executor):
         ]
         self._compiled = {}
         relations = self._relation_state()
-        shared = (read_only(classes), read_only(section), in_degree, heaps, self._control)
+        owner = np.full(QUEUES, -1, dtype=np.int64)
+        for queue in range(QUEUES):
+            workers = np.flatnonzero(serves[:, queue])
+            owner[queue] = workers[0] if workers.shape[0] == 1 else -1
+        plain = np.zeros(n, dtype=np.bool_)
+        nodes = np.ascontiguousarray(self.nodes, dtype=np.int32)
+        _single_writer(graph.succ_offsets, graph.succ_targets, owner[classes], nodes, plain)
+        shared = (read_only(classes), read_only(section), in_degree, read_only(plain), heaps)
+        shared += (self._control,)
         self._shared = (keys,) + shared + (relations, np.int64(self.max_steps))
         return (serves[0],) + self._shared
 
@@ -459,15 +495,8 @@ class MultithreadExecutor(Executor):
         self._compile(record)
         for rt in self._runtimes[1:]:
             reset_worker(rt.worker)
-        _arm(
-            self._starts,
-            self._template,
-            self._shared[3],
-            self._shared[0],
-            self._shared[1],
-            self._shared[4],
-            self._control,
-        )
+        keys, node_queue, _, in_degree, _, heaps, control = self._shared[:7]
+        _arm(self._starts, self._template, in_degree, keys, node_queue, heaps, control)
         results = [None] * self.threads
         errors = []
 
