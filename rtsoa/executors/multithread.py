@@ -87,13 +87,17 @@ QUEUE_SIZE = QUEUE_LOCK + QUEUES * LINE  # + queue * LINE: each heap's size
 EPOCH = QUEUE_SIZE + QUEUES * LINE  # this run's generation (kept across runs, bumped by _arm)
 PARKED = EPOCH + LINE  # Frees waiting for their related Launches' submission
 LAST_PARKED = PARKED + LINE  # the last Free parked (named by the no-progress detector)
-CONTROL_SIZE = LAST_PARKED + LINE
+# 1 once outstanding reached 0: written once per run, so idle workers poll it instead of
+# OUTSTANDING, whose cache line would otherwise bounce between the busy and the idle cores
+DONE = LAST_PARKED + LINE
+CONTROL_SIZE = DONE + LINE
 # Empty polls before an idle worker yields its core (tens of microseconds of polling: a yield
 # on a loaded machine can cost a whole time slice, far more than the next kernel takes).
 SPINS_BEFORE_YIELD = 4096
-# Idle polls during which nothing ran and only parked Frees were outstanding before a run is
-# declared stuck (a relation whose Launch can never run in this run, e.g. built by hand).
-NO_PROGRESS_POLLS = 20_000
+# Checks (one per SPINS_BEFORE_YIELD idle polls) in a row that saw nothing run and only parked
+# Frees outstanding before a run is declared stuck (a relation whose Launch can never run in
+# this run, e.g. one built by hand against the edges).
+NO_PROGRESS_POLLS = 200
 # The run made no progress: every outstanding node is a Free waiting for a Launch that cannot
 # be submitted. Reserved range, far above the codes rtsoa.kernels.status names.
 STATUS_NO_PROGRESS = 1_000_000_100
@@ -151,6 +155,8 @@ def _arm(starts, template, in_degree, keys, node_queue, heaps, control):
     for i in range(control.shape[0]):
         control[i] = 0
     control[EPOCH] = epoch
+    if starts.shape[0] == 0:
+        control[DONE] = 1
     for i in range(starts.shape[0]):
         node = starts[i]
         queue = node_queue[node]
@@ -298,10 +304,10 @@ def run_multithread(
         if node < 0:
             node = _pop(serves, heaps, control)
         if node < 0:
-            outstanding = atomic_load(control, OUTSTANDING)
-            if outstanding == 0:
+            if atomic_load(control, DONE) != 0:
                 break
-            if has_relations:  # the no-progress detector: only parked Frees, nothing runs
+            if has_relations and idle == 0:  # no-progress detector: only parked Frees
+                outstanding = atomic_load(control, OUTSTANDING)
                 steps = atomic_load(control, STEPS)
                 if outstanding == atomic_load(control, PARKED) and steps == steps_seen:
                     stalled += 1
@@ -367,8 +373,8 @@ def run_multithread(
                 node = np.int64(target)
             if queued >= 0 and not _push(queued, keys, node_queue, heaps, control, False):
                 abort_run(control, STATUS_QUEUE_OVERFLOW, queued)
-        if node < 0:  # a node run next inherits the finished one's outstanding count
-            atomic_sub(control, OUTSTANDING, 1)
+        if node < 0 and atomic_sub(control, OUTSTANDING, 1) == 1:
+            atomic_store(control, DONE, 1)  # the last outstanding node: the run is over
     return np.int64(atomic_load(control, STATUS)), np.int64(control[NODE]), np.int64(ran)
 
 
