@@ -7,14 +7,17 @@ Each function is a Numba `@intrinsic` that emits one LLVM atomic instruction on 
 - `atomic_cas(a, i, expected, new)`: `cmpxchg`, returns the old value (equal to `expected`
   exactly when the swap happened);
 - `atomic_load(a, i)` / `atomic_store(a, i, v)`: `load atomic` / `store atomic`;
+  `atomic_store_release(a, i, v)`: a release store (a lock's release, a counter only its
+  lock holder writes);
 - `spin_lock(a, i)` / `spin_unlock(a, i)`: a test-and-test-and-set lock on an int64 element
   (0 free, 1 held) built from the above, yielding the CPU while it waits;
 - `cpu_yield()`: `sched_yield(2)`, so a waiting thread gives its core to one with work (this
   machine has fewer cores than a run may have workers).
 
-Every operation is sequentially consistent, so the plain loads and stores between a lock's
-acquire and release (or before an `atomic_sub` that releases a successor, and after the pop that
-runs it) are ordered as in the C++ memory model: a release publishes them, an acquire sees them.
+Every operation but `atomic_store_release` is sequentially consistent, so the plain loads and
+stores between a lock's acquire and release (or before an `atomic_sub` that releases a
+successor, and after the pop that runs it) are ordered as in the C++ memory model: a release
+publishes them, an acquire sees them.
 Supported element types: int32 and int64, on writable C arrays (1-D or more, indexed by one
 flat int). Python threads calling `@njit(nogil=True)` functions that use them run in parallel.
 """
@@ -114,20 +117,35 @@ def atomic_load(typingctx, array, index):
     return signature, codegen
 
 
-@intrinsic
-def atomic_store(typingctx, array, index, value):
-    """array[index] = value, written atomically (sequentially consistent)."""
-    _check_array(array, "atomic_store")
-    signature = types.void(array, index, value)
+def _store(ordering, name, doc):
+    @intrinsic
+    def store(typingctx, array, index, value):
+        _check_array(array, name)
+        signature = types.void(array, index, value)
 
-    def codegen(context, builder, sig, args):
-        pointer = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
-        dtype = sig.args[0].dtype
-        operand = context.cast(builder, args[2], sig.args[2], dtype)
-        builder.store_atomic(operand, pointer, _ORDER, dtype.bitwidth // 8)
-        return context.get_dummy_value()
+        def codegen(context, builder, sig, args):
+            pointer = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            dtype = sig.args[0].dtype
+            operand = context.cast(builder, args[2], sig.args[2], dtype)
+            builder.store_atomic(operand, pointer, ordering, dtype.bitwidth // 8)
+            return context.get_dummy_value()
 
-    return signature, codegen
+        return signature, codegen
+
+    store.__name__ = name
+    store.__doc__ = doc
+    return store
+
+
+atomic_store = _store(
+    _ORDER, "atomic_store", "array[index] = value, written atomically (sequentially consistent)."
+)
+# A release store: the writes before it are visible to whoever reads it with an acquire (or
+# stronger) load. What a lock's release and a single-writer counter need; on x86 a plain move,
+# where a sequentially consistent store is a locked exchange.
+atomic_store_release = _store(
+    "release", "atomic_store_release", "array[index] = value, written with release ordering."
+)
 
 
 @intrinsic
@@ -161,5 +179,5 @@ def spin_lock(array, index):
 
 @jit_inline_ir
 def spin_unlock(array, index):
-    """Release the lock array[index]."""
-    atomic_store(array, index, 0)
+    """Release the lock array[index] (a release store)."""
+    atomic_store_release(array, index, 0)

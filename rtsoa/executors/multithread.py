@@ -57,6 +57,7 @@ from rtsoa.executors.atomics import (
     atomic_cas,
     atomic_load,
     atomic_store,
+    atomic_store_release,
     atomic_sub,
     cpu_yield,
     spin_lock,
@@ -203,7 +204,7 @@ def _pop(serves, heaps, control):
         node = np.int64(-1)
         if size > 0:
             key, size = heap_pop(heaps[queue], size)
-            atomic_store(control, QUEUE_SIZE + queue * LINE, size)
+            atomic_store_release(control, QUEUE_SIZE + queue * LINE, size)
             node = key & TIE_MASK
         spin_unlock(control, QUEUE_LOCK + queue * LINE)
         if node >= 0:
@@ -222,7 +223,8 @@ def _push(node, keys, node_queue, heaps, control, counted):
     size = control[QUEUE_SIZE + queue * LINE]
     full = size >= heaps.shape[1] - 1
     if not full:
-        atomic_store(control, QUEUE_SIZE + queue * LINE, heap_push(heaps[queue], size, keys[node]))
+        size = heap_push(heaps[queue], size, keys[node])
+        atomic_store_release(control, QUEUE_SIZE + queue * LINE, size)
     spin_unlock(control, QUEUE_LOCK + queue * LINE)
     return not full
 
