@@ -55,6 +55,9 @@ def python_graph_passes():
             yield
 
 
+# The loops that run alone in one thread; the multithread loop is a protocol between workers
+# (atomics, several threads), checked compiled in tests/test_multithread.py.
+SINGLE_THREAD = tuple(name for name, cls in EXECUTORS.items() if not cls.uses_threads)
 KERNELS = {info.name: info.function for info in REGISTRY.entries()}
 KERNELS["NotifyAttr"] = ABI_REGISTRY["NotifyAttr"].function
 CONTROL_FLOW = {info.name: info.control_flow for info in REGISTRY.entries()}
@@ -92,7 +95,7 @@ class Run:
         self.checksum = int(rt.worker.checksum[0])
 
 
-def check_against_reference(builder, names=tuple(EXECUTORS)):
+def check_against_reference(builder, names=SINGLE_THREAD):
     """Each loop runs the reference's order for its policy, with its checksum."""
     graph = builder.finalize()
     for name in names:
@@ -146,7 +149,7 @@ def _chain(kernels, options=None):
     return builder
 
 
-@pytest.mark.parametrize("name", list(EXECUTORS))
+@pytest.mark.parametrize("name", SINGLE_THREAD)
 def test_an_empty_main_runs_nothing(name):
     """Nodes only in Init and DeInit. Catches: priority_order taking the priority path for an
     empty root (priority.min() of nothing raises)."""
@@ -171,7 +174,7 @@ def test_sequential_refuses_a_cycle():
         Run(builder.finalize(), "sequential")
 
 
-@pytest.mark.parametrize("name", list(EXECUTORS))
+@pytest.mark.parametrize("name", SINGLE_THREAD)
 def test_failure_and_end_of_sequence_stop_the_run(name):
     # a negative status fails too (caught mutant: `status != STATUS_OK` -> `> STATUS_OK`)
     for status in (9, -3):

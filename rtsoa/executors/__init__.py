@@ -4,11 +4,16 @@ from rtsoa.executors import prepare_executor
 ex = prepare_executor(graph, executor="auto")   # or a name in EXECUTORS
 result = ex.run()                                # RunResult, or raises KernelError
 
-One file per executor (sequential, topological, priority), each holding its preparation and
-its loop; `base.py` holds what they share.
+One file per executor (sequential, topological, priority, multithread), each holding its
+preparation and its loop; `base.py` holds what they share.
 """
 
-from rtsoa.executors import priority, sequential, topological  # noqa: F401  (register them)
+from rtsoa.executors import (  # noqa: F401  (register them)
+    multithread,
+    priority,
+    sequential,
+    topological,
+)
 from rtsoa.executors.base import (
     AUTO_PRIORITY_MIN_LAUNCHES,
     DEFAULT_MAX_STEPS,

@@ -22,6 +22,7 @@ from rtsoa._jit import jit_out_of_line
 from rtsoa.device import check_state
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.errors import ExecutorBusyError, KernelError
+from rtsoa.graph.relations import relations_without_edges
 from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
 from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch, specialise
@@ -64,9 +65,19 @@ def default_device(graph):
     return device_for_graph(graph)
 
 
-def resolve_executor(executor, control_flow, launch_count):
-    """The executor name `auto` stands for, or `executor` itself after checking it."""
+def resolve_executor(executor, control_flow, launch_count, threads=None):
+    """The executor name `auto` stands for, or `executor` itself after checking it.
+
+    `auto` with `threads` (multi-thread on request, as in the reference) is the multithread
+    executor for graphs without control flow."""
     if executor == "auto":
+        if threads is not None:
+            if control_flow:
+                raise ValueError(
+                    "threads applies to the multithread executor, which cannot run control "
+                    "flow; leave threads unset for this graph"
+                )
+            return "multithread"
         if not control_flow:
             return "sequential"
         return "priority" if launch_count >= AUTO_PRIORITY_MIN_LAUNCHES else "topological"
@@ -76,6 +87,8 @@ def resolve_executor(executor, control_flow, launch_count):
         raise ValueError(
             f"the {executor} executor cannot run control flow; use topological or priority"
         )
+    if threads is not None and not EXECUTORS[executor].uses_threads:
+        raise ValueError(f"threads applies to the multithread executor, not to {executor}")
     return executor
 
 
@@ -173,6 +186,8 @@ class Executor(abc.ABC):
     # does the loop map kernels' reserved statuses itself (`steps.kernel_stop`)? If not, every
     # status it returns must be a kernel's, and `_obeyed` maps it after the loop
     loop_maps_reserved = True
+    uses_threads = False  # does it take `threads`?
+    runs_relations = False  # does it honour exact Free -> Launch relations without edges?
     loop = None  # the plain Python loop function `specialise` compiles
 
     def __init__(
@@ -184,8 +199,10 @@ class Executor(abc.ABC):
         device=None,
         kernels="used",
         values=None,
+        threads=None,
     ):
         self.graph = graph
+        self.threads = threads
         self.root = binding.root
         self.registry = binding.registry
         self.nodes = binding.nodes
@@ -320,13 +337,16 @@ class Executor(abc.ABC):
             try:
                 reset_worker(self.runtime.worker)
                 if subscriber is None:
-                    status, node, executed = self._loop(self.runtime, *self._arguments, None)
-                    return self._finish(status, node, executed)
+                    return self._finish(*self._execute(None))
                 return self._run_subscribed(subscriber)
             finally:
                 self.device.run_lock.release()
         finally:
             self._busy.release()
+
+    def _execute(self, record):
+        """Run the compiled loop once: (status, failing or last node, nodes executed)."""
+        return self._loop(self.runtime, *self._arguments, record)
 
     def record(self):
         """The step record of subscribed runs (allocated on first use, then reused)."""
@@ -340,7 +360,7 @@ class Executor(abc.ABC):
         start = time.monotonic_ns()
         for each in subscribers:
             each.on_model_start(self, start)
-        status, node, executed = self._loop(self.runtime, *self._arguments, record)
+        status, node, executed = self._execute(record)
         status = self._obeyed(status, node)
         end = time.monotonic_ns()
         kept = min(int(executed), record.shape[0])
@@ -443,6 +463,7 @@ def prepare_executor(
     device=None,
     kernels="used",
     values=None,
+    threads=None,
 ):
     """Prepare `graph`'s root `root` for `executor` (auto, or a name in `EXECUTORS`).
 
@@ -458,8 +479,20 @@ def prepare_executor(
     graph then shares (one compile for a batch of graphs using different kernels). `values`:
     the `ValueState` to run on (default: fresh slots); the executors of one model's Init, Main
     and DeInit share one, so Main reads the weights Init uploaded
-    (`rtsoa.kernels.runtime.new_values`).
+    (`rtsoa.kernels.runtime.new_values`). `threads`: worker threads of the multithread
+    executor (`auto` with threads picks it for a graph without control flow).
     """
     binding = bind(graph, root, registry)
-    name = resolve_executor(executor, binding.control_flow, binding.launch_count)
-    return EXECUTORS[name](graph, binding, record_capacity, max_steps, device, kernels, values)
+    edgeless = relations_without_edges(graph, binding.nodes)
+    if executor == "auto" and threads is None and edgeless:
+        threads = EXECUTORS["multithread"].default_threads()  # only it honours the relations
+    name = resolve_executor(executor, binding.control_flow, binding.launch_count, threads)
+    if edgeless and not EXECUTORS[name].runs_relations:
+        raise ValueError(
+            f"the graph has exact Free -> Launch relations without their Launch -> Free edges "
+            f"(the relation pass removed them); the {name} executor does not honour relations, "
+            "use the multithread executor"
+        )
+    return EXECUTORS[name](
+        graph, binding, record_capacity, max_steps, device, kernels, values, threads
+    )

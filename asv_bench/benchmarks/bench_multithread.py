@@ -1,0 +1,187 @@
+"""The multithread executor (2 threads) against the sequential executor and the C baselines.
+
+- `RandomDag.track_*`: ns/node on the 100k-node / 1M-edge random DAG with the checksum
+  kernels (the `random` workload of `common.py`): multithread with 2 threads, the sequential
+  executor, the C sequential and C topological (Kahn, FIFO) baselines, and the ratios, from
+  runs interleaved in one process (median of `REPEATS`). Issue target: <= 60 ns/node.
+- `BusyWork.track_*`: a lowered-like graph (the `lowered` generator's structure: per op shape
+  inference -> Alloc -> Launch -> Free, fan-in 2 from the previous 64 ops) whose shape
+  inference and launch kernels each do ~5 us of host work first (`BusyInferShape`,
+  `BusyLaunch`: LCG rounds, then the real InferShape / LaunchKernel). Speed-up of multithread
+  with 2 threads over the sequential executor. Issue target: >= 1.7x on this 2-core machine.
+
+Every setup warms the JIT and asserts that each executor runs every node with the checksum
+NumPy computes independently (`expected_checksum`). Print the README table with
+`cd asv_bench && python -m benchmarks.bench_multithread`.
+"""
+
+import statistics
+import time
+
+import numpy as np
+
+from .common import _import as import_rtsoa
+from .common import (
+    as_uint64,
+    build_workloads,
+    checksum_kernel_ids,
+    load_workload,
+    prepare_c,
+    reference_checksum,
+)
+
+REPEATS = 11
+THREADS = 2
+BUSY_NANOSECONDS = 5_000
+BUSY_OPS = 2_000  # ops of the busy-work graph (4 nodes each)
+
+
+def _interleaved(runs, repeats=REPEATS):
+    """Median seconds of each callable in `runs`, run in turn `repeats` times."""
+    times = [[] for _ in runs]
+    clock = time.perf_counter
+    for _ in range(repeats):
+        for index, run in enumerate(runs):
+            start = clock()
+            run()
+            times[index].append(clock() - start)
+    return [statistics.median(each) for each in times]
+
+
+class RandomDag:
+    """ns/node on the random DAG: multithread (2 threads), sequential, C baselines."""
+
+    timeout = 900
+
+    def setup_cache(self):
+        return build_workloads()["random"]
+
+    def setup(self, path):
+        executors = import_rtsoa("rtsoa.executors")
+        graph = load_workload(path)
+        self.nodes = graph.num_nodes
+        expected = reference_checksum(checksum_kernel_ids(graph))
+        self.multithread = executors.prepare_executor(graph, "multithread", threads=THREADS)
+        self.sequential = executors.prepare_executor(graph, "sequential")
+        self.c_sequential = prepare_c(graph, "sequential")
+        self.c_topological = prepare_c(graph, "topological")
+        for executor in (self.multithread, self.sequential):
+            for _ in range(2):
+                result = executor.run()
+                assert result.nodes_executed == self.nodes, (executor.name, result)
+                assert as_uint64(result.checksum) == expected, executor.name
+        for baseline in (self.c_sequential, self.c_topological):
+            assert baseline.run() == (self.nodes, expected)
+        self.seconds = None
+
+    def _measure(self):
+        if self.seconds is None:
+            runs = (
+                self.multithread.run,
+                self.sequential.run,
+                self.c_sequential.run,
+                self.c_topological.run,
+            )
+            self.seconds = _interleaved(runs)
+        return self.seconds
+
+    def _ns(self, index):
+        return self._measure()[index] * 1e9 / self.nodes
+
+    def track_multithread_ns_per_node(self, path):
+        return self._ns(0)
+
+    def track_sequential_ns_per_node(self, path):
+        return self._ns(1)
+
+    def track_c_sequential_ns_per_node(self, path):
+        return self._ns(2)
+
+    def track_c_topological_ns_per_node(self, path):
+        return self._ns(3)
+
+    def track_ratio_to_c_topological(self, path):
+        seconds = self._measure()
+        return seconds[0] / seconds[3]
+
+    def track_ratio_to_sequential(self, path):
+        seconds = self._measure()
+        return seconds[0] / seconds[1]
+
+    track_multithread_ns_per_node.unit = "ns/node"
+    track_sequential_ns_per_node.unit = "ns/node"
+    track_c_sequential_ns_per_node.unit = "ns/node"
+    track_c_topological_ns_per_node.unit = "ns/node"
+
+
+class BusyWork:
+    """Speed-up of multithread (2 threads) over sequential on ~5 us kernels."""
+
+    timeout = 1800
+
+    def setup(self):
+        from .multithread_workloads import busy_lowered_graph
+
+        executors = import_rtsoa("rtsoa.executors")
+        graph, registry, expected = busy_lowered_graph(BUSY_OPS, BUSY_NANOSECONDS)
+        self.nodes = graph.num_nodes
+        self.multithread = executors.prepare_executor(
+            graph, "multithread", threads=THREADS, registry=registry
+        )
+        self.sequential = executors.prepare_executor(graph, "sequential", registry=registry)
+        for executor in (self.multithread, self.sequential):
+            for _ in range(2):
+                result = executor.run()
+                assert result.nodes_executed == self.nodes, (executor.name, result)
+                assert as_uint64(result.checksum) == expected, executor.name
+            assert executor.device.hazard_count == 0, executor.name
+        self.seconds = None
+
+    def _measure(self):
+        if self.seconds is None:
+            self.seconds = _interleaved((self.multithread.run, self.sequential.run), repeats=7)
+        return self.seconds
+
+    def track_speedup_over_sequential(self):
+        multithread, sequential = self._measure()
+        return sequential / multithread
+
+    def track_multithread_us_per_op(self):
+        return self._measure()[0] * 1e6 / (self.nodes / 4)
+
+    def track_sequential_us_per_op(self):
+        return self._measure()[1] * 1e6 / (self.nodes / 4)
+
+    track_speedup_over_sequential.unit = "x"
+    track_multithread_us_per_op.unit = "us/op"
+    track_sequential_us_per_op.unit = "us/op"
+
+
+def main():
+    """Print the figures the README quotes."""
+    import os
+
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    bench = RandomDag()
+    bench.setup(bench.setup_cache())
+    names = ("multithread (2 threads)", "sequential", "C sequential", "C topological")
+    for index, name in enumerate(names):
+        print(f"random 100k  {name:24} {bench._ns(index):8.1f} ns/node")
+    to_c = bench.track_ratio_to_c_topological(None)
+    print(f"random 100k  multithread / C topological {to_c:.2f}")
+    print(f"random 100k  multithread / sequential    {bench.track_ratio_to_sequential(None):.2f}")
+    busy = BusyWork()
+    busy.setup()
+    print(
+        f"busy lowered {busy.track_multithread_us_per_op():.2f} us/op multithread, "
+        f"{busy.track_sequential_us_per_op():.2f} us/op sequential, "
+        f"speed-up {busy.track_speedup_over_sequential():.2f}x"
+    )
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+if __name__ == "__main__":
+    np.seterr(over="ignore")
+    main()

@@ -1,0 +1,69 @@
+"""Kernels for the multithread executor's tests: they record which worker ran them and race
+on a shared value slot inside critical sections (a lost update would show a data race)."""
+
+import numpy as np
+
+from rtsoa._jit import jit_inline_ir
+from rtsoa.kernels import KernelRegistry, attribute, builtin, input_value, kernel
+
+MT_REGISTRY = KernelRegistry()
+for _name, _function in (("Checksum0", builtin.checksum0), ("Fail", builtin.fail)):
+    MT_REGISTRY.register(_name, _function)
+
+# WorkerState.scratch words the kernels count into (per thread, never shared)
+SCRATCH_MEMORY = 1
+SCRATCH_LAUNCH = 2
+SCRATCH_NORMAL = 3
+_LCG_A = np.uint64(6364136223846793005)
+_LCG_C = np.uint64(1442695040888963407)
+
+
+@jit_inline_ir
+def _slow_increment(rt, node, scratch):
+    """slots[input 0] += 1 with attrs[0] LCG rounds between the read and the write: two
+    threads inside at once lose an update with high probability."""
+    value = input_value(rt, node, 0)
+    before = rt.values.slots[value]
+    x = np.uint64(node)
+    for _ in range(attribute(rt, node, 0)):
+        x = x * _LCG_A + _LCG_C
+    rt.worker.scratch[0] ^= np.int64(x & np.uint64(0xFFFF))
+    rt.values.slots[value] = before + 1
+    rt.worker.scratch[scratch] += 1
+    return np.int32(0)
+
+
+_REQUIRES = {"inputs": 1, "attributes": 1}
+
+
+@kernel(
+    "MemoryCount",
+    worker="memory",
+    critical_section="memory",
+    requires=_REQUIRES,
+    registry=MT_REGISTRY,
+)
+def memory_count(rt, node):
+    return _slow_increment(rt, node, SCRATCH_MEMORY)
+
+
+@kernel(
+    "LaunchCount",
+    worker="launch",
+    critical_section="launch",
+    requires=_REQUIRES,
+    registry=MT_REGISTRY,
+)
+def launch_count(rt, node):
+    return _slow_increment(rt, node, SCRATCH_LAUNCH)
+
+
+@kernel("NormalCount", requires={"attributes": 1}, registry=MT_REGISTRY)
+def normal_count(rt, node):
+    """Busy for attrs[0] rounds, counted in the worker's scratch (no shared write)."""
+    x = np.uint64(node)
+    for _ in range(attribute(rt, node, 0)):
+        x = x * _LCG_A + _LCG_C
+    rt.worker.scratch[0] ^= np.int64(x & np.uint64(0xFFFF))
+    rt.worker.scratch[SCRATCH_NORMAL] += 1
+    return np.int32(0)
