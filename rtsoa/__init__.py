@@ -3,16 +3,26 @@
 from rtsoa.errors import GraphFormatError, RtsoaError, UnknownKernelError
 from rtsoa.executors import KernelError, Profiler, RunResult, Subscriber, Tracer, prepare_executor
 from rtsoa.graph.builder import GraphBuilder, float_bits
-from rtsoa.graph.graph import ExecuteGraph, GraphMeta, is_dynamic
+from rtsoa.graph.graph import ExecuteGraph, GraphMeta
 from rtsoa.graph.io import load_graph, save_graph
 from rtsoa.graph.schema import FORMAT_VERSION, DType, GraphKind, Placement, ValueKind, WorkerClass
 from rtsoa.graph.validate import validate_graph
 from rtsoa.kernels import REGISTRY, kernel
+from rtsoa.runtime import (
+    Execution,
+    ModelExecutor,
+    ModelStateError,
+    Session,
+    StreamExecutor,
+    is_dynamic,
+    load_executor,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DType",
+    "Execution",
     "ExecuteGraph",
     "FORMAT_VERSION",
     "GraphBuilder",
@@ -20,9 +30,13 @@ __all__ = [
     "GraphKind",
     "GraphMeta",
     "KernelError",
+    "ModelExecutor",
+    "ModelStateError",
     "Profiler",
     "REGISTRY",
     "RunResult",
+    "Session",
+    "StreamExecutor",
     "Subscriber",
     "Tracer",
     "kernel",
@@ -34,6 +48,7 @@ __all__ = [
     "WorkerClass",
     "float_bits",
     "is_dynamic",
+    "load_executor",
     "load_graph",
     "save_graph",
     "validate_graph",
