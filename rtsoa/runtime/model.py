@@ -20,6 +20,7 @@ computes eagerly), but the API contract is the real one: outputs are valid after
 Calls on one executor are serialised (one run at a time, in call order, as on one stream).
 """
 
+import math
 import os
 import threading
 
@@ -164,6 +165,7 @@ class ModelExecutor:
         self._input_names = [entry[0] for entry in self.inputs]
         self._output_names = [entry[0] for entry in self.outputs]
         self._main = None
+        self._staging = []
         self._lock = threading.Lock()  # one run at a time, in call order
         self._subscribers = []
         self.values = None
@@ -218,12 +220,13 @@ class ModelExecutor:
                         allocator.release(indices)
                 self.streams = self.events = self.notifies = ()
                 raise
-            if self.allocator is None:
-                from rtsoa.device.allocators import allocator_for
-
-                self._memory = allocator_for(device, "hbm", self.streams[0])
-            else:
-                self._memory = self.allocator
+            self._staging = [None] * len(self.inputs)
+            if self.allocator is None:  # staging blocks at the inputs' smallest sizes
+                with self.home.lock:
+                    for index, (name, _b, _s, dtype, dims) in enumerate(self.inputs):
+                        static = [d for d in dims or () if isinstance(d, int)]
+                        nbytes = math.prod(static) * _numpy(dtype).itemsize
+                        self._input_block(index, name, nbytes, [])
             self.state = "loaded"
         return self
 
@@ -235,6 +238,10 @@ class ModelExecutor:
                 raise ModelStateError(f"unload() on a model that is {self.state}")
             with self.home.lock:
                 self.device.synchronize()
+                for staged in self._staging:
+                    if staged is not None:
+                        self.device.free(staged[0], self.streams[0])
+                self._staging = [None] * len(self.inputs)
             stream_alloc, event_alloc, notify_alloc = self._allocators
             stream_alloc.release(self.streams)
             event_alloc.release(self.events)
@@ -317,19 +324,10 @@ class ModelExecutor:
         arrays = []
         for name, _block, _shape, dtype, dims in self.inputs:
             array = np.asarray(inputs[name])
-            expected = _numpy(dtype)
-            if array.dtype != expected:
-                raise ModelInputError(
-                    f"input {name!r} has dtype {array.dtype}, the model takes {expected}"
-                )
             if array.ndim > MAX_RANK:
                 raise ModelInputError(f"input {name!r} has rank {array.ndim} > {MAX_RANK}")
+            _check_dtype_rank("input", "takes", name, array, _numpy(dtype), dims)
             if dims is not None:
-                if array.ndim != len(dims):
-                    raise ModelInputError(
-                        f"input {name!r} has rank {array.ndim}, the model takes {len(dims)} "
-                        f"(shape {_show(dims)})"
-                    )
                 for axis, (size, want) in enumerate(zip(array.shape, dims, strict=True)):
                     if isinstance(want, int) and size != want:
                         raise ModelInputError(
@@ -371,16 +369,8 @@ class ModelExecutor:
                 )
             if not buffer.flags.writeable:
                 raise ModelInputError(f"output {name!r} is read-only")
-            if dtype is not None and buffer.dtype != dtype:
-                raise ModelInputError(
-                    f"output {name!r} has dtype {buffer.dtype}, the model produces {dtype}"
-                )
+            _check_dtype_rank("output", "produces", name, buffer, dtype, dims)
             if dims is not None:
-                if buffer.ndim != len(dims):
-                    raise ModelInputError(
-                        f"output {name!r} has rank {buffer.ndim}, the model produces "
-                        f"{len(dims)} (shape {_show(dims)})"
-                    )
                 for axis, (size, want) in enumerate(zip(buffer.shape, dims, strict=True)):
                     known = symbols.get(want, (None,))[0] if isinstance(want, str) else want
                     if known is not None and size != known:
@@ -415,6 +405,9 @@ class ModelExecutor:
         executor's device; the run starts after the work already on it and the stream waits
         for the run (None: the executor's default stream). `subscriber`: extra subscribers of
         this run, besides `subscribers`."""
+        return self._execute(inputs, outputs, stream, subscriber, sync=False)
+
+    def _execute(self, inputs, outputs, stream, subscriber, sync):
         with self._lock:
             if self.state != "loaded":
                 raise ModelStateError(
@@ -439,14 +432,19 @@ class ModelExecutor:
                 extra = list(subscriber) if isinstance(subscriber, list | tuple) else [subscriber]
                 subscribers = subscribers + extra
             with self.home.lock:
-                results = self._run(arrays, buffers, stream, subscribers or None)
+                results = self._run(arrays, buffers, stream, subscribers or None, not sync)
+                if sync:  # execute_sync: wait for the run's streams (no completion events)
+                    for own in self.streams:
+                        device.synchronize(own)
             self.iterations += 1
+            if sync:
+                return results
             done = self.events[: self.stream_count]
             return Execution(
                 self, results, done, self.streams[0] if stream is None else stream, self.iterations
             )
 
-    def _run(self, arrays, buffers, stream, subscribers):
+    def _run(self, arrays, buffers, stream, subscribers, record):
         device = self.device
         own = self.streams[0]
         join = stream is not None and stream not in self.streams
@@ -454,21 +452,14 @@ class ModelExecutor:
             device.record_event(self.events[-1], stream)
             for model_stream in self.streams:
                 device.wait_event(model_stream, self.events[-1])
-        memory = self._memory
         slots = self.values.slots
         shapes = self.values.shapes
-        handles = []
+        handles = []  # blocks of an external memory allocator, freed after the run
         try:
-            for (name, block, shape, dtype, _dims), array in zip(self.inputs, arrays, strict=True):
+            for index, array in enumerate(arrays):
+                name, block, shape, dtype, _dims = self.inputs[index]
                 nbytes = array.nbytes
-                handle = memory.alloc(max(nbytes, 1))
-                handles.append(handle)
-                view = memory.view(handle)
-                if view.shape[0] < nbytes:
-                    raise ModelResourceError(
-                        f"the memory allocator gave input {name!r} {view.shape[0]} bytes, "
-                        f"{nbytes} needed"
-                    )
+                handle, view = self._input_block(index, name, nbytes, handles)
                 view[:nbytes].view(array.dtype).reshape(array.shape)[...] = array
                 slots[block] = handle
                 slots[shape] = nbytes
@@ -477,18 +468,44 @@ class ModelExecutor:
                 row[SHAPE_DTYPE] = int(dtype)
                 row[SHAPE_DIMS : SHAPE_DIMS + MAX_RANK] = 0
                 row[SHAPE_DIMS : SHAPE_DIMS + array.ndim] = array.shape
-            if self.allocator is not None:
+            if handles:
                 self._check_handles(handles)
             self._main.run(subscriber=subscribers)
             results = self._collect(buffers, own)
         finally:
             for handle in handles:
-                memory.free(handle)
-        for model_stream, event in zip(self.streams, self.events, strict=False):
-            device.record_event(event, model_stream)
-            if join:  # the caller's stream waits for the run
-                device.wait_event(stream, event)
+                self.allocator.free(handle)
+        if record or join:
+            for model_stream, event in zip(self.streams, self.events, strict=False):
+                device.record_event(event, model_stream)
+                if join:  # the caller's stream waits for the run
+                    device.wait_event(stream, event)
         return results
+
+    def _input_block(self, index, name, nbytes, handles):
+        """(handle, uint8 view) of a block of at least `nbytes` for input `index`. Built-in
+        memory: the executor's staging block of that input, kept across runs and replaced by a
+        larger one when needed (written in stream order: the copy of a run's inputs happens
+        when the run is enqueued, after the previous run on the stream). External allocator:
+        a fresh block, freed after the run."""
+        if self.allocator is None:
+            staged = self._staging[index]
+            if staged is not None and staged[1].shape[0] >= nbytes:
+                return staged
+            if staged is not None:
+                self.device.free(staged[0], self.streams[0])
+                self._staging[index] = None
+            handle = self.device.malloc(max(nbytes, 1), "hbm", self.streams[0])
+            self._staging[index] = (handle, self.device.view(handle))
+            return self._staging[index]
+        handle = self.allocator.alloc(max(nbytes, 1))
+        handles.append(handle)
+        view = self.allocator.view(handle)
+        if view.shape[0] < nbytes:
+            raise ModelResourceError(
+                f"the memory allocator gave input {name!r} {view.shape[0]} bytes, {nbytes} needed"
+            )
+        return handle, view
 
     def _check_handles(self, handles):
         from rtsoa.device.errors import InvalidBlock
@@ -514,7 +531,7 @@ class ModelExecutor:
             dims = tuple(int(d) for d in shapes[shape, SHAPE_DIMS : SHAPE_DIMS + rank])
             dtype = _numpy(int(shapes[shape, SHAPE_DTYPE]))
             handle = int(slots[block])
-            nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+            nbytes = math.prod(dims) * dtype.itemsize
             data = device.view(handle)[:nbytes].view(dtype).reshape(dims)
             buffer = buffers.get(name)
             if buffer is None:
@@ -535,13 +552,25 @@ class ModelExecutor:
 
     def execute_sync(self, inputs, outputs=None, subscriber=None):
         """execute() on the default stream, then wait; returns {output name: array}."""
-        return self.execute(inputs, outputs, None, subscriber).result()
+        return self._execute(inputs, outputs, None, subscriber, sync=True)
 
     def synchronize(self):
         """Wait for every run of this executor (its streams)."""
         with self.home.lock:
             for stream in self.streams:
                 self.device.synchronize(stream)
+
+
+def _check_dtype_rank(what, verb, name, array, dtype, dims):
+    """ModelInputError naming the input / output when `array`'s dtype or rank is not the
+    model's (`dtype` / `dims` None: unknown, not checked)."""
+    if dtype is not None and array.dtype != dtype:
+        raise ModelInputError(f"{what} {name!r} has dtype {array.dtype}, the model {verb} {dtype}")
+    if dims is not None and array.ndim != len(dims):
+        raise ModelInputError(
+            f"{what} {name!r} has rank {array.ndim}, the model {verb} {len(dims)} "
+            f"(shape {_show(dims)})"
+        )
 
 
 def _overlap(a, b):
@@ -578,9 +607,20 @@ def graph_of(source):
         from rtsoa.graph.io import load_graph
 
         return load_graph(source)
+    import onnx
+    from google.protobuf.message import DecodeError
+
     from rtsoa.lowering import lower
 
-    return lower(source)
+    if not isinstance(source, str | os.PathLike | bytes | bytearray | onnx.ModelProto):
+        raise ModelInputError(
+            "a model is an ExecuteGraph, a saved .rtsoa directory or an ONNX model (path, bytes, "
+            f"ModelProto), got {type(source).__name__}"
+        )
+    try:
+        return lower(bytes(source) if isinstance(source, bytearray) else source)
+    except DecodeError as error:
+        raise ModelInputError(f"not an ONNX model: {error}") from None
 
 
 def load_model(source, executor="auto", device=None, hbm_bytes=None, load=True, **options):
