@@ -247,8 +247,7 @@ class ModelExecutor:
             event_alloc.release(self.events)
             notify_alloc.release(self.notifies)
             self.home.release(deinit=self.session is None)
-            self._main = None
-            self.state = "unloaded"
+            self.state = "unloaded"  # `main` stays readable (its name, record); runs are refused
 
     def __enter__(self):
         if self.state == "created":
