@@ -8,15 +8,7 @@ from rtsoa.graph.io import load_graph, save_graph
 from rtsoa.graph.schema import FORMAT_VERSION, DType, GraphKind, Placement, ValueKind, WorkerClass
 from rtsoa.graph.validate import validate_graph
 from rtsoa.kernels import REGISTRY, kernel
-from rtsoa.runtime import (
-    Execution,
-    ModelExecutor,
-    ModelStateError,
-    Session,
-    StreamExecutor,
-    is_dynamic,
-    load_executor,
-)
+from rtsoa.runtime.api import is_dynamic, load_executor
 
 __version__ = "0.1.0"
 
@@ -53,3 +45,11 @@ __all__ = [
     "save_graph",
     "validate_graph",
 ]
+
+
+def __getattr__(name):  # the model API's classes, imported on first use (see rtsoa.runtime)
+    if name in ("Execution", "ModelExecutor", "ModelStateError", "Session", "StreamExecutor"):
+        import rtsoa.runtime
+
+        return getattr(rtsoa.runtime, name)
+    raise AttributeError(f"module 'rtsoa' has no attribute {name!r}")

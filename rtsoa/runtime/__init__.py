@@ -1,20 +1,29 @@
-"""The model-level API: load_executor / ModelExecutor / StreamExecutor / Session."""
+"""The model-level API: load_executor / ModelExecutor / StreamExecutor / Session.
+
+Names are imported on first use: `import rtsoa` must not import the model kernels (it would
+register them in the package's kernel registry for every user of plain graphs)."""
+
+import importlib
 
 from rtsoa.runtime.api import is_dynamic, load_executor
-from rtsoa.runtime.model import Execution, ModelExecutor, ModelStateError, load_model
-from rtsoa.runtime.resources import IndexPool, ModelResourceError
-from rtsoa.runtime.session import Session
-from rtsoa.runtime.streams import StreamExecutor
 
-__all__ = [
-    "Execution",
-    "IndexPool",
-    "ModelExecutor",
-    "ModelResourceError",
-    "ModelStateError",
-    "Session",
-    "StreamExecutor",
-    "is_dynamic",
-    "load_executor",
-    "load_model",
-]
+_LAZY = {
+    "Execution": "rtsoa.runtime.model",
+    "ModelExecutor": "rtsoa.runtime.model",
+    "ModelStateError": "rtsoa.runtime.model",
+    "load_model": "rtsoa.runtime.model",
+    "IndexPool": "rtsoa.runtime.resources",
+    "ModelResourceError": "rtsoa.runtime.resources",
+    "Session": "rtsoa.runtime.session",
+    "SessionStateError": "rtsoa.runtime.session",
+    "StreamExecutor": "rtsoa.runtime.streams",
+}
+
+__all__ = ["is_dynamic", "load_executor", *_LAZY]
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rtsoa.runtime' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
