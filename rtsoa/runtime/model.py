@@ -1,37 +1,40 @@
 """ModelExecutor: a lowered model on a simulated device, with the reference's lifecycle.
 
-    with rtsoa.load_model("model.onnx") as model:      # lowers, prepares, runs Init
+    with rtsoa.load_executor("model.onnx") as model:   # lowers, prepares, runs Init
         outputs = model.execute_sync({"x": x})          # {name: numpy array}
+        run = model.execute({"x": x}, stream=1)         # enqueued behind stream 1's work
+        outputs = run.result()                          # waits for it (device clock)
 
-`load()` runs Init once (weights uploaded to the device) and prepares Main; `execute_sync`
-checks the inputs against the model (count, names, dtypes, ranks, static and symbolic dims),
-copies them to device blocks, runs Main, copies the outputs back and frees their blocks;
-`unload()` runs DeInit. Calling out of order raises `ModelStateError`. One execute at a time
-(an executor's run state serves one run; a second thread gets ExecutorBusyError).
+`load()` runs Init once per device (weights uploaded; see session.py for sharing) and prepares
+Main on the executor's own stream(s) and value state; `unload()` releases them and runs DeInit
+when the weights' last user goes. Calling out of order raises `ModelStateError`.
+
+What "asynchronous" means on the simulated device: kernels compute their results on the host
+when they are launched, and the device's clocks model when the work would finish. `execute`
+does all the host work at the call (inputs copied to device blocks, Main run, outputs copied
+out) and returns an `Execution` whose device work is still pending on the device timeline:
+`stream`'s clock has advanced, the host clock has not. `Execution.wait()` (or `result()`, or
+`ModelExecutor.synchronize()`) advances the host clock to the run's completion, as a real
+stream synchronisation would block. The arrays hold their values at return (the simulation
+computes eagerly), but the API contract is the real one: outputs are valid after the wait.
+Calls on one executor are serialised (one run at a time, in call order, as on one stream).
 """
 
+import math
 import os
+import threading
 
 import numpy as np
 
 from rtsoa.errors import ModelInputError, RtsoaError
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
-from rtsoa.kernels.runtime import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model, new_values
+from rtsoa.kernels.runtime import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
+from rtsoa.runtime import resources
+from rtsoa.runtime.resources import ModelResourceError
+from rtsoa.runtime.session import DEFAULT_HBM_BYTES, MODEL_KERNELS, ModelHome, model_device
 
-DEFAULT_HBM_BYTES = 1 << 30
-# Every kernel a lowered model runs: Init, Main and DeInit (and every model) share one compiled
-# dispatch and loop over these.
-MODEL_KERNELS = (
-    "AllocMemory",
-    "ConstTensor",
-    "FreeMemory",
-    "OpInferShape",
-    "OpLaunch",
-    "RecordEvent",
-    "StreamWaitEvent",
-    "UploadConstant",
-)
+__all__ = ["DEFAULT_HBM_BYTES", "MODEL_KERNELS", "ModelExecutor", "ModelStateError"]
 
 
 class ModelStateError(RtsoaError, RuntimeError):
@@ -45,21 +48,98 @@ def _numpy(dtype):
     return _NUMPY[int(dtype)]
 
 
-class ModelExecutor:
-    """A lowered model (ExecuteGraph with named inputs and outputs) on a device."""
+class Execution:
+    """An enqueued run: its outputs are valid after `wait()` (see the module docstring)."""
 
-    def __init__(self, graph, executor="auto", device=None, hbm_bytes=None):
+    def __init__(self, model, outputs, events, stream, iteration):
+        self.model = model
+        self.stream = stream
+        self.iteration = iteration
+        self._outputs = outputs
+        self._events = events
+
+    def done(self):
+        """Has the run completed at the device's current host time?"""
+        with self.model.home.lock:
+            return all(self.model.device.event_query(event) for event in self._events)
+
+    def wait(self):
+        """Block (advance the host clock) until the run has completed on the device. The
+        events are reused by the executor's next run, so waiting on an older run waits for the
+        newer one too (never less than needed)."""
+        with self.model.home.lock:
+            for event in self._events:
+                self.model.device.event_synchronize(event)
+        return self
+
+    def result(self):
+        """wait(), then the outputs {name: array}."""
+        self.wait()
+        return self._outputs
+
+
+class ModelExecutor:
+    """A lowered model (ExecuteGraph with named inputs and outputs) on a device.
+
+    `device` / `hbm_bytes`: the device of a private home (default: one sized for the graph);
+    `session`: place the executor in a `Session` instead (weights shared, see session.py).
+    `allocator`: a `rtsoa.device.allocators.Allocator` for the input blocks (its handles must be
+    blocks of this executor's device: the compiled kernels read device blocks only);
+    `stream_allocator`, `event_allocator`, `notify_allocator`: external allocators, all or none
+    (see resources.py).
+    """
+
+    def __init__(
+        self,
+        graph,
+        executor="auto",
+        device=None,
+        hbm_bytes=None,
+        *,
+        session=None,
+        allocator=None,
+        stream_allocator=None,
+        event_allocator=None,
+        notify_allocator=None,
+    ):
         if not is_model(graph):
             raise ModelInputError(
                 f"graph {graph.meta.name!r} is not a lowered model (it runs no op kernels); "
                 "run it with rtsoa.prepare_executor"
             )
-        from rtsoa.device import device_for_graph
-
+        external = resources.check_all_or_none(stream_allocator, event_allocator, notify_allocator)
+        if session is not None and device is not None:
+            raise ModelResourceError("give a device or a session, not both")
         self.graph = graph
         self.executor_name = executor
-        self.device = device or device_for_graph(graph, hbm_bytes=hbm_bytes or DEFAULT_HBM_BYTES)
-        self.values = new_values(graph.num_values, shapes=True)
+        self.session = session
+        if session is not None:
+            self.home = session.home_for(graph)
+        else:
+            self.home = ModelHome(graph, device or model_device(graph, hbm_bytes))
+        self.device = self.home.device
+        if allocator is not None:
+            from rtsoa.device.allocators import Allocator
+
+            if not isinstance(allocator, Allocator):
+                raise ModelResourceError(
+                    "allocator must be a rtsoa.device.allocators.Allocator, got "
+                    f"{type(allocator).__name__}"
+                )
+        self.allocator = allocator
+        if external:
+            self._allocators = (stream_allocator, event_allocator, notify_allocator)
+        else:
+            self._allocators = (self.home.streams, self.home.events, self.home.notifies)
+        self.stream_count = max(int(graph.meta.stream_count), 1)
+        self.event_count = max(int(graph.meta.event_count), 0)
+        # the simulated device has no notify objects: a model declaring some cannot load here
+        self.notify_count = int(graph.meta.notify_count)
+        if self.notify_count:
+            raise ModelResourceError(
+                f"graph {graph.meta.name!r} declares {self.notify_count} notify object(s); the "
+                "simulated device has none"
+            )
         description = graph.io_description()
         self.inputs = []  # (name, block value, shape value, DType, dims)
         for name, block, dtype, dims in description["inputs"]:
@@ -74,40 +154,100 @@ class ModelExecutor:
             if dtype not in NUMPY_DTYPES:
                 raise ModelInputError(f"graph input {name!r} has no element type")
             self.inputs.append((name, block, shape, DType(dtype), dims))
-        self.outputs = []  # (name, block value, shape value)
-        for name, block, _dtype, _dims in description["outputs"]:
+        self.outputs = []  # (name, block value, shape value, numpy dtype or None, dims)
+        for name, block, dtype, dims in description["outputs"]:
             producer = int(graph.value_producer[block])
             if producer < 0 or graph.kernel_name(producer) != "AllocMemory":
                 raise ModelInputError(f"graph output {name!r} is not laid out as lowering does")
             shape = int(graph.inputs(producer)[0])
-            self.outputs.append((name, block, shape))
-        self._executors = None
+            kind = _numpy(dtype) if dtype in NUMPY_DTYPES else None
+            self.outputs.append((name, block, shape, kind, dims))
+        self._input_names = [entry[0] for entry in self.inputs]
+        self._output_names = [entry[0] for entry in self.outputs]
+        self._main = None
+        self._staging = []
+        self._lock = threading.Lock()  # one run at a time, in call order
+        self._subscribers = []
+        self.values = None
+        self.streams = ()  # device streams Main runs on (streams[0]: the default stream)
+        self.events = ()  # device events: one per stream (completion), one to join a caller
+        self.notifies = ()
         self.state = "created"
         self.iterations = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self):
-        """Run Init (weights to the device) and prepare Main and DeInit."""
+        """Take streams and events, reference (or upload, once per device) the weights, and
+        prepare Main on this executor's streams and value state."""
         from rtsoa.executors import prepare_executor
 
-        if self.state != "created":
-            raise ModelStateError(f"load() on a model that is {self.state}")
-        prepare = {"device": self.device, "values": self.values, "kernels": MODEL_KERNELS}
-        init = prepare_executor(self.graph, "sequential", root=GraphKind.INIT, **prepare)
-        main = prepare_executor(self.graph, self.executor_name, root=GraphKind.MAIN, **prepare)
-        deinit = prepare_executor(self.graph, "sequential", root=GraphKind.DEINIT, **prepare)
-        init.run()
-        self.device.synchronize()  # weights are on the device before any stream reads them
-        self._executors = (init, main, deinit)
-        self.state = "loaded"
+        with self._lock:
+            if self.state != "created":
+                raise ModelStateError(f"load() on a model that is {self.state}")
+            stream_alloc, event_alloc, notify_alloc = self._allocators
+            device = self.device
+            taken = []
+            try:
+                self.streams = resources.acquire(
+                    stream_alloc, "stream", self.stream_count, device.num_streams
+                )
+                taken.append((stream_alloc, self.streams))
+                self.events = resources.acquire(
+                    event_alloc, "event", self.stream_count + 1, device.num_events
+                )
+                taken.append((event_alloc, self.events))
+                self.notifies = resources.acquire(notify_alloc, "notify", self.notify_count, 1)
+                taken.append((notify_alloc, self.notifies))
+                graph = self.graph
+                if list(self.streams) != list(range(self.stream_count)):
+                    mapping = np.asarray(self.streams, dtype=graph.node_stream.dtype)
+                    graph = graph._replace(node_stream=mapping[graph.node_stream])
+                self.values = self.home.acquire()
+                taken.append((None, None))
+                self._main = prepare_executor(
+                    graph,
+                    self.executor_name,
+                    root=GraphKind.MAIN,
+                    device=device,
+                    values=self.values,
+                    kernels=MODEL_KERNELS,
+                )
+            except BaseException:
+                for allocator, indices in reversed(taken):
+                    if allocator is None:
+                        self.home.release(deinit=self.session is None)
+                    else:
+                        allocator.release(indices)
+                self.streams = self.events = self.notifies = ()
+                raise
+            self._staging = [None] * len(self.inputs)
+            if self.allocator is None:  # staging blocks at the inputs' smallest sizes
+                with self.home.lock:
+                    for index, (name, _b, _s, dtype, dims) in enumerate(self.inputs):
+                        static = [d for d in dims or () if isinstance(d, int)]
+                        nbytes = math.prod(static) * _numpy(dtype).itemsize
+                        self._input_block(index, name, nbytes, [])
+            self.state = "loaded"
         return self
 
     def unload(self):
-        """Run DeInit (weights released); the model cannot execute afterwards."""
-        if self.state != "loaded":
-            raise ModelStateError(f"unload() on a model that is {self.state}")
-        self._executors[2].run()
-        self.state = "unloaded"
+        """Release streams, events and this executor's values; DeInit runs when the weights'
+        last user goes (a session's weights live until the session closes)."""
+        with self._lock:
+            if self.state != "loaded":
+                raise ModelStateError(f"unload() on a model that is {self.state}")
+            with self.home.lock:
+                self.device.synchronize()
+                for staged in self._staging:
+                    if staged is not None:
+                        self.device.free(staged[0], self.streams[0])
+                self._staging = [None] * len(self.inputs)
+            stream_alloc, event_alloc, notify_alloc = self._allocators
+            stream_alloc.release(self.streams)
+            event_alloc.release(self.events)
+            notify_alloc.release(self.notifies)
+            self.home.release(deinit=self.session is None)
+            self.state = "unloaded"  # `main` stays readable (its name, record); runs are refused
 
     def __enter__(self):
         if self.state == "created":
@@ -122,37 +262,71 @@ class ModelExecutor:
     @property
     def main(self):
         """The Main graph's executor."""
-        return self._executors[1] if self._executors else None
+        return self._main
 
-    # -- execution ---------------------------------------------------------------------------
+    # -- queries -----------------------------------------------------------------------------
+    def describe(self):
+        """The model description: stream / event / notify counts, inputs and outputs with
+        dtypes and (symbolic) shapes ("batch" for a symbol, None for an unknown dim)."""
+
+        def entry(name, dtype, dims):
+            return {
+                "name": name,
+                "dtype": None if dtype is None else str(np.dtype(dtype)),
+                "shape": None if dims is None else list(dims),
+            }
+
+        return {
+            "name": self.graph.meta.name,
+            "stream_count": self.stream_count,
+            "event_count": self.event_count,
+            "notify_count": self.notify_count,
+            "inputs": [entry(n, _numpy(t), d) for n, _b, _s, t, d in self.inputs],
+            "outputs": [entry(n, t, d) for n, _b, _s, t, d in self.outputs],
+            "is_dynamic": _dims_dynamic(self),
+        }
+
+    @property
+    def subscribers(self):
+        """Subscribers (rtsoa.executors.Profiler / Tracer / Subscriber) every run reports to."""
+        return tuple(self._subscribers)
+
+    def add_subscriber(self, subscriber):
+        from rtsoa.executors import Subscriber
+
+        if not isinstance(subscriber, Subscriber):
+            raise TypeError(
+                f"a subscriber must be an rtsoa.executors.Subscriber, got {subscriber!r}"
+            )
+        self._subscribers.append(subscriber)
+        return subscriber
+
+    def remove_subscriber(self, subscriber):
+        self._subscribers.remove(subscriber)
+
+    # -- checks ------------------------------------------------------------------------------
     def check_inputs(self, inputs):
         """Arrays of `inputs` in the model's order, after every check (ModelInputError)."""
+        return self._check_inputs(inputs)[0]
+
+    def _check_inputs(self, inputs):
         if not isinstance(inputs, dict):
             raise ModelInputError("inputs must be a dict of name -> array")
-        names = [entry[0] for entry in self.inputs]
-        missing = [name for name in names if name not in inputs]
-        if missing:
-            raise ModelInputError(f"missing input(s) {missing}; the model takes {names}")
-        extra = sorted(set(inputs) - set(names))
-        if extra:
+        names = self._input_names
+        if len(inputs) != len(names) or any(name not in inputs for name in names):
+            missing = [name for name in names if name not in inputs]
+            if missing:
+                raise ModelInputError(f"missing input(s) {missing}; the model takes {names}")
+            extra = sorted(set(inputs) - set(names))
             raise ModelInputError(f"unexpected input(s) {extra}; the model takes {names}")
         symbols = {}
         arrays = []
         for name, _block, _shape, dtype, dims in self.inputs:
             array = np.asarray(inputs[name])
-            expected = _numpy(dtype)
-            if array.dtype != expected:
-                raise ModelInputError(
-                    f"input {name!r} has dtype {array.dtype}, the model takes {expected}"
-                )
             if array.ndim > MAX_RANK:
                 raise ModelInputError(f"input {name!r} has rank {array.ndim} > {MAX_RANK}")
+            _check_dtype_rank("input", "takes", name, array, _numpy(dtype), dims)
             if dims is not None:
-                if array.ndim != len(dims):
-                    raise ModelInputError(
-                        f"input {name!r} has rank {array.ndim}, the model takes {len(dims)} "
-                        f"(shape {_show(dims)})"
-                    )
                 for axis, (size, want) in enumerate(zip(array.shape, dims, strict=True)):
                     if isinstance(want, int) and size != want:
                         raise ModelInputError(
@@ -166,77 +340,294 @@ class ModelExecutor:
                                 f"input {name!r} axis {axis} is {size}, but symbol {want!r} is "
                                 f"{seen[0]} in input {seen[1]!r}"
                             )
-            arrays.append(np.ascontiguousarray(array))
-        return arrays
+            arrays.append(array)
+        return arrays, symbols
 
-    def execute_sync(self, inputs, subscriber=None):
-        """Run Main on `inputs` ({name: array}); returns {output name: array}. `subscriber`:
-        profiler / tracer subscribers of the Main run (`rtsoa.executors.Subscriber`)."""
-        if self.state != "loaded":
-            raise ModelStateError(f"execute on a model that is {self.state}; call load() first")
-        arrays = self.check_inputs(inputs)
+    def check_outputs(self, outputs, inputs, symbols=None):
+        """Caller-provided output buffers {name: array}, checked before the run: known names,
+        writable numpy arrays, the model's dtype, rank and the dims known from the model and
+        the inputs; and the reference's I/O address-reuse check: no buffer may overlap an
+        input (the model still reads it) or another output buffer. Returns {name: buffer}."""
+        if outputs is None:
+            return {}
+        if not isinstance(outputs, dict):
+            raise ModelInputError("outputs must be a dict of name -> array (or None)")
+        names = self._output_names
+        extra = sorted(str(name) for name in set(outputs) - set(names))
+        if extra:
+            raise ModelInputError(f"unexpected output(s) {extra}; the model produces {names}")
+        symbols = symbols or {}
+        buffers = {}
+        for name, _block, _shape, dtype, dims in self.outputs:
+            if name not in outputs:
+                continue
+            buffer = outputs[name]
+            if not isinstance(buffer, np.ndarray):
+                raise ModelInputError(
+                    f"output {name!r} must be a numpy array, got {type(buffer).__name__}"
+                )
+            if not buffer.flags.writeable:
+                raise ModelInputError(f"output {name!r} is read-only")
+            _check_dtype_rank("output", "produces", name, buffer, dtype, dims)
+            if dims is not None:
+                for axis, (size, want) in enumerate(zip(buffer.shape, dims, strict=True)):
+                    known = symbols.get(want, (None,))[0] if isinstance(want, str) else want
+                    if known is not None and size != known:
+                        raise ModelInputError(
+                            f"output {name!r} has shape {buffer.shape}, the run produces "
+                            f"{_show(dims)} = {_resolve(dims, symbols)} (axis {axis})"
+                        )
+            buffers[name] = buffer
+        named_inputs = list(zip(self._input_names, inputs, strict=True))
+        seen = []
+        for name, buffer in buffers.items():
+            for input_name, array in named_inputs:
+                if _overlap(buffer, array):
+                    raise ModelInputError(
+                        f"output {name!r} overlaps input {input_name!r}, which the model still "
+                        "reads (I/O address reuse); pass a separate output buffer"
+                    )
+            for other, other_buffer in seen:
+                if _overlap(buffer, other_buffer):
+                    raise ModelInputError(
+                        f"output {name!r} overlaps output {other!r}; each output needs its own "
+                        "buffer"
+                    )
+            seen.append((name, buffer))
+        return buffers
+
+    # -- execution ---------------------------------------------------------------------------
+    def execute(self, inputs, outputs=None, stream=None, subscriber=None):
+        """Enqueue a run of Main on `inputs` ({name: array}); returns an `Execution` (its
+        `result()` waits). `outputs`: buffers to write outputs into, in place (checked, see
+        check_outputs); outputs not given are new arrays. `stream`: a stream index of this
+        executor's device; the run starts after the work already on it and the stream waits
+        for the run (None: the executor's default stream). `subscriber`: extra subscribers of
+        this run, besides `subscribers`."""
+        return self._execute(inputs, outputs, stream, subscriber, sync=False)
+
+    def _execute(self, inputs, outputs, stream, subscriber, sync):
+        with self._lock:
+            if self.state != "loaded":
+                raise ModelStateError(
+                    f"execute on a model that is {self.state}; call load() first"
+                    if self.state == "created"
+                    else f"execute on a model that is {self.state}"
+                )
+            arrays, symbols = self._check_inputs(inputs)
+            buffers = self.check_outputs(outputs, arrays, symbols) if outputs else {}
+            device = self.device
+            if stream is not None:
+                if isinstance(stream, bool) or not isinstance(stream, int | np.integer):
+                    raise ModelInputError(f"stream must be a stream index, got {stream!r}")
+                if not 0 <= stream < device.num_streams:
+                    raise ModelInputError(
+                        f"stream {stream} is not a stream of the device "
+                        f"(0..{device.num_streams - 1})"
+                    )
+                stream = int(stream)
+            subscribers = self._subscribers
+            if subscriber is not None:
+                extra = list(subscriber) if isinstance(subscriber, list | tuple) else [subscriber]
+                subscribers = subscribers + extra
+            with self.home.lock:
+                results = self._run(arrays, buffers, stream, subscribers or None, not sync)
+                if sync:  # execute_sync: wait for the run's streams (no completion events)
+                    for own in self.streams:
+                        device.synchronize(own)
+            self.iterations += 1
+            if sync:
+                return results
+            done = self.events[: self.stream_count]
+            return Execution(
+                self, results, done, self.streams[0] if stream is None else stream, self.iterations
+            )
+
+    def _run(self, arrays, buffers, stream, subscribers, record):
         device = self.device
+        own = self.streams[0]
+        join = stream is not None and stream not in self.streams
+        if join:  # the run starts after the work already on the caller's stream
+            device.record_event(self.events[-1], stream)
+            for model_stream in self.streams:
+                device.wait_event(model_stream, self.events[-1])
         slots = self.values.slots
         shapes = self.values.shapes
-        handles = []
+        handles = []  # blocks of an external memory allocator, freed after the run
         try:
-            for (_name, block, shape, dtype, _dims), array in zip(self.inputs, arrays, strict=True):
-                handle = device.malloc(max(array.nbytes, 1))
-                handles.append(handle)
-                device.view(handle)[: array.nbytes] = array.view(np.uint8).reshape(-1)
+            for index, array in enumerate(arrays):
+                name, block, shape, dtype, _dims = self.inputs[index]
+                nbytes = array.nbytes
+                handle, view = self._input_block(index, name, nbytes, handles)
+                view[:nbytes].view(array.dtype).reshape(array.shape)[...] = array
                 slots[block] = handle
-                slots[shape] = array.nbytes
-                shapes[shape, SHAPE_RANK] = array.ndim
-                shapes[shape, SHAPE_DTYPE] = int(dtype)
-                shapes[shape, SHAPE_DIMS : SHAPE_DIMS + MAX_RANK] = 0
-                shapes[shape, SHAPE_DIMS : SHAPE_DIMS + array.ndim] = array.shape
-            self.main.run(subscriber=subscriber)
-            self.iterations += 1
-            device.synchronize()  # the host reads the outputs after every stream's work
-            return self._collect()
+                slots[shape] = nbytes
+                row = shapes[shape]
+                row[SHAPE_RANK] = array.ndim
+                row[SHAPE_DTYPE] = int(dtype)
+                row[SHAPE_DIMS : SHAPE_DIMS + MAX_RANK] = 0
+                row[SHAPE_DIMS : SHAPE_DIMS + array.ndim] = array.shape
+            if handles:
+                self._check_handles(handles)
+            self._main.run(subscriber=subscribers)
+            results = self._collect(buffers, own)
         finally:
             for handle in handles:
-                device.free(handle)
+                self.allocator.free(handle)
+        if record or join:
+            for model_stream, event in zip(self.streams, self.events, strict=False):
+                device.record_event(event, model_stream)
+                if join:  # the caller's stream waits for the run
+                    device.wait_event(stream, event)
+        return results
 
-    def _collect(self):
+    def _input_block(self, index, name, nbytes, handles):
+        """(handle, uint8 view) of a block of at least `nbytes` for input `index`. Built-in
+        memory: the executor's staging block of that input, kept across runs and replaced by a
+        larger one when needed (written in stream order: the copy of a run's inputs happens
+        when the run is enqueued, after the previous run on the stream). External allocator:
+        a fresh block, freed after the run."""
+        if self.allocator is None:
+            staged = self._staging[index]
+            if staged is not None and staged[1].shape[0] >= nbytes:
+                return staged
+            if staged is not None:
+                self.device.free(staged[0], self.streams[0])
+                self._staging[index] = None
+            handle = self.device.malloc(max(nbytes, 1), "hbm", self.streams[0])
+            self._staging[index] = (handle, self.device.view(handle))
+            return self._staging[index]
+        handle = self.allocator.alloc(max(nbytes, 1))
+        handles.append(handle)
+        view = self.allocator.view(handle)
+        if view.shape[0] < nbytes:
+            raise ModelResourceError(
+                f"the memory allocator gave input {name!r} {view.shape[0]} bytes, {nbytes} needed"
+            )
+        return handle, view
+
+    def _check_handles(self, handles):
+        from rtsoa.device.errors import InvalidBlock
+
+        for handle in handles:
+            try:
+                self.device.location(handle)
+            except (InvalidBlock, TypeError, ValueError, OverflowError):
+                raise ModelResourceError(
+                    f"the memory allocator returned {handle!r}, not a block of this executor's "
+                    "device (the compiled kernels read device blocks only: allocate with "
+                    "rtsoa.device.allocators.allocator_for(model.device, ...) or device.malloc)"
+                ) from None
+
+    def _collect(self, buffers, stream):
         slots = self.values.slots
         shapes = self.values.shapes
+        device = self.device
         results = {}
-        for name, block, shape in self.outputs:
+        problem = None
+        for name, block, shape, _dtype, _dims in self.outputs:
             rank = int(shapes[shape, SHAPE_RANK])
             dims = tuple(int(d) for d in shapes[shape, SHAPE_DIMS : SHAPE_DIMS + rank])
             dtype = _numpy(int(shapes[shape, SHAPE_DTYPE]))
             handle = int(slots[block])
-            nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-            data = self.device.view(handle)[:nbytes]
-            results[name] = data.view(dtype).reshape(dims).copy()
-            self.device.free(handle)
+            nbytes = math.prod(dims) * dtype.itemsize
+            data = device.view(handle)[:nbytes].view(dtype).reshape(dims)
+            buffer = buffers.get(name)
+            if buffer is None:
+                results[name] = data.copy()
+            elif buffer.shape != dims or buffer.dtype != dtype:
+                problem = problem or (
+                    f"output {name!r} has shape {buffer.shape} ({buffer.dtype}), the run "
+                    f"produced {dims} ({dtype}); it was not written"
+                )
+            else:
+                np.copyto(buffer, data)
+                results[name] = buffer
+            device.free(handle, stream)
             slots[block] = -1
+        if problem:
+            raise ModelInputError(problem)
         return results
 
-    def describe(self):
-        """Inputs and outputs with dtypes and (symbolic) dims, as a dict."""
-        return self.graph.io_description()
+    def execute_sync(self, inputs, outputs=None, subscriber=None):
+        """execute() on the default stream, then wait; returns {output name: array}."""
+        return self._execute(inputs, outputs, None, subscriber, sync=True)
+
+    def synchronize(self):
+        """Wait for every run of this executor (its streams)."""
+        with self.home.lock:
+            for stream in self.streams:
+                self.device.synchronize(stream)
+
+
+def _check_dtype_rank(what, verb, name, array, dtype, dims):
+    """ModelInputError naming the input / output when `array`'s dtype or rank is not the
+    model's (`dtype` / `dims` None: unknown, not checked)."""
+    if dtype is not None and array.dtype != dtype:
+        raise ModelInputError(f"{what} {name!r} has dtype {array.dtype}, the model {verb} {dtype}")
+    if dims is not None and array.ndim != len(dims):
+        raise ModelInputError(
+            f"{what} {name!r} has rank {array.ndim}, the model {verb} {len(dims)} "
+            f"(shape {_show(dims)})"
+        )
+
+
+def _overlap(a, b):
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=10_000))
+    except np.exceptions.TooHardError:
+        return True
 
 
 def _show(dims):
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def load_model(source, executor="auto", device=None, hbm_bytes=None, load=True):
-    """A ModelExecutor from a lowered graph (ExecuteGraph or saved directory) or an ONNX
-    model (path, bytes, ModelProto, lowered on the fly); loaded unless `load=False`."""
+def _resolve(dims, symbols):
+    resolved = [symbols.get(d, (d,))[0] if isinstance(d, str) else d for d in dims]
+    return _show(resolved)
+
+
+def _dims_dynamic(model):
+    every = [entry[4] for entry in model.inputs] + [entry[4] for entry in model.outputs]
+    return any(dims is None or any(not isinstance(d, int) for d in dims) for dims in every)
+
+
+def graph_of(source):
+    """The lowered graph of an ExecuteGraph, saved .rtsoa directory or ONNX model (path,
+    bytes, ModelProto: lowered on the fly)."""
     from rtsoa.graph.graph import ExecuteGraph
 
     if isinstance(source, ExecuteGraph):
-        graph = source
-    elif isinstance(source, str | os.PathLike) and os.path.isdir(source):
+        return source
+    if isinstance(source, str | os.PathLike) and os.path.isdir(source):
         from rtsoa.graph.io import load_graph
 
-        graph = load_graph(source)
-    else:
-        from rtsoa.lowering import lower
+        return load_graph(source)
+    import onnx
+    from google.protobuf.message import DecodeError
 
-        graph = lower(source)
-    model = ModelExecutor(graph, executor=executor, device=device, hbm_bytes=hbm_bytes)
+    from rtsoa.lowering import lower
+
+    if not isinstance(source, str | os.PathLike | bytes | bytearray | onnx.ModelProto):
+        raise ModelInputError(
+            "a model is an ExecuteGraph, a saved .rtsoa directory or an ONNX model (path, bytes, "
+            f"ModelProto), got {type(source).__name__}"
+        )
+    try:
+        return lower(bytes(source) if isinstance(source, bytearray) else source)
+    except DecodeError as error:
+        raise ModelInputError(f"not an ONNX model: {error}") from None
+
+
+def load_model(source, executor="auto", device=None, hbm_bytes=None, load=True, **options):
+    """A ModelExecutor from a lowered graph (ExecuteGraph or saved directory) or an ONNX
+    model (path, bytes, ModelProto, lowered on the fly); loaded unless `load=False`.
+    `options`: ModelExecutor keywords (session, allocator, stream / event / notify
+    allocators)."""
+    model = ModelExecutor(
+        graph_of(source), executor=executor, device=device, hbm_bytes=hbm_bytes, **options
+    )
     return model.load() if load else model

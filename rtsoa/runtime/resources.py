@@ -1,0 +1,98 @@
+"""Stream / event / notify allocators of a model (the reference's OccupyStreamResource).
+
+A resource allocator hands out indices of one kind on one `Device`: `acquire(count) -> list of
+int` and `release(indices)`. The built-in `IndexPool` takes free indices in order; a user may
+pass their own objects with the same two methods (external allocators). As in the reference,
+the stream, event and notify allocators are given all or none.
+
+The simulated device has streams and events but no notify objects: a model's notify count is 0,
+so a notify allocator is asked for nothing (it is still checked, to keep the all-or-none rule).
+"""
+
+import threading
+
+from rtsoa.errors import RtsoaError
+
+KINDS = ("stream", "event", "notify")
+
+
+class ModelResourceError(RtsoaError, RuntimeError):
+    """Bad or exhausted stream / event / notify allocators, or a bad memory allocator."""
+
+
+class IndexPool:
+    """Built-in allocator of `capacity` indices of one kind (thread-safe)."""
+
+    def __init__(self, kind, capacity):
+        self.kind = kind
+        self.capacity = int(capacity)
+        self._free = list(range(self.capacity))
+        self._lock = threading.Lock()
+
+    def acquire(self, count):
+        with self._lock:
+            if count > len(self._free):
+                raise ModelResourceError(
+                    f"out of {self.kind}s: {count} wanted, {len(self._free)} of "
+                    f"{self.capacity} free on the device"
+                )
+            taken, self._free = self._free[:count], self._free[count:]
+            return taken
+
+    def release(self, indices):
+        with self._lock:
+            self._free = sorted(set(self._free) | set(indices))
+
+    def available(self):
+        return len(self._free)
+
+
+def check_all_or_none(stream_allocator, event_allocator, notify_allocator):
+    """True when external allocators are given (all three), False when none; else an error
+    naming the missing ones."""
+    given = {
+        "stream_allocator": stream_allocator,
+        "event_allocator": event_allocator,
+        "notify_allocator": notify_allocator,
+    }
+    missing = [name for name, value in given.items() if value is None]
+    if len(missing) == len(given):
+        return False
+    if missing:
+        present = [name for name in given if name not in missing]
+        raise ModelResourceError(
+            f"external allocators are given all or none: got {present} but not {missing}"
+        )
+    for name, value in given.items():
+        if not (
+            callable(getattr(value, "acquire", None)) and callable(getattr(value, "release", None))
+        ):
+            raise ModelResourceError(
+                f"{name} must have acquire(count) and release(indices), got {type(value).__name__}"
+            )
+    return True
+
+
+def acquire(allocator, kind, count, limit):
+    """`count` distinct indices in 0..limit-1 from `allocator` (checked: an external allocator
+    may return anything)."""
+    try:
+        got = [int(index) for index in allocator.acquire(count)]
+    except ModelResourceError:
+        raise
+    except (TypeError, ValueError) as error:
+        raise ModelResourceError(
+            f"the {kind} allocator's acquire({count}) failed: {error}"
+        ) from None
+    if len(got) != count or len(set(got)) != count:
+        raise ModelResourceError(
+            f"the {kind} allocator returned {got} for acquire({count}); {count} distinct "
+            f"{kind}s are needed"
+        )
+    bad = [index for index in got if not 0 <= index < limit]
+    if bad:
+        allocator.release(got)
+        raise ModelResourceError(
+            f"the {kind} allocator returned {bad}, not {kind}s of the device (0..{limit - 1})"
+        )
+    return got
