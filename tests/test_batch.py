@@ -81,7 +81,7 @@ def test_rows_match_direct_runs_and_failures_are_recorded(tmp_path, capsys):
         "ok": 3,
         "KernelError": 1,
         "GraphFormatError": 1,
-        "unsupported": 1,
+        "LoweringError": 1,
     }
 
     table = pq.read_table(out)
@@ -105,8 +105,8 @@ def test_rows_match_direct_runs_and_failures_are_recorded(tmp_path, capsys):
     assert failed["nodes_executed"] == 1 and failed["checksum"] is None
     assert rows[str(junk)]["status"] == "GraphFormatError"
     assert "metadata" in rows[str(junk)]["message"]
-    assert rows[str(model)]["status"] == "unsupported"
-    assert "lowering" in rows[str(model)]["message"]
+    assert rows[str(model)]["status"] == "LoweringError"
+    assert "opset 0 is not supported" in rows[str(model)]["message"]
 
 
 def test_crashes_and_timeouts_are_recorded_and_workers_replaced(tmp_path, monkeypatch):
@@ -401,3 +401,25 @@ def test_a_user_module_that_fails_to_import_stops_the_batch(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert "--import: RuntimeError: no licence for this" in err and err.count("\n") == 1
     assert not out.exists()  # nothing recorded, nothing written
+
+
+def test_onnx_model_jobs_run_on_their_input_sets(tmp_path, capsys):
+    import hashlib
+
+    from rtsoa.runtime.commands import read_inputs
+    from rtsoa.runtime.model import ModelExecutor
+
+    model = DATASETS / "mlp.onnx"
+    inputs = DATASETS / "mlp-inputs.npz"
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text(json.dumps({"path": str(model), "inputs": str(inputs)}) + "\n")
+    out = tmp_path / "results.arrow"
+    assert main(["batch", "--manifest", str(manifest), "-o", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    (row,) = pl.read_ipc(out).to_dicts()
+    assert row["status"] == "ok", row["message"]
+    executor = ModelExecutor(load_graph(DATASETS / "mlp.rtsoa")).load()  # lowered from it
+    outputs = executor.execute_sync(read_inputs(inputs))
+    digest = hashlib.sha256(b"y" + np.ascontiguousarray(outputs["y"]).tobytes()).digest()
+    assert row["checksum"] == int.from_bytes(digest[:8], "little")
+    assert row["hazards"] == 0

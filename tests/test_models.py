@@ -262,3 +262,15 @@ def test_lowered_models_run_with_zero_hazards_on_one_and_two_streams(streams):
             np.testing.assert_allclose(got, run_onnxruntime(proto, {"x": x})["y"], RTOL, ATOL)
         assert executor.device.hazard_count == 0
         assert executor.main.leaked_blocks == 0
+
+
+def test_the_committed_example_model_is_current():
+    # op codes are positions in the sorted op names: a saved model must be re-lowered when
+    # the op set changes (python datasets/make_models.py); this catches a stale one
+    from pathlib import Path
+
+    datasets = Path(__file__).resolve().parent.parent / "datasets"
+    saved = load_graph(datasets / "mlp.rtsoa")
+    fresh = lower(datasets / "mlp.onnx")
+    np.testing.assert_array_equal(saved.attr_pool, fresh.attr_pool)
+    assert saved.kernel_names == fresh.kernel_names

@@ -251,8 +251,22 @@ def first_race(graph, node_root, forward=False):
     )
     if queries.shape[0] == 0:
         return None
-    order, position = _topological_positions(graph.succ_offsets, graph.succ_targets, n, forward)
-    bad = _first_unordered(graph.succ_offsets, graph.succ_targets, order, position, queries)
+    offsets, targets = graph.succ_offsets, graph.succ_targets
+    if graph.relation_targets.shape[0]:
+        # an exact (Free, Launch) relation orders the Launch before the Free, like the
+        # Launch -> Free edge the relation pass replaced (rtsoa.graph.relations)
+        from rtsoa.graph.csr import build_csr
+
+        sources = np.repeat(np.arange(n, dtype=np.int32), np.diff(graph.succ_offsets))
+        frees_of = np.repeat(np.arange(n, dtype=np.int32), np.diff(graph.relation_offsets))
+        offsets, targets = build_csr(
+            np.concatenate([sources, graph.relation_targets.astype(np.int32)]),
+            np.concatenate([graph.succ_targets, frees_of]),
+            n,
+        )
+        forward = False
+    order, position = _topological_positions(offsets, targets, n, forward)
+    bad = _first_unordered(offsets, targets, order, position, queries)
     if bad < 0:
         return None
     first, second, row, kind = (int(x) for x in queries[bad])
