@@ -180,3 +180,25 @@ def _legacy_broadcast(ctx, node):
 for _op in ("Add", "Sub", "Mul", "Div", "Pow"):
     register_converter(_op, since=1)(_legacy_broadcast)
     register_converter(_op, since=7)(one_to_one)
+
+
+def _prelu_before_7(ctx, node):
+    """PRelu before opset 7: a slope of shape [C] applies along axis 1 (channels); from opset 7
+    on the slope broadcasts with numpy's rules, so it gets trailing 1-dims."""
+    x, slope = node.inputs[:2]
+    data, weights = ctx.tensor(x), ctx.tensor(slope)
+    if (
+        weights.is_constant
+        and weights.data.ndim == 1
+        and data.dims is not None
+        and len(data.dims) > 2
+        and weights.data.shape[0] > 1
+    ):
+        aligned = ctx.fresh_name(f"{slope}_aligned")
+        ctx.set_constant(aligned, weights.data.reshape((-1,) + (1,) * (len(data.dims) - 2)))
+        slope = aligned
+    ctx.emit("PRelu", [x, slope], node.outputs, {})
+
+
+register_converter("PRelu", since=1)(_prelu_before_7)
+register_converter("PRelu", since=7)(one_to_one)
