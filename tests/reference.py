@@ -50,6 +50,10 @@ SALTS.update(
         "AllocMemory": _salt(102),
         "LaunchKernel": _salt(103),
         "FreeMemory": _salt(104),
+        "OpInferShape": _salt(105),
+        "OpLaunch": _salt(106),
+        "ConstTensor": _salt(107),
+        "UploadConstant": _salt(108),
     }
 )
 ROOTS = (0, 1, 2)  # Init, Main, DeInit: the graph ids every graph starts with

@@ -162,7 +162,9 @@ def _owned_blocks(graph, nodes, memory):
     owned = memory & own & ~elsewhere
     outputs = np.zeros(graph.num_values, dtype=bool)
     outputs[graph.graph_outputs] = True
-    return np.flatnonzero(owned), np.flatnonzero(owned & ~outputs)
+    # int32 ids: two index arrays cost what one int64 array did
+    owned_ids = np.flatnonzero(owned).astype(np.int32)
+    return owned_ids, np.flatnonzero(owned & ~outputs).astype(np.int32)
 
 
 def _kernel_selection(registry, binding, kernels):
