@@ -29,16 +29,8 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import index_map
-from rtsoa.ops.movement import (
-    attr_axis,
-    byte_copy,
-    encode_list,
-    holds,
-    list_of,
-    normalize_axes,
-    row_dims,
-    set_dims,
-)
+from rtsoa.ops.copying import byte_copy, holds, row_dims, set_dims
+from rtsoa.ops.lists import attr_axis, encode_list, list_of, normalize_axes
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.shape import as_float64, as_int64, narrow_to
 

@@ -35,7 +35,8 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import broadcast_rows, index_map, same_shape
-from rtsoa.ops.movement import fill_pattern, holds, input_list, set_dims
+from rtsoa.ops.copying import fill_pattern, holds, set_dims
+from rtsoa.ops.lists import input_list
 from rtsoa.ops.registry import register_op
 
 OK = np.int32(0)

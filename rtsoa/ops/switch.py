@@ -6,11 +6,13 @@
 import rtsoa.ops.activations
 import rtsoa.ops.conv
 import rtsoa.ops.elementwise
+import rtsoa.ops.indexing
 import rtsoa.ops.linalg
-import rtsoa.ops.movement
 import rtsoa.ops.normalization
+import rtsoa.ops.pad
 import rtsoa.ops.pooling
 import rtsoa.ops.reduce
+import rtsoa.ops.reshape
 import rtsoa.ops.shape
 import rtsoa.ops.softmax
 from rtsoa._jit import jit_with_nrt
@@ -190,7 +192,7 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 8:  # Clip
         return rtsoa.ops.activations.clip_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 9:  # Concat
-        return rtsoa.ops.movement.concat_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.concat_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 10:  # ConstantOfShape
         return rtsoa.ops.shape.constant_of_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 11:  # Conv
@@ -200,7 +202,7 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 13:  # Div
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 14:  # Dropout
-        return rtsoa.ops.movement.dropout_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.dropout_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 15:  # Elu
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 16:  # Equal
@@ -210,11 +212,11 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 18:  # Exp
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 19:  # Expand
-        return rtsoa.ops.movement.expand_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.expand_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 20:  # Flatten
-        return rtsoa.ops.movement.flatten_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.flatten_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 21:  # Gather
-        return rtsoa.ops.movement.gather_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.gather_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 22:  # Gemm
         return rtsoa.ops.linalg.gemm_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 23:  # GlobalAveragePool
@@ -262,7 +264,7 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 44:  # PRelu
         return rtsoa.ops.activations.prelu_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 45:  # Pad
-        return rtsoa.ops.movement.pad_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.pad.pad_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 46:  # Pow
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 47:  # Range
@@ -280,7 +282,7 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 53:  # Relu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 54:  # Reshape
-        return rtsoa.ops.movement.reshape_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.reshape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 55:  # Selu
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 56:  # Shape
@@ -288,17 +290,17 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 57:  # Sigmoid
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 58:  # Slice
-        return rtsoa.ops.movement.slice_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.slice_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 59:  # Softmax
         return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 60:  # Softplus
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 61:  # Split
-        return rtsoa.ops.movement.split_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.split_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 62:  # Sqrt
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 63:  # Squeeze
-        return rtsoa.ops.movement.squeeze_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.squeeze_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 64:  # Sub
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 65:  # Sum
@@ -306,13 +308,13 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 66:  # Tanh
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 67:  # Tile
-        return rtsoa.ops.movement.tile_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.tile_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 68:  # Transpose
-        return rtsoa.ops.movement.transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 69:  # Unsqueeze
-        return rtsoa.ops.movement.unsqueeze_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.unsqueeze_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 70:  # Where
-        return rtsoa.ops.movement.where_infer(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.where_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 71:  # Xor
         return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
@@ -339,7 +341,7 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 8:  # Clip
         return rtsoa.ops.activations.clip_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 9:  # Concat
-        return rtsoa.ops.movement.concat_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.concat_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 10:  # ConstantOfShape
         return rtsoa.ops.shape.constant_of_shape_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 11:  # Conv
@@ -349,7 +351,7 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 13:  # Div
         return rtsoa.ops.elementwise.div_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 14:  # Dropout
-        return rtsoa.ops.movement.dropout_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.dropout_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 15:  # Elu
         return rtsoa.ops.activations.elu_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 16:  # Equal
@@ -359,11 +361,11 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 18:  # Exp
         return rtsoa.ops.elementwise.exp_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 19:  # Expand
-        return rtsoa.ops.movement.expand_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.expand_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 20:  # Flatten
-        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 21:  # Gather
-        return rtsoa.ops.movement.gather_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.gather_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 22:  # Gemm
         return rtsoa.ops.linalg.gemm_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 23:  # GlobalAveragePool
@@ -411,7 +413,7 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 44:  # PRelu
         return rtsoa.ops.activations.prelu_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 45:  # Pad
-        return rtsoa.ops.movement.pad_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.pad.pad_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 46:  # Pow
         return rtsoa.ops.elementwise.pow_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 47:  # Range
@@ -429,7 +431,7 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 53:  # Relu
         return rtsoa.ops.elementwise.relu_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 54:  # Reshape
-        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 55:  # Selu
         return rtsoa.ops.activations.selu_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 56:  # Shape
@@ -437,17 +439,17 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 57:  # Sigmoid
         return rtsoa.ops.elementwise.sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 58:  # Slice
-        return rtsoa.ops.movement.slice_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.slice_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 59:  # Softmax
         return rtsoa.ops.softmax.softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 60:  # Softplus
         return rtsoa.ops.activations.softplus_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 61:  # Split
-        return rtsoa.ops.movement.split_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.split_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 62:  # Sqrt
         return rtsoa.ops.elementwise.sqrt_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 63:  # Squeeze
-        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 64:  # Sub
         return rtsoa.ops.elementwise.sub_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 65:  # Sum
@@ -455,13 +457,13 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
     elif code == 66:  # Tanh
         return rtsoa.ops.elementwise.tanh_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 67:  # Tile
-        return rtsoa.ops.movement.tile_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.tile_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 68:  # Transpose
-        return rtsoa.ops.movement.transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 69:  # Unsqueeze
-        return rtsoa.ops.movement.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 70:  # Where
-        return rtsoa.ops.movement.where_compute(arena, table, n_in, n_out, attrs, fattrs)
+        return rtsoa.ops.indexing.where_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 71:  # Xor
         return rtsoa.ops.shape.xor_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
