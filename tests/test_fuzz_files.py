@@ -32,6 +32,7 @@ from rtsoa import GraphFormatError, load_graph, save_graph
 from rtsoa.graph.builder import GraphBuilder
 from rtsoa.graph.generators import generate
 from rtsoa.graph.schema import TABLES, GraphKind
+from rtsoa.ops import compiled_op_names
 
 CASES = 2000
 # Of the changed cases, at least this share must be refused and this share must load: a fuzzer
@@ -49,6 +50,7 @@ PLACEMENTS = 4
 GRAPH_KINDS = 6
 INT32_MAX = 2**31 - 1
 MAX_RANK = 8  # tensors.rank: 0 .. 8, or -1 (unknown)
+OP_KERNELS = ("OpInferShape", "OpLaunch")  # attribute 0: a row of the ops table (version 3)
 
 
 def _control_flow_graph():
@@ -75,11 +77,27 @@ def _control_flow_graph():
     return b.finalize()
 
 
+def _op_graph():
+    """A graph with op nodes (format version 3): OpInferShape -> OpLaunch pairs whose
+    attribute 0 names a row of the ops table (the nodes are never run, only loaded)."""
+    b = GraphBuilder(name="ops")
+    previous = None
+    for row in (0, 1, 2, 1):
+        op = b.op_index(("Relu", "Add", "Sigmoid")[row])
+        infer = b.add_node("OpInferShape", attributes=[op, 1, 1, 1, 0])
+        launch = b.add_node("OpLaunch", attributes=[op, 1, 1, 1, 0, 7], stream=0)
+        b.add_edge(infer, launch)
+        if previous is not None:
+            b.add_edge(previous, infer)
+        previous = launch
+    return b.finalize()
+
+
 @pytest.fixture(scope="module")
 def originals(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
     paths = []
-    graphs = [generate("lowered", 120, seed=9, streams=2), _control_flow_graph()]
+    graphs = [generate("lowered", 120, seed=9, streams=2), _control_flow_graph(), _op_graph()]
     for index, graph in enumerate(graphs):
         path = root / f"g{index}.rtsoa"
         save_graph(graph, path)
@@ -269,6 +287,22 @@ def check_ranges(graph):
     assert len(set(graph.kernel_names)) == kernels and (kernels > 0 or n == 0)
     _check_edges(graph, n)
     _check_tensors(graph, values)
+    _check_ops(graph, n)
+
+
+def _check_ops(graph, n):
+    """The ops table (README, "The graph format", version 3): unique non-empty names; each op
+    node's attribute 0 a row of it, and after load the row of its op in rtsoa's op switch."""
+    names = graph.op_names
+    assert len(set(names)) == len(names) and "" not in names, names
+    kernels = [k for k, name in enumerate(graph.kernel_names) if name in OP_KERNELS]
+    switch = compiled_op_names()
+    for node in np.flatnonzero(np.isin(graph.node_kernel, kernels)):
+        start, end = graph.attr_offsets[node], graph.attr_offsets[node + 1]
+        assert end > start, ("op node without attributes", node)
+        row = graph.attr_pool[start]
+        assert 0 <= row < len(names), ("attributes.value op row", node, row)
+        assert names[row] == switch[row], ("op node not bound to the op switch", node)
 
 
 def _check_tensors(graph, values):
@@ -347,7 +381,7 @@ def test_mutated_files_load_correctly_or_raise_graph_format_error(originals, tmp
         ],
     )
     @given(
-        which=st.integers(0, 1),
+        which=st.integers(0, 2),
         table=st.sampled_from(TABLE_NAMES),
         action=st.one_of(raw_edit, table_edit, value_edit, value_edit),
     )
@@ -436,3 +470,19 @@ def test_the_range_checker_can_fail(field, value):
     array[-1] = value
     with pytest.raises(AssertionError):
         check_ranges(graph._replace(**{field: array}))
+
+
+def test_the_ops_checker_can_fail(tmp_path):
+    """Guards _check_ops: a repeated name, an op row outside the table and an unbound graph
+    (rows of its own table, not of the op switch) each make it fail."""
+    graph = _op_graph()  # rows of its own table ("Relu", "Add", "Sigmoid"): not bound
+    with pytest.raises(AssertionError, match="not bound"):
+        check_ranges(graph)
+    bound = load_graph(save_graph(graph, tmp_path / "ops.rtsoa"))
+    check_ranges(bound)
+    with pytest.raises(AssertionError):
+        check_ranges(bound._replace(op_names=bound.op_names[:1] * 2 + bound.op_names[2:]))
+    pool = bound.attr_pool.copy()
+    pool[bound.attr_offsets[1]] = len(bound.op_names)
+    with pytest.raises(AssertionError, match="op row"):
+        check_ranges(bound._replace(attr_pool=pool))

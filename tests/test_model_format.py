@@ -1,9 +1,10 @@
-"""Format version 2: named tensors, their dims and symbols (tensors / dims / symbols tables).
+"""Format versions 2 and 3: named tensors, their dims and symbols (tensors / dims / symbols
+tables, version 2) and the ops table (version 3; its rules: tests/test_ops_table.py).
 
 Each validation rule has a graph breaking it and checks the table, column and row the error
-names; the builder's tensor info round-trips through save / load; version-1 files load (the
-committed tests/data/chain-1k-v1.rtsoa was saved before version 2) and other versions, or a
-version's tables missing or extra, are refused.
+names; the builder's tensor info round-trips through save / load; version-1 and version-2
+files load (the committed tests/data/chain-1k-v1.rtsoa was saved before version 2) and other
+versions, or a version's tables missing or extra, are refused.
 """
 
 import shutil
@@ -73,7 +74,7 @@ def where(error):
 
 def test_tensor_info_round_trips_through_save_and_load(saved):
     graph = load_graph(saved)
-    assert graph.meta.format_version == FORMAT_VERSION == 2
+    assert graph.meta.format_version == FORMAT_VERSION == 3
     assert graph.symbols() == ("batch", "seq")
     assert graph.tensor_info(0) == ("x", ("batch", 3))
     assert graph.tensor_info(1) == ("mask", ("batch", "seq"))
@@ -212,23 +213,40 @@ def test_a_version_1_graph_loads_with_empty_tensor_tables(tmp_path):
     for field in FIELDS:
         np.testing.assert_array_equal(getattr(graph, field.name), getattr(current, field.name))
     assert graph.meta == current.meta
-    # Saved again, it is a version-2 graph with the same bytes as the regenerated dataset.
+    # Saved again, it is a version-3 graph with the same bytes as the regenerated dataset.
     path = save_graph(graph, tmp_path / "again.rtsoa")
     for file in sorted((DATASETS / "chain-1k.rtsoa").iterdir()):
         assert (path / file.name).read_bytes() == file.read_bytes(), file.name
 
 
+def test_a_version_2_graph_loads_with_an_empty_ops_table(saved):
+    """A version 2 file of a graph without op nodes (this model_graph's MatMul / Relu nodes are
+    plain kernels) loads as before; the version 3 ops table reads empty."""
+    (saved / "ops.arrow").unlink()
+    set_value(saved, "metadata", "format_version", 0, 2)
+    graph = load_graph(saved)
+    assert graph.op_names == () and graph.meta.format_version == FORMAT_VERSION
+    assert graph.tensor_info(0) == ("x", ("batch", 3))
+
+
+def test_a_version_2_graph_with_an_ops_table_is_refused(saved):
+    set_value(saved, "metadata", "format_version", 0, 2)
+    with pytest.raises(GraphFormatError, match="version 2 graph has no ops table") as error:
+        load_graph(saved)
+    assert error.value.table == "ops"
+
+
 def test_newer_versions_are_refused(saved):
-    set_value(saved, "metadata", "format_version", 0, 3)
-    with pytest.raises(GraphFormatError, match=r"format version 3 .*reads 1, 2") as error:
+    set_value(saved, "metadata", "format_version", 0, 4)
+    with pytest.raises(GraphFormatError, match=r"format version 4 .*reads 1, 2, 3") as error:
         load_graph(saved)
     assert where(error) == ("metadata", "format_version", 0)
 
 
 @pytest.mark.parametrize("table", list(TABLES_SINCE))
-def test_a_version_2_graph_missing_a_new_table_is_refused(saved, table):
+def test_a_current_graph_missing_a_new_table_is_refused(saved, table):
     (saved / f"{table}.arrow").unlink()
-    with pytest.raises(GraphFormatError, match="format version 2 graph has a") as error:
+    with pytest.raises(GraphFormatError, match="format version 3 graph has a") as error:
         load_graph(saved)
     assert error.value.table == table
 

@@ -286,8 +286,45 @@ def test_reductions():
         check(op, [x], {"axes": [2], "keepdims": 0}, opset=11, rtol=1e-4, atol=1e-6)
     refuses(STATUS_OP_BAD_ATTRIBUTE, "ReduceSum", [x, i64(3)])
     refuses(STATUS_OP_BAD_ATTRIBUTE, "ReduceSum", [x, i64(1, -2)])
-    refuses(STATUS_OP_BAD_DTYPE, "ReduceMean", [XI])
     refuses(STATUS_OP_BAD_DTYPE, "ReduceSum", [x.astype(np.bool_)])
+
+
+def _onnxruntime_reduce_mean(x, axes, keepdims):
+    """onnxruntime's ReduceMean (opset 18, axes as an input) of `x` on one thread."""
+    import onnxruntime
+
+    names = ["x0", "x1"] if axes is not None else ["x0"]
+    node = helper.make_node("ReduceMean", names, ["y0"], keepdims=keepdims)
+    graph_inputs = [helper.make_tensor_value_info("x0", ELEM[x.dtype], x.shape)]
+    if axes is not None:
+        graph_inputs.append(helper.make_tensor_value_info("x1", TensorProto.INT64, [len(axes)]))
+    graph = helper.make_graph(
+        [node], "g", graph_inputs, [helper.make_tensor_value_info("y0", ELEM[x.dtype], None)]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options)
+    feeds = {"x0": x} if axes is None else {"x0": x, "x1": i64(*axes)}
+    return session.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("kind", [np.int32, np.int64])
+def test_reduce_mean_of_integers_matches_onnxruntime(kind):
+    """ONNX allows integer ReduceMean; onnxruntime divides the sum truncating toward zero
+    (-7 / 4 is -1, not floor's -2), which was refused (STATUS_OP_BAD_DTYPE) before."""
+    x = XI.astype(kind)
+    for axes in (None, [1], [0, -1], [2]):
+        for keepdims in (0, 1):
+            inputs = [x] if axes is None else [x, i64(*axes)]
+            (got,) = run_numpy("ReduceMean", inputs, {"keepdims": keepdims})
+            want = _onnxruntime_reduce_mean(x, axes, keepdims)
+            assert got.dtype == want.dtype == x.dtype
+            np.testing.assert_array_equal(got, want)
+    by_hand = np.array([[-3, -4, 0, 0], [7, 2, 1, 1]], dtype=kind)
+    (got,) = run_numpy("ReduceMean", [by_hand, i64(1)], {"keepdims": 0})
+    np.testing.assert_array_equal(got, np.array([-1, 2], dtype=kind))  # -7/4, 11/4
 
 
 def test_argmax_argmin():

@@ -130,6 +130,7 @@ class GraphBuilder:
         self._tensors = {"value": [], "name": [], "rank": [], "dim_start": []}
         self._dims = {"size": [], "symbol": []}
         self._symbol_ids = {}
+        self._op_ids = {}  # the ops table: op name -> row (format version 3)
         self.has_loops = False
 
     # -- small tables -------------------------------------------------------------------
@@ -147,6 +148,22 @@ class GraphBuilder:
             self._kernel_ids[name] = len(self._kernel_names)
             self._kernel_names.append(str(name))
         return self._kernel_ids[name]
+
+    def op_index(self, name):
+        """Row of an op name in this graph's ops table (added on first use): the value of
+        attribute 0 of an OpInferShape / OpLaunch node running that op."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"an op name is a non-empty str, got {name!r}")
+        return self._op_ids.setdefault(name, len(self._op_ids))
+
+    def set_op_names(self, names):
+        """Replace the ops table by `names` (unique; row = position): what lowering uses to
+        store op codes of an op registry directly (row = code)."""
+        self._op_ids = {}
+        for name in names:
+            self.op_index(name)
+        if len(self._op_ids) != len(names):
+            raise ValueError(f"op names repeat: {list(names)}")
 
     def add_subgraph(self, kind, parent=GraphKind.MAIN, name=""):
         """A control-flow subgraph (branch, loop condition or body) owned by `parent`."""
@@ -392,6 +409,7 @@ class GraphBuilder:
             dim_size=np.asarray(self._dims["size"], dtype=np.int64),
             dim_symbol=np.asarray(self._dims["symbol"], dtype=np.int32),
             symbol_names=tuple(self._symbol_ids),
+            op_names=tuple(self._op_ids),
             meta=meta,
         )
         if validate:

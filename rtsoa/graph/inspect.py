@@ -76,12 +76,12 @@ def op_counts(graph):
     """{op type: launches} of a lowered model ({} for other graphs)."""
     if "OpLaunch" not in graph.kernel_names:
         return {}
-    from rtsoa.ops.switch import OP_NAMES
-
     launch = graph.kernel_names.index("OpLaunch")
     nodes = np.flatnonzero(graph.node_kernel == launch)
-    codes = graph.attr_pool[graph.attr_offsets[nodes]] if nodes.size else np.zeros(0, np.int64)
-    names = [OP_NAMES[c] if 0 <= c < len(OP_NAMES) else f"op#{c}" for c in codes.tolist()]
+    # attribute 0 of an op node is its op's row in the graph's ops table (format version 3)
+    rows = graph.attr_pool[graph.attr_offsets[nodes]] if nodes.size else np.zeros(0, np.int64)
+    ops = graph.op_names
+    names = [ops[r] if 0 <= r < len(ops) else f"op#{r}" for r in rows.tolist()]
     values, counts = np.unique(np.array(names, dtype=object), return_counts=True)
     return {str(v): int(c) for v, c in zip(values, counts, strict=True)}
 

@@ -4,7 +4,9 @@ Saving writes every table into a staging directory and swaps it into place atomi
 (`rtsoa.graph.atomic`); every table records the save's id. Loading maps each `<table>.arrow`
 file and views its columns as numpy arrays without copying; the arrays are read-only and keep
 the mapping alive. Every table is checked against `rtsoa.graph.schema`, the save ids against
-each other, and the whole graph by `validate_graph` before anything else may use it.
+each other, and the whole graph by `validate_graph` before anything else may use it. The ops a
+model's op nodes run are saved by name and bound to this rtsoa's op switch at load
+(`rtsoa.graph.op_table`).
 """
 
 import hashlib
@@ -17,6 +19,7 @@ import pyarrow as pa
 from rtsoa.errors import GraphFormatError
 from rtsoa.graph import atomic
 from rtsoa.graph.graph import ExecuteGraph, GraphMeta
+from rtsoa.graph.op_table import bind_op_names, compact_op_names, op_nodes, refuse_unnamed_ops
 from rtsoa.graph.schema import (
     FIELDS,
     FILE_SUFFIX,
@@ -39,7 +42,9 @@ from rtsoa.graph.validate import check_ids, validate_graph
 
 
 def graph_tables(graph):
-    """The graph as {table name: pyarrow.Table}, in schema column order (from schema.FIELDS)."""
+    """The graph as {table name: pyarrow.Table}, in schema column order (from schema.FIELDS).
+    The ops table holds only the ops the graph's op nodes run (`compact_op_names`)."""
+    graph = compact_op_names(graph)
     meta = graph.meta
     columns = {name: {} for name in TABLES}
     columns[METADATA_TABLE] = {column: [getattr(meta, column)] for column in METADATA_SCHEMA.names}
@@ -232,12 +237,16 @@ def load_graph(path, validate=True):
     With `validate=False` only the format version, each table's schema and the save ids are
     checked; use it for files you wrote yourself, never for files the executors will index
     unchecked.
+
+    The op names of a model are bound to this rtsoa's op switch (`op_table.bind_op_names`): the
+    graph returned runs the ops its file names, whatever op set wrote it; an op this rtsoa does
+    not have, or a version 1 / 2 file with op nodes (codes without names), is refused.
     """
     path = Path(path)
     for attempt in range(_LOAD_ATTEMPTS):
         identity = _identity(path)
         try:
-            meta, tables = _read_tables(path)
+            meta, version, tables = _read_tables(path)
             _check_one_save(tables)
             break
         except GraphFormatError:
@@ -259,11 +268,21 @@ def load_graph(path, validate=True):
             value = tuple(value)
         columns[field.name] = value
     graph = ExecuteGraph(**columns, meta=meta)
+    refuse_unnamed_ops(graph, version)
     if validate:
         # Errors name graph_io rows as saved; a foreign file may order its roles otherwise.
         io_rows = np.concatenate([np.flatnonzero(roles == field.role) for field in ROLE_FIELDS])
         validate_graph(graph, io_rows=io_rows)
-    return graph
+    return _bind_ops(graph)
+
+
+def _bind_ops(graph):
+    """The graph bound to the compiled op switch (models only: the op library is imported)."""
+    if op_nodes(graph).shape[0] == 0:
+        return graph
+    from rtsoa.ops.registry import compiled_op_names
+
+    return bind_op_names(graph, compiled_op_names())
 
 
 def _identity(path, missing_ok=False):
@@ -282,7 +301,8 @@ def _identity(path, missing_ok=False):
 
 
 def _read_tables(path):
-    """(GraphMeta, {table name: schema-checked table}) of the graph directory `path`.
+    """(GraphMeta, the file's format version, {table name: schema-checked table}) of the graph
+    directory `path`.
 
     A file of an older readable version holds only the tables of its version; the graph read
     from it is of the current version (GraphMeta.format_version is FORMAT_VERSION), with the
@@ -319,7 +339,7 @@ def _read_tables(path):
     tables = {METADATA_TABLE: metadata}
     tables.update({name: read_table(path, name) for name in names if name != METADATA_TABLE})
     row["format_version"] = FORMAT_VERSION
-    return GraphMeta(**row), tables
+    return GraphMeta(**row), version, tables
 
 
 def save_id(table):

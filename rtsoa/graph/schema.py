@@ -17,6 +17,12 @@ str, and graph_io is split by its `role` column into graph_inputs and graph_outp
 
 Format version 2 added the tensors, dims and symbols tables (names and shapes of a model's
 tensors, symbolic dimensions); load_graph reads version 1 files with those tables empty.
+Format version 3 added the ops table: the names of the compute ops a lowered model runs.
+Attribute slot 0 of every OpInferShape / OpLaunch node (`OP_KERNELS`) is a row of it, as
+nodes.kernel is a row of the kernels table, so a saved model names its ops instead of holding
+positions in the op set of the rtsoa that wrote it (`rtsoa/graph/op_table.py` binds the names
+to the compiled op switch at load). Files of versions 1 and 2 load with the ops table empty,
+unless they hold op nodes: their op codes cannot be checked, so they are refused.
 
 Ids are dense int32, CSR offsets int64. Every CSR over nodes keeps its offsets in the
 `node_offsets` table (n + 1 rows), next to the flat target tables.
@@ -31,12 +37,16 @@ import pyarrow as pa
 
 from rtsoa.errors import GraphFormatError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # Tables added by a format version: a file of an older version has none of them (load reads
-# them as empty). Version 2 added the named tensors of models, their dims and their symbols.
-TABLES_SINCE = {"tensors": 2, "dims": 2, "symbols": 2}
+# them as empty). Version 2 added the named tensors of models, their dims and their symbols;
+# version 3 the names of the ops a model runs.
+TABLES_SINCE = {"tensors": 2, "dims": 2, "symbols": 2, "ops": 3}
 # Versions load_graph reads; an in-memory graph (and so validate_graph) is always FORMAT_VERSION.
-READABLE_FORMAT_VERSIONS = (1, 2)
+READABLE_FORMAT_VERSIONS = (1, 2, 3)
+# Kernels whose attribute slot OP_SLOT names the op they run: a row of the ops table.
+OP_KERNELS = ("OpInferShape", "OpLaunch")
+OP_SLOT = 0
 MAX_RANK = 8  # tensors.rank is 0 .. MAX_RANK, or RANK_UNKNOWN
 RANK_UNKNOWN = -1
 SIZE_UNKNOWN = -1  # dims.size of a symbolic or unknown dimension
@@ -308,6 +318,14 @@ FIELDS = (
         doc="the symbol of a symbolic dim (its size is -1), -1 for none",
     ),
     Field("symbol_names", "symbols", "name", pa.string(), doc='e.g. "batch", "seq"; unique'),
+    # Since version 3: the ops of a lowered model (attribute slot 0 of its op nodes is a row).
+    Field(
+        "op_names",
+        "ops",
+        "name",
+        pa.string(),
+        doc="ONNX op types (unique); attribute 0 of an OpInferShape / OpLaunch node is a row",
+    ),
 )
 
 FIELDS_BY_NAME = {field.name: field for field in FIELDS}

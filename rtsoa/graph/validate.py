@@ -3,12 +3,13 @@
 What is checked comes from the field table `rtsoa.graph.schema.FIELDS`: every field's dtype,
 its length (its table's rows; nodes + 1 for CSR offsets), CSR offsets against their targets,
 and every id column against what it refers to. The graphs and kernels tables add their own
-rules (roots, parents, unique names). Checks run cheapest first: sizes, then vectorized range
-checks (min / max, and the first bad row only when out of range), then one jitted pass over
-the successor CSR (self-loops, duplicates, edges across root graphs, in-degree template), a
-jitted Kahn pass for cycles, and in a graph without loops the race check (`races.py`: every
-use ordered after its value's producer and relative to its free). Errors name the table,
-column and row of the saved file.
+rules (roots, parents, unique names), the ops table its own (unique names; every op node's
+attribute 0 a row of it, `op_table.op_rows`). Checks run cheapest first: sizes, then
+vectorized range checks (min / max, and the first bad row only when out of range), then one
+jitted pass over the successor CSR (self-loops, duplicates, edges across root graphs,
+in-degree template), a jitted Kahn pass for cycles, and in a graph without loops the race
+check (`races.py`: every use ordered after its value's producer and relative to its free).
+Errors name the table, column and row of the saved file.
 """
 
 import numpy as np
@@ -18,6 +19,7 @@ from rtsoa.errors import GraphFormatError
 from rtsoa.graph.csr import first_node_on_cycle
 from rtsoa.graph.graph import root_graphs
 from rtsoa.graph.joins import JOIN_OK, REASONS, first_unsound_join
+from rtsoa.graph.op_table import op_rows
 from rtsoa.graph.races import RACE_BEFORE_PRODUCER, first_race
 from rtsoa.graph.schema import (
     CSRS,
@@ -148,6 +150,8 @@ def validate_graph(graph, io_rows=None):
     for field in _RANGED:
         _check_field_ids(graph, field, io_rows)
     _check_tensor_tables(graph, io_rows)
+    _check_unique(_OP_NAMES, graph.op_names, "op name")
+    op_rows(graph)  # raises at the first op node whose op is not a row of the ops table
 
     n = graph.num_nodes
     roots = root_graphs(graph.graph_parent)
@@ -309,6 +313,7 @@ _TENSOR_DIM_START = FIELDS_BY_NAME["tensor_dim_start"]
 _DIM_SIZE = FIELDS_BY_NAME["dim_size"]
 _DIM_SYMBOL = FIELDS_BY_NAME["dim_symbol"]
 _SYMBOL_NAMES = FIELDS_BY_NAME["symbol_names"]
+_OP_NAMES = FIELDS_BY_NAME["op_names"]
 _GRAPH_IO = (FIELDS_BY_NAME["graph_inputs"], FIELDS_BY_NAME["graph_outputs"])
 
 

@@ -29,7 +29,7 @@ from rtsoa.graph.schema import DType, GraphKind, Placement, ValueKind
 from rtsoa.kernels import REGISTRY
 from rtsoa.lowering.compute_graph import ComputeGraph, Tensor
 from rtsoa.lowering.converters import find_converter
-from rtsoa.ops import OPS, op_code
+from rtsoa.ops import OPS, op_code, op_names
 from rtsoa.ops.abi import MAX_OP_OPERANDS, NUMPY_DTYPES, dtype_code
 from rtsoa.ops.host import OpError, TensorInfo, infer_shapes, run_numpy
 
@@ -219,6 +219,7 @@ class _Emitter:
         self.calls = calls
         self.streams = int(streams)
         self.builder = GraphBuilder(name=name, stream_count=self.streams, event_count=1)
+        self.builder.set_op_names(op_names())  # op codes below are rows of this table
         self.events = 0  # events used by cross-stream synchronisation
         self.stream_of = {}  # tensor name -> stream its Main producer launches on
         self.recorded = {}  # (tensor name, stream) -> (RecordEvent, StreamWaitEvent) nodes

@@ -18,6 +18,24 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     shape,
     softmax,
 )
-from rtsoa.ops.registry import OPS, OpDef, op_code, op_names, register_op
+from rtsoa.ops.registry import (
+    OPS,
+    OpDef,
+    bind_ops,
+    compiled_op_code,
+    compiled_op_names,
+    op_code,
+    op_names,
+    register_op,
+)
 
-__all__ = ["OPS", "OpDef", "op_code", "op_names", "register_op"]
+__all__ = [
+    "OPS",
+    "OpDef",
+    "bind_ops",
+    "compiled_op_code",
+    "compiled_op_names",
+    "op_code",
+    "op_names",
+    "register_op",
+]

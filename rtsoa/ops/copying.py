@@ -8,7 +8,9 @@ too), Expand, Tile, Pad (reflect / edge / wrap), Gather, Concat and Split only d
 tables they build (`linear_tables`, `broadcast_tables`). `gather_axes` checks the extreme
 offsets against both rows' byte ranges before it copies, so a table a hostile graph made
 inconsistent gives STATUS_OP_BAD_SHAPE, never a stray write. Where the innermost axis is
-contiguous on both sides, rows are copied as byte runs.
+contiguous on both sides, rows are copied as runs; otherwise element by element, as one 2-,
+4- or 8-byte word per element where the element size and the rows' alignment allow (bytes
+one at a time for the rest).
 """
 
 import numpy as np
@@ -60,7 +62,11 @@ def row_strides(table, row):
 def gather_axes(src, dst, size, dims, tables, starts, dst_strides, dst_base):
     """Copy `size`-byte elements: for each multi-index i over `dims`, source element
     sum_k tables[starts[k] + i_k] to destination element dst_base + sum_k i_k * dst_strides[k].
-    Refuses (STATUS_OP_BAD_SHAPE) anything that would leave `src` or `dst`."""
+    Refuses (STATUS_OP_BAD_SHAPE) anything that would leave `src` or `dst`.
+
+    Elements of 2, 4 or 8 bytes are copied as one word each when both rows start on a
+    multiple of the size (`copy_runs` over word views); other sizes and unaligned rows byte
+    by byte. Offsets are checked in elements before either path runs."""
     r = dims.shape[0]
     total = np.int64(1)
     for k in range(r):
@@ -88,10 +94,40 @@ def gather_axes(src, dst, size, dims, tables, starts, dst_strides, dst_base):
         dst_high += (dims[k] - 1) * dst_strides[k]
     if low < 0 or (high + 1) * size > src.shape[0] or (dst_high + 1) * size > dst.shape[0]:
         return np.int32(STATUS_OP_BAD_SHAPE)
+    # Word views hold whole elements only: the checks above bound every element inside them.
+    if size == 8 and _aligned(src, dst, 8):
+        source = src[: src.shape[0] // 8 * 8].view(np.uint64)
+        target = dst[: dst.shape[0] // 8 * 8].view(np.uint64)
+        copy_runs(source, target, 1, dims, tables, starts, dst_strides, dst_base, total)
+    elif size == 4 and _aligned(src, dst, 4):
+        source = src[: src.shape[0] // 4 * 4].view(np.uint32)
+        target = dst[: dst.shape[0] // 4 * 4].view(np.uint32)
+        copy_runs(source, target, 1, dims, tables, starts, dst_strides, dst_base, total)
+    elif size == 2 and _aligned(src, dst, 2):
+        source = src[: src.shape[0] // 2 * 2].view(np.uint16)
+        target = dst[: dst.shape[0] // 2 * 2].view(np.uint16)
+        copy_runs(source, target, 1, dims, tables, starts, dst_strides, dst_base, total)
+    else:
+        copy_runs(src, dst, size, dims, tables, starts, dst_strides, dst_base, total)
+    return OK
+
+
+@jit_with_nrt
+def _aligned(src, dst, size):
+    """Do both arrays start on a multiple of `size` bytes?"""
+    return src.ctypes.data % size == 0 and dst.ctypes.data % size == 0
+
+
+@jit_with_nrt
+def copy_runs(src, dst, width, dims, tables, starts, dst_strides, dst_base, total):
+    """The loop of `gather_axes` over arrays of units (bytes, or 2-, 4-, 8-byte words): element
+    e is units [e * width, (e + 1) * width). The caller checked every offset against both
+    arrays (in elements) and that `total` (the product of `dims`) is above 0."""
+    r = dims.shape[0]
     if r == 0:
-        d = dst_base * size
-        dst[d : d + size] = src[0:size]
-        return OK
+        d = dst_base * width
+        dst[d : d + width] = src[0:width]
+        return
     last = r - 1
     n = dims[last]
     t0 = starts[last]
@@ -101,7 +137,8 @@ def gather_axes(src, dst, size, dims, tables, starts, dst_strides, dst_base):
             contiguous = False
             break
     counters = np.zeros(r, dtype=np.int64)
-    run = n * size
+    run = n * width
+    step = dst_strides[last]
     for _ in range(total // n):
         s_base = np.int64(0)
         d_base = dst_base
@@ -109,22 +146,23 @@ def gather_axes(src, dst, size, dims, tables, starts, dst_strides, dst_base):
             s_base += tables[starts[k] + counters[k]]
             d_base += counters[k] * dst_strides[k]
         if contiguous:
-            s = (s_base + tables[t0]) * size
-            d = d_base * size
+            s = (s_base + tables[t0]) * width
+            d = d_base * width
             dst[d : d + run] = src[s : s + run]
-        else:
-            step = dst_strides[last]
+        elif width == 1:
             for i in range(n):
-                s = (s_base + tables[t0 + i]) * size
-                d = (d_base + i * step) * size
-                for b in range(size):
+                dst[d_base + i * step] = src[s_base + tables[t0 + i]]
+        else:
+            for i in range(n):
+                s = (s_base + tables[t0 + i]) * width
+                d = (d_base + i * step) * width
+                for b in range(width):
                     dst[d + b] = src[s + b]
         for k in range(last - 1, -1, -1):
             counters[k] += 1
             if counters[k] < dims[k]:
                 break
             counters[k] = 0
-    return OK
 
 
 @jit_with_nrt

@@ -2,8 +2,9 @@
 
 Binary and variadic arithmetic (Add, Sub, Mul, Div, Pow, Sum, Max, Min, Mean) run on float32,
 float64, int32 and int64 inputs of one dtype; comparisons (Equal, Less, Greater) give bool;
-unary activations run on float32 / float64 (Abs and Neg on integers too). Integer Div truncates
-toward zero like onnxruntime.
+unary activations run on float32 / float64 (Abs, Neg and Sign on integers too). Integer Div
+truncates toward zero like onnxruntime. Shrink runs on float32 / float64 / int32 / int64; on
+integers its result is truncated to the integer type, as onnxruntime does.
 """
 
 import math
@@ -17,12 +18,14 @@ from rtsoa.ops.abi import (
     F64,
     I32,
     I64,
+    STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     copy_shape,
     dtype,
     set_output,
     view,
 )
+from rtsoa.ops.attributes import onnx_float
 from rtsoa.ops.broadcast import broadcast_rows, index_map, same_shape
 from rtsoa.ops.registry import register_op
 
@@ -62,7 +65,7 @@ def same_shape_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 ADD, SUB, MUL, DIV, POW, MAX, MIN = 0, 1, 2, 3, 4, 5, 6
 EQUAL, LESS, GREATER = 0, 1, 2
-RELU, LEAKY_RELU, SIGMOID, TANH, EXP, LOG, SQRT, NEG, ABS, ERF = range(10)
+RELU, LEAKY_RELU, SIGMOID, TANH, EXP, LOG, SQRT, NEG, ABS, ERF, SIGN = range(11)
 
 
 @jit_with_nrt
@@ -183,6 +186,41 @@ def unary_loop(op, x, out, p0, p1):
     elif op == ERF:
         for i in range(n):
             out[i] = math.erf(x[i])
+    elif op == SIGN:
+        for i in range(n):
+            v = x[i]
+            if v > 0:
+                out[i] = 1
+            elif v < 0:
+                out[i] = -1
+            else:  # 0 stays 0 and NaN stays NaN (numpy's sign, the ONNX reference)
+                out[i] = v
+
+
+@jit_with_nrt
+def shrink_loop(x, out, lambd, bias):
+    """out[i] = x + bias below -lambd, x - bias above lambd, else 0 (evaluated in float64)."""
+    for i in range(min(x.shape[0], out.shape[0])):
+        v = np.float64(x[i])
+        if v < -lambd:
+            out[i] = v + bias
+        elif v > lambd:
+            out[i] = v - bias
+        else:
+            out[i] = 0
+
+
+@jit_with_nrt
+def int_shrink_loop(x, out, lambd, bias):
+    """shrink_loop for integers: the shifted value truncated toward zero (onnxruntime's cast)."""
+    for i in range(min(x.shape[0], out.shape[0])):
+        v = np.float64(x[i])
+        if v < -lambd:
+            out[i] = np.int64(v + bias)
+        elif v > lambd:
+            out[i] = np.int64(v - bias)
+        else:
+            out[i] = 0
 
 
 @jit_with_nrt
@@ -275,7 +313,8 @@ def compare(op, arena, table):
 
 @jit_with_nrt
 def unary(op, arena, table, n_in, p0, p1):
-    """out = f(x) for activation `op`: float32 / float64, and int32 / int64 for NEG and ABS."""
+    """out = f(x) for activation `op`: float32 / float64, and int32 / int64 for NEG, ABS and
+    SIGN."""
     kind = dtype(table, 0)
     if kind == F32:
         unary_loop(
@@ -293,7 +332,7 @@ def unary(op, arena, table, n_in, p0, p1):
             np.float64(p0),
             np.float64(p1),
         )
-    elif kind == I64 and (op == NEG or op == ABS):
+    elif kind == I64 and (op == NEG or op == ABS or op == SIGN):
         unary_loop(
             op,
             view(arena, table, 0, np.int64),
@@ -301,7 +340,7 @@ def unary(op, arena, table, n_in, p0, p1):
             np.int64(0),
             np.int64(0),
         )
-    elif kind == I32 and (op == NEG or op == ABS):
+    elif kind == I32 and (op == NEG or op == ABS or op == SIGN):
         unary_loop(
             op,
             view(arena, table, 0, np.int32),
@@ -435,6 +474,40 @@ def abs_compute(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt
+def sign_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return unary(SIGN, arena, table, n_in, 0.0, 0.0)
+
+
+@jit_with_nrt
+def shrink_compute(arena, table, n_in, n_out, attrs, fattrs):
+    """Shrink with attrs [lambd, bias] (float bits)."""
+    if attrs.shape[0] < 2:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
+    lambd = fattrs[0]
+    bias = fattrs[1]
+    kind = dtype(table, 0)
+    if kind == F32:
+        shrink_loop(
+            view(arena, table, 0, np.float32), view(arena, table, n_in, np.float32), lambd, bias
+        )
+    elif kind == F64:
+        shrink_loop(
+            view(arena, table, 0, np.float64), view(arena, table, n_in, np.float64), lambd, bias
+        )
+    elif kind == I64:
+        int_shrink_loop(
+            view(arena, table, 0, np.int64), view(arena, table, n_in, np.int64), lambd, bias
+        )
+    elif kind == I32:
+        int_shrink_loop(
+            view(arena, table, 0, np.int32), view(arena, table, n_in, np.int32), lambd, bias
+        )
+    else:
+        return np.int32(STATUS_OP_BAD_DTYPE)
+    return np.int32(0)
+
+
+@jit_with_nrt
 def identity_compute(arena, table, n_in, n_out, attrs, fattrs):
     """A byte copy (Identity, Dropout in inference, and reshapes, which keep the data order)."""
     source = view(arena, table, 0, np.uint8)
@@ -482,7 +555,16 @@ for _name, _compute in (
     ("Erf", erf_compute),
     ("Neg", neg_compute),
     ("Abs", abs_compute),
+    ("Sign", sign_compute),
     ("Identity", identity_compute),
 ):
     register_op(_name, same_shape_infer, _compute)
 register_op("LeakyRelu", same_shape_infer, leaky_relu_compute, encode=_alpha(0.01))
+
+
+def encode_shrink(attributes, inputs):
+    """Shrink slots: lambd, bias (ONNX defaults 0.5 and 0.0)."""
+    return [onnx_float(attributes.get("lambd", 0.5)), onnx_float(attributes.get("bias", 0.0))]
+
+
+register_op("Shrink", same_shape_infer, shrink_compute, encode=encode_shrink)

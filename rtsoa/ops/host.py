@@ -28,7 +28,7 @@ from rtsoa.ops.abi import (
     new_table,
 )
 from rtsoa.ops.entry import MODE_COMPUTE, MODE_INFER, run_op
-from rtsoa.ops.registry import OPS, op_code
+from rtsoa.ops.registry import OPS, compiled_op_code
 
 ALIGN = 64
 
@@ -111,7 +111,7 @@ def infer_shapes(name, inputs, attributes=None, n_out=1):
     estimate; raises OpError when the op refuses them."""
     op, attrs, table, arena = _prepare(name, inputs, attributes, n_out)
     n_in = len(inputs)
-    status = run_op(MODE_INFER, op_code(name), arena, table, attrs, n_in, n_out)
+    status = run_op(MODE_INFER, compiled_op_code(name), arena, table, attrs, n_in, n_out)
     if status != 0:
         raise OpError(name, status)
     return [_row_info(table, n_in + k) for k in range(n_out)], int(table[RESULT_ROW, 0])
@@ -121,7 +121,7 @@ def run_numpy(name, inputs, attributes=None, n_out=1):
     """Outputs of op `name` on numpy `inputs` (None for an absent optional input)."""
     op, attrs, table, arena = _prepare(name, inputs, attributes, n_out)
     n_in = len(inputs)
-    code = op_code(name)
+    code = compiled_op_code(name)
     status = run_op(MODE_INFER, code, arena, table, attrs, n_in, n_out)
     if status != 0:
         raise OpError(name, status)

@@ -3,9 +3,10 @@
 Reduce* take their axes from the attribute (ReduceSum before opset 13, the others before 18)
 or from input 1 (a `data_inputs` position), with keepdims and noop_with_empty_axes. They run on
 float32 / float64 (read as and accumulated in float64) and int32 / int64 (in int64; ReduceMean
-refuses integers). Each input element adds into the output element an index map gives it (the
-keepdims shape broadcast to the input's), so one loop per dtype serves every axis set. A
-reduction over an empty axis gives 0 (Sum), 1 (Prod) and is refused for Max / Min / Mean.
+of integers divides the sum truncating toward zero, as onnxruntime does). Each input element
+adds into the output element an index map gives it (the keepdims shape broadcast to the
+input's), so one loop per dtype serves every axis set. A reduction over an empty axis gives 0
+(Sum), 1 (Prod) and is refused for Max / Min / Mean.
 """
 
 import numpy as np
@@ -134,8 +135,6 @@ def reduce(op, arena, table, n_in, attrs):
     targets = index_map(table, SCRATCH, 0)
     counts = np.zeros(n_out if (op == MAX or op == MIN) else 0, dtype=np.int64)
     floating = kind == F32 or kind == F64
-    if not floating and op == MEAN:
-        return np.int32(STATUS_OP_BAD_DTYPE)
     if not holds(table, 0) or not holds(table, n_in):
         return np.int32(STATUS_OP_BAD_SHAPE)
     if floating:
@@ -146,7 +145,18 @@ def reduce(op, arena, table, n_in, attrs):
         return narrow_to(arena, table, n_in, kind, acc, n_out)
     iacc = np.full(n_out, 1 if op == PROD else 0, dtype=np.int64)
     reduce_loop(op, as_int64(arena, table, 0, n), targets, iacc, counts)
+    if op == MEAN:
+        truncate_divide(iacc, n // max(n_out, 1))
     return narrow_to(arena, table, n_in, kind, iacc, n_out)
+
+
+@jit_with_nrt
+def truncate_divide(values, divisor):
+    """values /= divisor rounded toward zero (C's integer division, which onnxruntime's
+    integer ReduceMean uses), not floor division; `divisor` > 0."""
+    for k in range(values.shape[0]):
+        quotient = abs(values[k]) // divisor
+        values[k] = quotient if values[k] >= 0 else -quotient
 
 
 @jit_with_nrt

@@ -6,7 +6,10 @@ data its shape inference reads (`data_inputs`: Reshape's shape, Slice's starts, 
 `encode`, a Python function turning the ONNX node's attributes into the int64 slots its njit
 code reads. The op's code is its position in the sorted names; `rtsoa/ops/switch.py`, the
 switch over the codes, is generated from this table (`python -m rtsoa.ops.generate`; a test
-checks it is current).
+checks it is current). Codes are an in-process detail: a saved graph names its ops (the ops
+table, `rtsoa.graph.op_table`), and loading binds the names to the codes of the compiled
+switch (`compiled_op_names`), so a graph lowered by an rtsoa with another op set runs the
+ops it names.
 """
 
 import dataclasses
@@ -72,5 +75,33 @@ def op_names():
 
 
 def op_code(name):
-    """The op code of `name` (KeyError if not registered)."""
+    """The op code of `name` in this registry (ValueError if not registered)."""
     return op_names().index(name)
+
+
+def compiled_op_names():
+    """The op names of the compiled op switch (`rtsoa/ops/switch.py`), position = the code the
+    op kernels and `rtsoa.ops.entry` run. Equal to `op_names()` while the switch is current."""
+    from rtsoa.ops.switch import OP_NAMES
+
+    return OP_NAMES
+
+
+def compiled_op_code(name):
+    """The code of op `name` in the compiled switch (what `entry` runs; KeyError if the switch
+    lacks it: regenerate it with `python -m rtsoa.ops.generate`)."""
+    names = compiled_op_names()
+    if name not in names:
+        raise KeyError(
+            f"op {name!r} is not in the compiled op switch (rtsoa/ops/switch.py): run "
+            "python -m rtsoa.ops.generate"
+        )
+    return names.index(name)
+
+
+def bind_ops(graph):
+    """`graph` with its op nodes bound to the compiled op switch (`rtsoa.graph.op_table`):
+    what load_graph does; needed only for a graph built by hand with its own ops table."""
+    from rtsoa.graph.op_table import bind_op_names
+
+    return bind_op_names(graph, compiled_op_names())

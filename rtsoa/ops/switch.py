@@ -18,7 +18,7 @@ import rtsoa.ops.softmax
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import STATUS_OP_UNKNOWN
 
-OP_NAMES = ('Abs', 'Add', 'And', 'ArgMax', 'ArgMin', 'AveragePool', 'BatchNormalization', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Conv', 'ConvTranspose', 'Div', 'Dropout', 'Elu', 'Equal', 'Erf', 'Exp', 'Expand', 'Flatten', 'Gather', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'Not', 'Or', 'PRelu', 'Pad', 'Pow', 'Range', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'Relu', 'Reshape', 'Selu', 'Shape', 'Sigmoid', 'Slice', 'Softmax', 'Softplus', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Sum', 'Tanh', 'Tile', 'Transpose', 'Unsqueeze', 'Where', 'Xor')
+OP_NAMES = ('Abs', 'Add', 'And', 'ArgMax', 'ArgMin', 'AveragePool', 'BatchNormalization', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Conv', 'ConvTranspose', 'Div', 'Dropout', 'Elu', 'Equal', 'Erf', 'Exp', 'Expand', 'Flatten', 'Gather', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'Not', 'Or', 'PRelu', 'Pad', 'Pow', 'Range', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'Relu', 'Reshape', 'Selu', 'Shape', 'Shrink', 'Sigmoid', 'Sign', 'Slice', 'Softmax', 'Softplus', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Sum', 'Tanh', 'Tile', 'Transpose', 'Unsqueeze', 'Where', 'Xor')
 
 
 @jit_with_nrt
@@ -138,35 +138,39 @@ def arity(code):
         return (1, 1, 1, 1)
     elif code == 56:  # Shape
         return (1, 1, 1, 1)
-    elif code == 57:  # Sigmoid
+    elif code == 57:  # Shrink
         return (1, 1, 1, 1)
-    elif code == 58:  # Slice
+    elif code == 58:  # Sigmoid
+        return (1, 1, 1, 1)
+    elif code == 59:  # Sign
+        return (1, 1, 1, 1)
+    elif code == 60:  # Slice
         return (1, 5, 1, 1)
-    elif code == 59:  # Softmax
+    elif code == 61:  # Softmax
         return (1, 1, 1, 1)
-    elif code == 60:  # Softplus
+    elif code == 62:  # Softplus
         return (1, 1, 1, 1)
-    elif code == 61:  # Split
+    elif code == 63:  # Split
         return (1, 2, 1, 56)
-    elif code == 62:  # Sqrt
+    elif code == 64:  # Sqrt
         return (1, 1, 1, 1)
-    elif code == 63:  # Squeeze
+    elif code == 65:  # Squeeze
         return (1, 2, 1, 1)
-    elif code == 64:  # Sub
+    elif code == 66:  # Sub
         return (2, 2, 1, 1)
-    elif code == 65:  # Sum
+    elif code == 67:  # Sum
         return (1, 55, 1, 1)
-    elif code == 66:  # Tanh
+    elif code == 68:  # Tanh
         return (1, 1, 1, 1)
-    elif code == 67:  # Tile
+    elif code == 69:  # Tile
         return (2, 2, 1, 1)
-    elif code == 68:  # Transpose
+    elif code == 70:  # Transpose
         return (1, 1, 1, 1)
-    elif code == 69:  # Unsqueeze
+    elif code == 71:  # Unsqueeze
         return (1, 2, 1, 1)
-    elif code == 70:  # Where
+    elif code == 72:  # Where
         return (3, 3, 1, 1)
-    elif code == 71:  # Xor
+    elif code == 73:  # Xor
         return (2, 2, 1, 1)
     return (0, -1, 0, -1)
 
@@ -287,35 +291,39 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 56:  # Shape
         return rtsoa.ops.shape.shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 57:  # Sigmoid
+    elif code == 57:  # Shrink
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 58:  # Slice
+    elif code == 58:  # Sigmoid
+        return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 59:  # Sign
+        return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 60:  # Slice
         return rtsoa.ops.indexing.slice_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 59:  # Softmax
+    elif code == 61:  # Softmax
         return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 60:  # Softplus
+    elif code == 62:  # Softplus
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 61:  # Split
+    elif code == 63:  # Split
         return rtsoa.ops.indexing.split_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 62:  # Sqrt
+    elif code == 64:  # Sqrt
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 63:  # Squeeze
+    elif code == 65:  # Squeeze
         return rtsoa.ops.reshape.squeeze_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 64:  # Sub
+    elif code == 66:  # Sub
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 65:  # Sum
+    elif code == 67:  # Sum
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 66:  # Tanh
+    elif code == 68:  # Tanh
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 67:  # Tile
+    elif code == 69:  # Tile
         return rtsoa.ops.indexing.tile_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 68:  # Transpose
+    elif code == 70:  # Transpose
         return rtsoa.ops.reshape.transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 69:  # Unsqueeze
+    elif code == 71:  # Unsqueeze
         return rtsoa.ops.reshape.unsqueeze_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 70:  # Where
+    elif code == 72:  # Where
         return rtsoa.ops.indexing.where_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 71:  # Xor
+    elif code == 73:  # Xor
         return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
@@ -436,34 +444,38 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.activations.selu_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 56:  # Shape
         return rtsoa.ops.shape.shape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 57:  # Sigmoid
+    elif code == 57:  # Shrink
+        return rtsoa.ops.elementwise.shrink_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 58:  # Sigmoid
         return rtsoa.ops.elementwise.sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 58:  # Slice
+    elif code == 59:  # Sign
+        return rtsoa.ops.elementwise.sign_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 60:  # Slice
         return rtsoa.ops.indexing.slice_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 59:  # Softmax
+    elif code == 61:  # Softmax
         return rtsoa.ops.softmax.softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 60:  # Softplus
+    elif code == 62:  # Softplus
         return rtsoa.ops.activations.softplus_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 61:  # Split
+    elif code == 63:  # Split
         return rtsoa.ops.indexing.split_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 62:  # Sqrt
+    elif code == 64:  # Sqrt
         return rtsoa.ops.elementwise.sqrt_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 63:  # Squeeze
+    elif code == 65:  # Squeeze
         return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 64:  # Sub
+    elif code == 66:  # Sub
         return rtsoa.ops.elementwise.sub_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 65:  # Sum
+    elif code == 67:  # Sum
         return rtsoa.ops.elementwise.add_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 66:  # Tanh
+    elif code == 68:  # Tanh
         return rtsoa.ops.elementwise.tanh_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 67:  # Tile
+    elif code == 69:  # Tile
         return rtsoa.ops.indexing.tile_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 68:  # Transpose
+    elif code == 70:  # Transpose
         return rtsoa.ops.reshape.transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 69:  # Unsqueeze
+    elif code == 71:  # Unsqueeze
         return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 70:  # Where
+    elif code == 72:  # Where
         return rtsoa.ops.indexing.where_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 71:  # Xor
+    elif code == 73:  # Xor
         return rtsoa.ops.shape.xor_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
