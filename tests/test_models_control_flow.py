@@ -14,8 +14,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rtsoa.errors import LoweringError
-from rtsoa.executors import EXECUTORS
+from rtsoa.executors import EXECUTORS, KernelError, prepare_executor
+from rtsoa.graph.builder import GraphBuilder
 from rtsoa.graph.io import load_graph, save_graph
+from rtsoa.graph.schema import ValueKind
+from rtsoa.kernels import REGISTRY
+from rtsoa.kernels.model_control import STATUS_NO_SHAPE_ROWS, STATUS_NOT_A_SCALAR
 from rtsoa.lowering import lower
 from rtsoa.runtime import load_model
 from rtsoa.testing.models import FLOAT, model, run_onnxruntime
@@ -440,3 +444,38 @@ def test_if_branches_returning_an_outer_tensor_and_a_constant(executor):
     x = np.array([1.0, 2.0], np.float32)
     sets = [{"c": np.array(flag), "x": x} for flag in (True, False, True)]
     _run_and_compare(proto, sets, executor)
+
+
+def test_a_condition_of_more_than_one_element_fails_the_run_naming_the_read():
+    # the condition's shape is symbolic, so only the run can tell it is not one element
+    then_branch = _graph([helper.make_node("Neg", ["x"], ["t"])], "t", [("t", FLOAT, None)])
+    else_branch = _graph([helper.make_node("Abs", ["x"], ["e"])], "e", [("e", FLOAT, None)])
+    proto = model(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch)],
+        [("c", BOOL, ["k"]), ("x", FLOAT, [2])],
+        [("y", FLOAT, [2])],
+    )
+    x = np.ones(2, np.float32)
+    with load_model(proto, executor="topological") as run:
+        with pytest.raises(KernelError) as failure:
+            run.execute_sync({"c": np.array([True, False]), "x": x})
+        assert failure.value.status == STATUS_NOT_A_SCALAR
+        assert failure.value.kernel == "TensorToInt"
+        assert run.main.leaked_blocks == 0
+        # the executor stays usable: a one-element condition runs
+        got = run.execute_sync({"c": np.array([False]), "x": -x})["y"]
+        np.testing.assert_array_equal(got, x)
+
+
+def test_tensor_moves_refuse_a_graph_without_shape_rows():
+    builder = GraphBuilder(name="no-shapes")
+    _, (flag,) = REGISTRY.add_node(builder, "ConstInt", attributes=[0])
+    shape = builder.add_value(kind=ValueKind.SHAPE)
+    block = builder.add_value(kind=ValueKind.MEMORY_BLOCK)
+    REGISTRY.add_node(builder, "SelectTensor", inputs=[flag, shape, block])
+    builder.add_edge(0, 1)
+    executor = prepare_executor(builder.finalize(), executor="topological")
+    with pytest.raises(KernelError) as failure:
+        executor.run()
+    assert failure.value.status == STATUS_NO_SHAPE_ROWS
+    assert failure.value.kernel == "SelectTensor"

@@ -162,9 +162,11 @@ class LoopRegion:
                 for source, target in zip(self.initial, self.outputs, strict=True)
             ]
             return fold(model, copies)
-        starts = [model.tensors[name] for name in self.initial]
-        for state, start in zip(self.outputs, starts, strict=True):
-            copy_info(model.tensor(state), start.dtype, start.dims)
+        # the loop state starts as copies of the initial values (with their dtypes and dims)
+        self.copies = [
+            identity_call(model, source, target, self.node)
+            for source, target in zip(self.initial, self.outputs, strict=True)
+        ]
         while True:  # widen the loop state's dims until the body keeps them (monotone)
             calls, results = self._lower_body(model, fold)
             widened = False
@@ -188,10 +190,6 @@ class LoopRegion:
             taken = [self.next_condition]
         self.results = materialise(model, calls, results[1:], prefix, self.node, taken)
         self.calls = calls
-        self.copies = [
-            identity_call(model, source, target, self.node)
-            for source, target in zip(self.initial, self.outputs, strict=True)
-        ]
         runtime = [name for name in (self.trip, self.condition) if name]
         runtime = [name for name in runtime if not model.tensors[name].is_constant]
         provided = list(self.outputs) + ([self.iteration] if self.iteration else [])
