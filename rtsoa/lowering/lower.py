@@ -299,6 +299,9 @@ class _Emitter:
         data = np.ascontiguousarray(tensor.data)
         offset, length = self.builder.add_constant(data.view(np.uint8).reshape(-1).tobytes())
         dims = [int(d) for d in data.shape]
+        if tensor.is_static and int(np.prod(tensor.dims, dtype=np.int64)) == data.size:
+            # ascontiguousarray makes a 0-d array 1-d: the tensor's dims keep its rank
+            dims = [int(d) for d in tensor.dims]
         shape_node, (shape,) = self.node(
             "ConstTensor",
             GraphKind.INIT,
