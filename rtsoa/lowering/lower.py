@@ -78,7 +78,7 @@ class LoweringContext:
 
     def set_constant(self, name, array):
         """Tensor `name` is the constant `array`."""
-        array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array).reshape(np.shape(array))  # keep 0-d scalars 0-d
         tensor = self.graph.tensor(name)
         tensor.data = array
         tensor.dtype = dtype_code(array.dtype)
