@@ -229,23 +229,7 @@ def test_small_cnn_with_a_residual_block():
         assert executor.device.hazard_count == 0
 
 
-@pytest.mark.parametrize("op", ["If", "Loop"])
-def test_if_and_loop_are_refused_at_lowering_with_the_reason(op):
-    body = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["z"])],
-        "body",
-        [],
-        [helper.make_tensor_value_info("z", FLOAT, [2])],
-    )
-    if op == "If":
-        node = helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body)
-        inputs = [("c", TensorProto.BOOL, []), ("x", FLOAT, [2])]
-    else:
-        node = helper.make_node("Loop", ["n", "c"], ["y"], body=body)
-        inputs = [("n", TensorProto.INT64, []), ("c", TensorProto.BOOL, []), ("x", FLOAT, [2])]
-    proto = model([node], inputs, [("y", FLOAT, [2])])
-    with pytest.raises(LoweringError, match=f"{op} node.*not supported yet"):
-        lower(proto)
+# ONNX If and Loop (lowered since issue 10's control-flow part): tests/test_models_control_flow.py
 
 
 @pytest.mark.parametrize("streams", [1, 2])

@@ -112,17 +112,7 @@ def _ops():
     return OPS
 
 
-def _unsupported(reason):
-    def convert(ctx, node):
-        raise LoweringError(f"{ctx.describe(node)}: {reason}")
-
-    return convert
-
-
-# Control flow: the execute-graph format and executors have If / While nodes, but lowering
-# ONNX If / Loop bodies onto them is not built yet; refuse at lowering, never at run time.
-register_converter("If")(_unsupported("If is not supported yet (lowering of subgraphs)"))
-register_converter("Loop")(_unsupported("Loop is not supported yet (lowering of subgraphs)"))
+# Control flow: ONNX If and Loop are converted in rtsoa.lowering.control_flow.
 
 
 # -- ops whose meaning changed across opsets ----------------------------------------------------

@@ -78,7 +78,7 @@ class LoweringContext:
 
     def set_constant(self, name, array):
         """Tensor `name` is the constant `array`."""
-        array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array).reshape(np.shape(array))  # keep 0-d scalars 0-d
         tensor = self.graph.tensor(name)
         tensor.data = array
         tensor.dtype = dtype_code(array.dtype)
@@ -144,6 +144,11 @@ def fold_and_infer(graph, calls):
     """Pass 2: fold constant calls; static shapes where inputs allow. Returns kept calls."""
     kept = []
     for call in calls:
+        if getattr(call, "region", False):
+            # an If / Loop (rtsoa.lowering.control_flow): its bodies are lowered and folded
+            # now that its inputs are known; a constant If condition splices in one branch
+            kept.extend(call.fold(graph, fold_and_infer))
+            continue
         definition = OPS[call.op]
         tensors = [graph.tensors[name] if name else None for name in call.inputs]
         infos = [None if t is None else _info(t) for t in tensors]
@@ -230,10 +235,19 @@ class _Emitter:
         self.launch_node = {}  # tensor name -> Main OpLaunch producing its data
         self.readers = {}  # tensor name -> Main nodes reading its data
         self.priority = {}
+        # If / Loop regions (rtsoa.lowering.control_flow): the subgraph nodes go to, each
+        # node's owning graph, nodes with a successor / a predecessor, the next call index
+        self.region_graph = GraphKind.MAIN
+        self.node_graph = {}
+        self.linked_from = set()
+        self.linked_to = set()
+        self.next_index = len(calls)
 
     def node(
         self, kernel, root, priority, inputs=(), attributes=(), compute=-1, outputs=None, stream=0
     ):
+        if root == GraphKind.MAIN:
+            root = self.region_graph
         info = REGISTRY[kernel]
         node, values = REGISTRY.add_node(
             self.builder,
@@ -248,6 +262,7 @@ class _Emitter:
             inputs=inputs,
         )
         self.node_stream[node] = stream
+        self.node_graph[node] = root
         return node, values
 
     def block(self, node):
@@ -261,6 +276,8 @@ class _Emitter:
     def edge(self, source, target):
         if source is not None and source != target:
             self.builder.add_edge(source, target)
+            self.linked_from.add(source)
+            self.linked_to.add(target)
 
     def sync(self, after, on_stream, before, from_stream, priority):
         """Cross-stream order: RecordEvent on `from_stream` after node `after`, and
@@ -283,6 +300,9 @@ class _Emitter:
         data = np.ascontiguousarray(tensor.data)
         offset, length = self.builder.add_constant(data.view(np.uint8).reshape(-1).tobytes())
         dims = [int(d) for d in data.shape]
+        if tensor.is_static and int(np.prod(tensor.dims, dtype=np.int64)) == data.size:
+            # ascontiguousarray makes a 0-d array 1-d: the tensor's dims keep its rank
+            dims = [int(d) for d in tensor.dims]
         shape_node, (shape,) = self.node(
             "ConstTensor",
             GraphKind.INIT,
@@ -327,7 +347,10 @@ class _Emitter:
                 if name:
                     last_reader[name] = index
         for index, call in enumerate(self.calls):
-            self.call(index, call)
+            if getattr(call, "region", False):
+                call.emit(self, index)
+            else:
+                self.call(index, call)
         outputs = set(graph.outputs)
         inputs = set(graph.inputs)
         for name, launch in self.launch_node.items():

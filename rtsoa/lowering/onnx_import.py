@@ -96,6 +96,11 @@ def _attribute_value(attribute, where, opsets):
     return value
 
 
+def _contiguous(data):
+    """A C-contiguous copy if needed, keeping the rank (ascontiguousarray makes 0-d 1-d)."""
+    return np.ascontiguousarray(data).reshape(np.shape(data))
+
+
 def _convert_graph(graph_proto, opsets, where="graph"):
     from onnx import numpy_helper
 
@@ -105,7 +110,7 @@ def _convert_graph(graph_proto, opsets, where="graph"):
         data = numpy_helper.to_array(init)
         dtype = onnx_dtype(init.data_type, f"initializer {init.name!r}")
         graph.tensors[init.name] = Tensor(
-            init.name, dtype, tuple(int(d) for d in data.shape), np.ascontiguousarray(data)
+            init.name, dtype, tuple(int(d) for d in data.shape), _contiguous(data)
         )
         initializers.add(init.name)
     for info in graph_proto.input:
