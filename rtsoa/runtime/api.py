@@ -36,7 +36,8 @@ def load_executor(
     `executor`: auto, sequential, topological, priority; `session`: share weights with the
     session's other executors; `allocator`: memory allocator of the input blocks;
     stream / event / notify allocators: external, all or none."""
-    from rtsoa.runtime.model import ModelExecutor, graph_of
+    from rtsoa.runtime.model import ModelExecutor
+    from rtsoa.runtime.sources import graph_of
     from rtsoa.runtime.streams import StreamExecutor
 
     if isinstance(source, str | os.PathLike) and not os.path.exists(source):
