@@ -22,7 +22,7 @@ from rtsoa.errors import ModelInputError, RtsoaError
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
 from rtsoa.kernels.runtime import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
-from rtsoa.runtime import resources
+from rtsoa.runtime import constants, resources
 from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
 from rtsoa.runtime.execution import Execution
 from rtsoa.runtime.resources import ModelResourceError
@@ -52,7 +52,9 @@ class ModelExecutor:
     `allocator`: a `rtsoa.device.allocators.Allocator` for the input blocks (its handles must be
     blocks of this executor's device: the compiled kernels read device blocks only);
     `stream_allocator`, `event_allocator`, `notify_allocator`: external allocators, all or none
-    (see resources.py).
+    (see resources.py). `constant_memory`: {weight name: device array or block handle} of
+    weights the caller holds in `device`'s memory, used in place (see constants.py);
+    `weight_names`: the model's {name: Weight} when the graph's tables do not name them.
     """
 
     def __init__(
@@ -67,6 +69,8 @@ class ModelExecutor:
         stream_allocator=None,
         event_allocator=None,
         notify_allocator=None,
+        constant_memory=None,
+        weight_names=None,
     ):
         if not is_model(graph):
             raise ModelInputError(
@@ -80,7 +84,24 @@ class ModelExecutor:
         self.executor_name = executor
         self.session = session
         if session is not None:
+            if constant_memory is not None:
+                raise ModelResourceError(
+                    "constant_memory is memory of one device: give that device (device=...), "
+                    "not a session"
+                )
             self.home = session.home_for(graph)
+        elif constant_memory is not None:
+            if device is None:
+                raise ModelResourceError(
+                    "constant_memory is memory of the model's device: pass the device it was "
+                    "allocated on (device=...)"
+                )
+            if weight_names is None:
+                weight_names = constants.weight_names(graph)
+            external = constants.resolve(constant_memory, weight_names, device)
+            weights = {weight.block: weight for weight in weight_names.values()}
+            pairs = [(weights[block], handle) for block, handle in external.items()]
+            self.home = ModelHome(graph, device, external=pairs)
         else:
             self.home = ModelHome(graph, device or model_device(graph, hbm_bytes))
         self.device = self.home.device
@@ -187,11 +208,13 @@ class ModelExecutor:
                 self.streams = self.events = self.notifies = ()
                 raise
             self._staging = [None] * len(self.inputs)
+            self._load_bytes = [1] * len(self.inputs)
             if self.allocator is None:  # staging blocks at the inputs' smallest sizes
                 with self.home.lock:
                     for index, (name, _b, _s, dtype, dims) in enumerate(self.inputs):
                         static = [d for d in dims or () if isinstance(d, int)]
                         nbytes = math.prod(static) * numpy_dtype(dtype).itemsize
+                        self._load_bytes[index] = max(nbytes, 1)
                         self._input_block(index, name, nbytes, [])
             self.state = "loaded"
         return self
@@ -360,6 +383,11 @@ class ModelExecutor:
                 self._check_handles(handles)
             self._main.run(subscriber=subscribers)
             results = self._collect(buffers, own)
+        except BaseException:
+            # Main's own blocks were released by its executor; staging this run grew goes too,
+            # so failing runs leave the executor's memory as load() left it
+            self._restore_staging()
+            raise
         finally:
             for handle in handles:
                 self.allocator.free(handle)
@@ -369,6 +397,19 @@ class ModelExecutor:
                 if join:  # the caller's stream waits for the run
                     device.wait_event(stream, event)
         return results
+
+    def _restore_staging(self):
+        """Staging blocks larger than load() made them back to their load-time size."""
+        if self.allocator is not None:
+            return
+        for index, (name, _b, _s, _t, _d) in enumerate(self.inputs):
+            staged = self._staging[index]
+            if staged is not None and staged[1].shape[0] == self._load_bytes[index]:
+                continue
+            if staged is not None:
+                self.device.free(staged[0], self.streams[0])
+                self._staging[index] = None
+            self._input_block(index, name, self._load_bytes[index], [])
 
     def _input_block(self, index, name, nbytes, handles):
         """(handle, uint8 view) of a block of at least `nbytes` for input `index`. Built-in
