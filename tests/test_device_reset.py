@@ -13,7 +13,7 @@ from rtsoa.device import Device, device_for_graph
 from rtsoa.device.errors import InvalidBlock
 from rtsoa.device.layout import BLK_SEGMENT, CFG_HANDLE_TAG, HANDLE_GEN_BITS
 from rtsoa.device.state import used_block_rows
-from rtsoa.executors import ExecutorBusyError
+from rtsoa.executors import ExecutorBusyError, KernelError
 from rtsoa.graph.generators import generate
 
 ARENAS = ("arena_hbm", "arena_p2p", "arena_host")
@@ -73,7 +73,7 @@ def test_reset_after_out_of_memory_growth_and_cache_release():
     small = generate("lowered", 600, seed=3, max_bytes=1 << 16)
     settings = {"hbm_bytes": 24 << 20, "num_events": 4}
     device = Device(**settings)
-    with pytest.raises(Exception, match="out of memory"):
+    with pytest.raises(KernelError, match="OUT_OF_MEMORY"):
         prepare_executor(big, device=device).run()
     assert device.stats()["num_ooms"] > 0
     device.reset()
