@@ -215,14 +215,15 @@ def _array_handle(where, name, array, weight, device, alignment):
         )
     address = array.__array_interface__["data"][0]
     arenas = (device.state.arena_hbm, device.state.arena_p2p, device.state.arena_host)
-    if not any(np.may_share_memory(array, arena) for arena in arenas if arena.shape[0]):
+    inside = [arena for arena in arenas if arena.shape[0] and np.may_share_memory(array, arena)]
+    if not inside:
         raise ConstantMemoryError(
             f"{where} is not memory of the model's device; the kernels read device memory only, "
             "so a host array would need the upload copy constant_memory avoids: allocate the "
             "weight with device.malloc and pass device.view(handle, dtype).reshape(shape)",
             name,
         )
-    if address % alignment:
+    if (address - inside[0].__array_interface__["data"][0]) % alignment:  # arena offset
         raise ConstantMemoryError(
             f"{where} starts at an address that is not {alignment}-byte aligned (the device's "
             "block alignment): pass the view of a whole block",

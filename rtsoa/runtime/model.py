@@ -98,9 +98,9 @@ class ModelExecutor:
                 )
             if weight_names is None:
                 weight_names = constants.weight_names(graph)
-            external = constants.resolve(constant_memory, weight_names, device)
+            caller_blocks = constants.resolve(constant_memory, weight_names, device)
             weights = {weight.block: weight for weight in weight_names.values()}
-            pairs = [(weights[block], handle) for block, handle in external.items()]
+            pairs = [(weights[block], handle) for block, handle in caller_blocks.items()]
             self.home = ModelHome(graph, device, external=pairs)
         else:
             self.home = ModelHome(graph, device or model_device(graph, hbm_bytes))
