@@ -194,6 +194,15 @@ def resolve(constant_memory, weights, device):
             )
         owners[handle] = name
         resolved[weight.block] = handle
+    missing = sorted(set(weights) - set(constant_memory))
+    if missing:
+        # known defect: with some weights uploaded and others external, Init ran only part of
+        # its uploads (the outputs were wrong); refused until that is fixed
+        raise ConstantMemoryError(
+            f"constant_memory must give every weight of the model; missing {missing} (a mix of "
+            "uploaded and external weights is not supported yet)",
+            missing[0],
+        )
     return resolved
 
 
