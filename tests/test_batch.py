@@ -423,3 +423,31 @@ def test_onnx_model_jobs_run_on_their_input_sets(tmp_path, capsys):
     digest = hashlib.sha256(b"y" + np.ascontiguousarray(outputs["y"]).tobytes()).digest()
     assert row["checksum"] == int.from_bytes(digest[:8], "little")
     assert row["hazards"] == 0
+
+
+def test_a_worker_reuses_its_executor_and_device_and_each_job_runs_as_on_a_new_device(tmp_path):
+    """Jobs of one graph in one worker share the prepared executor and the device (reset per
+    job); every row is what a direct run on a new device gives, a failing job between them
+    changes nothing, and a graph saved again gets a new executor."""
+    from rtsoa.batch import run_job
+    from rtsoa.batch.worker import prepared_executor
+
+    path = str(DATASETS / "lowered-4k.rtsoa")
+    result, device_ns, peak = _fresh_run(path)
+    fail = _graph(tmp_path / "fail.rtsoa", "Fail", attributes=[3])
+    settings = Settings()
+    jobs = collect_jobs([path, fail])
+    rows = []
+    for _ in range(3):
+        rows.append(run_job(jobs[0], settings))
+        assert run_job(jobs[1], settings)["status"] == "KernelError"
+    for row in rows:
+        assert row["status"] == "ok" and row["checksum"] == result.checksum
+        assert row["device_time_ns"] == device_ns and row["peak_device_bytes"] == peak
+        assert row["nodes_executed"] == result.nodes_executed and row["hazards"] == 0
+    graph = load_graph(path)
+    executor, first = prepared_executor(graph, "auto", settings)
+    again, second = prepared_executor(graph, "auto", settings)
+    assert first and not second and again is executor  # cached per graph object
+    other, _ = prepared_executor(load_graph(path), "auto", settings)
+    assert other is not executor and other.device is executor.device  # one device per size

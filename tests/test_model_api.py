@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 import rtsoa
 from rtsoa.device.allocators import ExternalAllocator
 from rtsoa.errors import ModelInputError
-from rtsoa.executors import Profiler
+from rtsoa.executors import KernelError, Profiler
 from rtsoa.graph.io import save_graph
 from rtsoa.lowering import lower
 from rtsoa.runtime import (
@@ -458,3 +458,60 @@ def test_stream_executor_repeated_without_flakiness(mlp_graph):
         hammer(proto, graph, threads=8, iterations=500, stream_count=4)
         with Session(max_devices=2) as session:
             hammer(proto, graph, threads=8, iterations=500, stream_count=4, session=session)
+
+
+# -- failed runs release what they allocated ----------------------------------------------------
+def mismatched_add():
+    """Relu(x) + Neg(y) with x: [a], y: [b]: the inputs pass their checks, and Add's shape
+    inference fails at run time when a != b, after Relu's and Neg's blocks are allocated."""
+    return model(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Neg", ["y"], ["s"]),
+            helper.make_node("Add", ["r", "s"], ["z"]),
+        ],
+        [("x", FLOAT, ["a"]), ("y", FLOAT, ["b"])],
+        [("z", FLOAT, ["a"])],
+    )
+
+
+def allocated(device):
+    return device.stats()["hbm"]["allocated_bytes.current"]
+
+
+def check_failures_then_success(execute, device, base):
+    """5 failing executes (larger inputs than load() staged for) then a good one."""
+    bad = {"x": np.ones(300, np.float32), "y": np.ones(400, np.float32)}
+    for _ in range(5):
+        with pytest.raises(KernelError, match="incompatible input shapes"):
+            execute(bad)
+        assert allocated(device) == base
+    x = np.linspace(-2, 2, 3, dtype=np.float32)
+    y = np.array([1.0, -1.0, 0.5], np.float32)
+    np.testing.assert_array_equal(execute({"x": x, "y": y})["z"], np.maximum(x, 0) - y)
+    assert allocated(device) == base
+
+
+def test_failed_executes_release_their_blocks_and_staging():
+    with load_executor(mismatched_add()) as executor:
+        base = allocated(executor.device)  # weights (none here) and the load-time staging
+        check_failures_then_success(executor.execute_sync, executor.device, base)
+        check_failures_then_success(
+            lambda inputs: executor.execute(inputs).result(), executor.device, base
+        )
+        assert executor.iterations == 2 and executor.device.hazard_count == 0
+
+
+def test_failed_executes_on_stream_executor_streams_release_their_blocks():
+    with (
+        Session(max_devices=1) as session,
+        StreamExecutor(mismatched_add(), session=session) as streams,
+    ):
+        for key in ("a", "b"):
+            streams.get_or_create_loaded(key)
+        device = session.devices[0]
+        base = allocated(device)
+        for key in ("a", "b"):
+            check_failures_then_success(
+                lambda inputs, key=key: streams.execute_sync(key, inputs), device, base
+            )

@@ -170,13 +170,70 @@ def on_run_start(callback):
     _run_starting[0] = callback
 
 
+# ---- prepared executors and devices, per thread -----------------------------------------------
+# A job of a graph the worker has run before reuses its prepared executor (the sequential
+# executor's topological order, the bound kernels, the loop) and the worker's device for
+# graphs of its size, reset to its just-built state: building a device (and reading the
+# machine's memory for its checks) and ordering the graph were most of a job's cost. Per
+# thread: a Dask worker may run jobs on several threads, and a device serves one run at a time.
+_EXECUTORS_KEPT = 8
+_prepared = threading.local()
+
+
+def _thread_caches():
+    if not hasattr(_prepared, "executors"):
+        _prepared.executors = OrderedDict()  # key -> (graph, executor)
+        _prepared.devices = {}  # device settings -> Device
+    return _prepared.executors, _prepared.devices
+
+
+def _device_key(graph, hazards):
+    """What `device_for_graph` sizes a device by: streams, events, whether the graph holds
+    memory values (a tiny device otherwise), and the hazard checker."""
+    from rtsoa.graph.schema import ValueKind
+
+    memory = bool((graph.value_kind == ValueKind.MEMORY_BLOCK).any())
+    return (
+        max(int(graph.meta.stream_count), 1),
+        max(int(graph.meta.event_count), 1),
+        memory,
+        bool(hazards),
+    )
+
+
+def prepared_executor(graph, executor_option, settings):
+    """(executor, first) for `graph`: prepared once per thread on a device of this thread
+    (one per device size), reused while the graph object is the cached one (its files are
+    unchanged); `first` says it was prepared now. The caller resets the device before a run."""
+    from rtsoa.device import device_for_graph
+    from rtsoa.executors import prepare_executor
+
+    executors, devices = _thread_caches()
+    key = (id(graph), executor_option, settings.kernels, settings.imports, settings.hazards)
+    entry = executors.get(key)
+    if entry is not None and entry[0] is graph:
+        executors.move_to_end(key)
+        return entry[1], False
+    device_key = _device_key(graph, settings.hazards)
+    device = devices.get(device_key)
+    if device is None:
+        hazards = None if settings.hazards else False  # None: the device's default (on)
+        device = devices[device_key] = device_for_graph(graph, hazards=hazards)
+    executor = prepare_executor(
+        graph, executor=executor_option, device=device, kernels=settings.kernels
+    )
+    executors[key] = (graph, executor)  # the graph is kept, so its id is not reused
+    while len(executors) > _EXECUTORS_KEPT:
+        executors.popitem(last=False)
+    return executor, True
+
+
 # ---- job kinds -------------------------------------------------------------------------------
 @job_kind(".rtsoa", "a saved graph directory")
 def run_graph(job, settings):
-    """Load the graph (cached), prepare it on a fresh device, run its Main graph once."""
+    """Load the graph (cached), take its prepared executor (cached) with the worker's device
+    reset to its just-built state, and run its Main graph once."""
     from rtsoa.cli import _device_summary
-    from rtsoa.device import device_for_graph
-    from rtsoa.executors import prepare_executor
 
     fields = {}
     executor_option = job.executor or settings.executor
@@ -185,18 +242,15 @@ def run_graph(job, settings):
         kernel_set = None if settings.kernels == "all" else frozenset(graph.kernel_names)
         key = (executor_option, settings.kernels, kernel_set, settings.imports)
         with first_compile_lock(key) as first:
-            # the executor's own default device is device_for_graph(graph); a device passed in
-            # is checked field by field (~0.4 ms), so pass one only to switch hazards off
-            device = None if settings.hazards else device_for_graph(graph, hazards=False)
-            executor = prepare_executor(
-                graph, executor=executor_option, device=device, kernels=settings.kernels
-            )
+            executor, prepared = prepared_executor(graph, executor_option, settings)
             device = executor.device
             fields["executor"] = executor.name
-            _load_machine_code(executor)
+            if prepared:
+                _load_machine_code(executor)
             if first:  # what runs after the run, compiled under the lock too (no-ops here)
                 device.synchronize()
                 device.stats()
+    device.reset()  # each job starts on a device as new: its statistics are its own
     # the run holds no lock: a hung kernel must not stop the other workers
     _run_starting[0]()
     start = time.perf_counter()

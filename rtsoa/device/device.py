@@ -22,10 +22,16 @@ from rtsoa.device.errors import DeviceError, DeviceOutOfMemory, InvalidArgument,
 from rtsoa.device.handles import block_location
 from rtsoa.device.hazards import device_access
 from rtsoa.device.layout import (
+    BLK_GENERATION,
+    BLK_OFFSET,
+    BLK_PLACEMENT,
+    BLK_STATE,
+    BLOCK_ALLOCATED,
     CFG_HANDLE_TAG,
     CNT_HAZARDS,
     CNT_LEAKED_BLOCKS,
     HANDLE_GEN_BITS,
+    HANDLE_GEN_SHIFT,
     HANDLE_TAG_COUNT,
     HANDLE_TAG_SHIFT,
     HAZ_BLOCK,
@@ -43,7 +49,13 @@ from rtsoa.device.layout import (
     PLACEMENT_HOST,
     PLACEMENT_NAMES,
 )
-from rtsoa.device.state import check_arenas, create_state
+from rtsoa.device.state import (
+    check_arenas,
+    create_state,
+    rearm_state,
+    state_template,
+    used_block_rows,
+)
 from rtsoa.device.stats import device_stats, free_memory_summary, snapshot
 from rtsoa.device.status import (
     STATUS_INVALID_BLOCK,
@@ -183,6 +195,8 @@ class Device:
             trace_capacity,
             hazard_capacity,
         )
+        self._template = state_template(self.state)  # what reset() restores
+        self._retired_tags = set()  # tags of this device before its resets
         self.num_streams = num_streams
         self.num_events = num_events
         self._settings = {  # what `from_trace` needs to build the same device again
@@ -201,6 +215,30 @@ class Device:
             "allocator": dataclasses.asdict(self.allocator_config),
             "cost": dataclasses.asdict(self.cost_model),
         }
+
+    def reset(self):
+        """Return the device to its just-built state without reallocating its arenas or
+        tables, in place (executors prepared on it stay valid): every block and segment gone,
+        statistics and counters zeroed, the trace and hazard tables emptied, clocks, streams
+        and events as new, and a new handle tag, so handles from before the reset are refused
+        as a new device would refuse them. The next run then gives the same statistics, trace
+        and checksum as on a new device of the same settings. The arenas' bytes are not
+        cleared (a new device's are zero): memory a kernel reads before writing it holds what
+        the last run left, as on a real device. Refused (ExecutorBusyError) during a run."""
+        if not self.run_lock.acquire(blocking=False):
+            from rtsoa.executors.errors import ExecutorBusyError
+
+            raise ExecutorBusyError(
+                "reset() of a device in use by an executor's run; reset it between runs"
+            )
+        try:
+            rearm_state(self.state, self._template)
+            self._retired_tags.add(self.handle_tag)
+            self.handle_tag = next(_TAGS) % HANDLE_TAG_COUNT
+            self.state.config[CFG_HANDLE_TAG] = self.handle_tag << HANDLE_GEN_BITS
+        finally:
+            self.run_lock.release()
+        return self
 
     @classmethod
     def from_trace(cls, path):
@@ -266,6 +304,12 @@ class Device:
         if handle < 0:
             raise InvalidBlock(STATUS_INVALID_BLOCK, f"handle {handle} is negative")
         tag = handle >> HANDLE_TAG_SHIFT
+        if tag != self.handle_tag and tag in self._retired_tags:
+            raise InvalidBlock(
+                STATUS_INVALID_BLOCK,
+                f"handle {handle:#x} is from before this device's reset() (tag {tag}, the "
+                f"device's is now {self.handle_tag})",
+            )
         if tag != self.handle_tag:
             raise InvalidBlock(
                 STATUS_INVALID_BLOCK,
@@ -286,6 +330,40 @@ class Device:
         placement, offset, size = self._live_block(handle)
         arena = (self.state.arena_hbm, self.state.arena_p2p, self.state.arena_host)[placement]
         return arena[offset : offset + size].view(dtype)
+
+    def handle_of(self, array):
+        """The handle of the live block whose memory `array` (a view of this device's arena,
+        as `view` returns) starts at; InvalidBlock when it does not start at a live block (a
+        copy, another device's memory, a view into the middle of a block)."""
+        if not isinstance(array, np.ndarray):
+            raise InvalidArgument(
+                STATUS_INVALID_BLOCK, f"a numpy array expected, got {type(array).__name__}"
+            )
+        address = array.__array_interface__["data"][0]
+        arenas = (self.state.arena_hbm, self.state.arena_p2p, self.state.arena_host)
+        starts = [arena.__array_interface__["data"][0] for arena in arenas]
+        inside = [
+            p
+            for p, (arena, start) in enumerate(zip(arenas, starts, strict=True))
+            if start <= address < start + arena.shape[0]
+        ]
+        if not inside:
+            raise InvalidBlock(STATUS_INVALID_BLOCK, "the array is not memory of this device")
+        placement, start = inside[0], starts[inside[0]]
+        blocks = self.state.blocks[: used_block_rows(self.state)]
+        found = np.flatnonzero(
+            (blocks[:, BLK_STATE] == BLOCK_ALLOCATED)
+            & (blocks[:, BLK_PLACEMENT] == placement)
+            & (blocks[:, BLK_OFFSET] == address - start)
+        )
+        if found.shape[0] == 0:
+            raise InvalidBlock(
+                STATUS_INVALID_BLOCK,
+                f"the array starts at {PLACEMENT_NAMES[placement]} offset {address - start}, "
+                "which is not the start of a live block",
+            )
+        slot = int(found[0])
+        return int(blocks[slot, BLK_GENERATION]) << HANDLE_GEN_SHIFT | slot
 
     def location(self, handle):
         """(placement name, offset, requested bytes) of a live block."""

@@ -33,8 +33,10 @@ from rtsoa.device.layout import (
     CFG_PAGE_MODE,
     CFG_PAGE_SIZE,
     CNT_BLOCK_TOP,
+    CNT_HAZARDS,
     CNT_SEGMENT_HIGH,
     CNT_SEGMENT_TOP,
+    CNT_TRACE_SEQ,
     HANDLE_GEN_BITS,
     HANDLE_GEN_MASK,
     HANDLE_SLOT_BITS,
@@ -425,3 +427,91 @@ def _check_placement_config(state):
             )
         if not 0 <= row[PCFG_CAP] <= row[PCFG_ARENA_SIZE]:
             raise DeviceStateError("placement_config", f"{name}: cap outside 0..arena size")
+
+
+# ---- re-arming a used state (Device.reset) ---------------------------------------------------
+# Tables written row by row from the top: a reset re-arms only the rows a device has used (a
+# default device's tables are ~22 MiB, and rewriting them all costs what building a new one
+# does). Each is restored from a copy of its just-built row 0, which equals every other row.
+_ROW_TABLES = (
+    "blocks",
+    "history",
+    "history_time",
+    "segments",
+    "trace",
+    "trace_extra",
+    "hazards",
+    "hazard_time",
+)
+_SLOT_STACKS = ("block_slots", "segment_slots")
+# Never written after creation (configuration) or deliberately kept (arena bytes, see reset).
+_KEPT = ("arena_hbm", "arena_p2p", "arena_host", "placement_config", "cost")
+_SCAN_CHUNK = 4096  # block rows looked at per step when finding the rows a device has used
+
+
+class StateTemplate(NamedTuple):
+    """What `rearm_state` restores: copies of a just-built state's small arrays (counters,
+    statistics, free lists, streams, events, config) and one row of each row table."""
+
+    arrays: dict  # field -> copy of the just-built array
+    rows: dict  # field -> copy of its row 0 (every row of a just-built table is equal)
+
+
+def state_template(state):
+    """The `StateTemplate` of `state`, which must be just built (by `create_state`)."""
+    skipped = set(_ROW_TABLES) | set(_SLOT_STACKS) | set(_KEPT)
+    arrays = {
+        field: getattr(state, field).copy() for field in state._fields if field not in skipped
+    }
+    rows = {field: getattr(state, field)[0].copy() for field in _ROW_TABLES}
+    return StateTemplate(arrays=arrays, rows=rows)
+
+
+def used_block_rows(state):
+    """1 + the highest block row a state has ever used (0 when none).
+
+    Rows are handed out from the bottom of the slot stack in increasing order (slot 0 first)
+    and a row in use always has its segment set (`BLK_SEGMENT` >= 0, kept when the row is
+    unused again), so the used rows are a prefix: scanned in chunks until one holds no used
+    row, never the whole table of a device that used few rows."""
+    blocks = state.blocks
+    total = blocks.shape[0]
+    in_use = total - int(state.counters[CNT_BLOCK_TOP])  # rows on loan right now
+    used = 0
+    for start in range(0, total, _SCAN_CHUNK):
+        filled = np.flatnonzero(blocks[start : start + _SCAN_CHUNK, BLK_SEGMENT] >= 0)
+        if filled.shape[0] == 0:
+            break
+        used = start + int(filled[-1]) + 1
+    return max(used, in_use)
+
+
+def rearm_state(state, template):
+    """Return `state` to the contents it had when `template` was taken, in place: no array is
+    reallocated (executors keep their references), row tables are re-armed only in the rows
+    used, the arenas' bytes are left as they are. Returns the number of block rows re-armed."""
+    counters = state.counters
+    trace_rows = min(int(counters[CNT_TRACE_SEQ]), state.trace.shape[0])
+    hazard_rows = min(int(counters[CNT_HAZARDS]), state.hazards.shape[0])
+    block_rows = used_block_rows(state)
+    segment_rows = int(counters[CNT_SEGMENT_HIGH])
+    counts = {
+        "blocks": block_rows,
+        "history": block_rows,
+        "history_time": block_rows,
+        "segments": segment_rows,
+        "trace": trace_rows,
+        "trace_extra": trace_rows,
+        "hazards": hazard_rows,
+        "hazard_time": hazard_rows,
+    }
+    for field, count in counts.items():
+        getattr(state, field)[:count] = template.rows[field]
+    # a just-built slot stack holds size - 1 .. 0 (popped from the top, slot 0 first): the used
+    # rows' slots sit in its top `count` positions
+    for stack, count in ((state.block_slots, block_rows), (state.segment_slots, segment_rows)):
+        size = stack.shape[0]
+        stack[size - count :] = np.arange(count - 1, -1, -1, dtype=stack.dtype)
+    for field, array in template.arrays.items():
+        np.copyto(getattr(state, field), array)
+    return block_rows

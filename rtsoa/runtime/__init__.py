@@ -8,10 +8,10 @@ import importlib
 from rtsoa.runtime.api import is_dynamic, load_executor
 
 _LAZY = {
-    "Execution": "rtsoa.runtime.model",
+    "Execution": "rtsoa.runtime.execution",
     "ModelExecutor": "rtsoa.runtime.model",
     "ModelStateError": "rtsoa.runtime.model",
-    "load_model": "rtsoa.runtime.model",
+    "load_model": "rtsoa.runtime.sources",
     "IndexPool": "rtsoa.runtime.resources",
     "ModelResourceError": "rtsoa.runtime.resources",
     "Session": "rtsoa.runtime.session",

@@ -1,15 +1,14 @@
 """`load_executor` and `is_dynamic`: the entry points of the reference's gert API (3.1).
 
-    LoadExecutorFromFile(path)                    load_executor("m.onnx" / "m.rtsoa")
-    LoadExecutorFromModelData(bytes)              load_executor(onnx_bytes)
-    ... (data, ExecutorOption)                    load_executor(data, executor="topological")
-    ...WithRtSession(data, session)               load_executor(data, session=session)
-    ... (data, LoadExecutorArgs)                  load_executor(data, session=..., allocator=...)
-    LoadStreamExecutorFromModelData(data)         load_executor(data, stream_executor=True)
-    IsDynamicModel(model)                         is_dynamic(model)
+LoadExecutorFromFile(path)                    load_executor("m.onnx" / "m.rtsoa")
+LoadExecutorFromModelData(bytes)              load_executor(onnx_bytes)
+... (data, ExecutorOption)                    load_executor(data, executor="topological")
+...WithRtSession(data, session)               load_executor(data, session=session)
+... (data, LoadExecutorArgs)                  load_executor(data, session=..., allocator=...)
+LoadStreamExecutorFromModelData(data)         load_executor(data, stream_executor=True)
+IsDynamicModel(model)                         is_dynamic(model)
 
-Not mirrored: external weight memory (outer_weight_mem / FileConstantMems): weights are always
-uploaded by Init into the device's own blocks (see session.py for how they are shared).
+... (data, LoadExecutorArgs + FileConstantMems) load_executor(data, device=d, constant_memory=)
 """
 
 import os
@@ -30,13 +29,17 @@ def load_executor(
     hbm_bytes=None,
     stream_executor=False,
     load=True,
+    constant_memory=None,
 ):
     """A loaded ModelExecutor (or a StreamExecutor with `stream_executor=True`) from an ONNX
     file / bytes / ModelProto (lowered on the fly), a saved .rtsoa directory or an ExecuteGraph.
     `executor`: auto, sequential, topological, priority; `session`: share weights with the
     session's other executors; `allocator`: memory allocator of the input blocks;
-    stream / event / notify allocators: external, all or none."""
-    from rtsoa.runtime.model import ModelExecutor, graph_of
+    stream / event / notify allocators: external, all or none. `constant_memory`: {weight
+    (initializer) name: device array or block handle} of weights the caller holds in
+    `device`'s memory, used in place of uploaded copies (see rtsoa/runtime/constants.py)."""
+    from rtsoa.runtime.model import ModelExecutor
+    from rtsoa.runtime.sources import graph_of
     from rtsoa.runtime.streams import StreamExecutor
 
     if isinstance(source, str | os.PathLike) and not os.path.exists(source):
@@ -53,8 +56,23 @@ def load_executor(
                 "a StreamExecutor gets its devices from its session: pass "
                 "session=rtsoa.Session(hbm_bytes=...) instead of device / hbm_bytes"
             )
+        if constant_memory is not None:
+            raise ModelInputError(
+                "constant_memory is memory of one device; a StreamExecutor runs its streams on "
+                "devices of its own (load one ModelExecutor per device instead)"
+            )
         return StreamExecutor(source, executor, session=session, **options)
-    model = ModelExecutor(graph_of(source), executor, device, hbm_bytes, session=session, **options)
+    graph = graph_of(source)
+    if constant_memory is not None:
+        from rtsoa.graph.graph import ExecuteGraph
+        from rtsoa.runtime.constants import weight_names
+
+        onnx_source = not isinstance(source, ExecuteGraph) and not (
+            isinstance(source, str | os.PathLike) and os.path.isdir(source)
+        )
+        options["constant_memory"] = constant_memory
+        options["weight_names"] = weight_names(graph, source if onnx_source else None)
+    model = ModelExecutor(graph, executor, device, hbm_bytes, session=session, **options)
     return model.load() if load else model
 
 

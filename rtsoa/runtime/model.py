@@ -9,19 +9,11 @@
 Main on the executor's own stream(s) and value state; `unload()` releases them and runs DeInit
 when the weights' last user goes. Calling out of order raises `ModelStateError`.
 
-What "asynchronous" means on the simulated device: kernels compute their results on the host
-when they are launched, and the device's clocks model when the work would finish. `execute`
-does all the host work at the call (inputs copied to device blocks, Main run, outputs copied
-out) and returns an `Execution` whose device work is still pending on the device timeline:
-`stream`'s clock has advanced, the host clock has not. `Execution.wait()` (or `result()`, or
-`ModelExecutor.synchronize()`) advances the host clock to the run's completion, as a real
-stream synchronisation would block. The arrays hold their values at return (the simulation
-computes eagerly), but the API contract is the real one: outputs are valid after the wait.
-Calls on one executor are serialised (one run at a time, in call order, as on one stream).
+What "asynchronous" means on the simulated device: see execution.py. Calls on one executor are
+serialised (one run at a time, in call order, as on one stream).
 """
 
 import math
-import os
 import threading
 
 import numpy as np
@@ -30,52 +22,26 @@ from rtsoa.errors import ModelInputError, RtsoaError
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
 from rtsoa.kernels.runtime import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
-from rtsoa.runtime import resources
+from rtsoa.runtime import constants, resources
+from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
+from rtsoa.runtime.execution import Execution
 from rtsoa.runtime.resources import ModelResourceError
 from rtsoa.runtime.session import DEFAULT_HBM_BYTES, MODEL_KERNELS, ModelHome, model_device
+from rtsoa.runtime.sources import graph_of, load_model
 
-__all__ = ["DEFAULT_HBM_BYTES", "MODEL_KERNELS", "ModelExecutor", "ModelStateError"]
+__all__ = [
+    "DEFAULT_HBM_BYTES",
+    "MODEL_KERNELS",
+    "Execution",
+    "ModelExecutor",
+    "ModelStateError",
+    "graph_of",
+    "load_model",
+]
 
 
 class ModelStateError(RtsoaError, RuntimeError):
     """A ModelExecutor call out of order (execute before load, load twice, after unload)."""
-
-
-_NUMPY = {int(code): np.dtype(kind) for code, kind in NUMPY_DTYPES.items()}
-
-
-def _numpy(dtype):
-    return _NUMPY[int(dtype)]
-
-
-class Execution:
-    """An enqueued run: its outputs are valid after `wait()` (see the module docstring)."""
-
-    def __init__(self, model, outputs, events, stream, iteration):
-        self.model = model
-        self.stream = stream
-        self.iteration = iteration
-        self._outputs = outputs
-        self._events = events
-
-    def done(self):
-        """Has the run completed at the device's current host time?"""
-        with self.model.home.lock:
-            return all(self.model.device.event_query(event) for event in self._events)
-
-    def wait(self):
-        """Block (advance the host clock) until the run has completed on the device. The
-        events are reused by the executor's next run, so waiting on an older run waits for the
-        newer one too (never less than needed)."""
-        with self.model.home.lock:
-            for event in self._events:
-                self.model.device.event_synchronize(event)
-        return self
-
-    def result(self):
-        """wait(), then the outputs {name: array}."""
-        self.wait()
-        return self._outputs
 
 
 class ModelExecutor:
@@ -86,7 +52,9 @@ class ModelExecutor:
     `allocator`: a `rtsoa.device.allocators.Allocator` for the input blocks (its handles must be
     blocks of this executor's device: the compiled kernels read device blocks only);
     `stream_allocator`, `event_allocator`, `notify_allocator`: external allocators, all or none
-    (see resources.py).
+    (see resources.py). `constant_memory`: {weight name: device array or block handle} of
+    weights the caller holds in `device`'s memory, used in place (see constants.py);
+    `weight_names`: the model's {name: Weight} when the graph's tables do not name them.
     """
 
     def __init__(
@@ -101,6 +69,8 @@ class ModelExecutor:
         stream_allocator=None,
         event_allocator=None,
         notify_allocator=None,
+        constant_memory=None,
+        weight_names=None,
     ):
         if not is_model(graph):
             raise ModelInputError(
@@ -114,7 +84,24 @@ class ModelExecutor:
         self.executor_name = executor
         self.session = session
         if session is not None:
+            if constant_memory is not None:
+                raise ModelResourceError(
+                    "constant_memory is memory of one device: give that device (device=...), "
+                    "not a session"
+                )
             self.home = session.home_for(graph)
+        elif constant_memory is not None:
+            if device is None:
+                raise ModelResourceError(
+                    "constant_memory is memory of the model's device: pass the device it was "
+                    "allocated on (device=...)"
+                )
+            if weight_names is None:
+                weight_names = constants.weight_names(graph)
+            caller_blocks = constants.resolve(constant_memory, weight_names, device)
+            weights = {weight.block: weight for weight in weight_names.values()}
+            pairs = [(weights[block], handle) for block, handle in caller_blocks.items()]
+            self.home = ModelHome(graph, device, external=pairs)
         else:
             self.home = ModelHome(graph, device or model_device(graph, hbm_bytes))
         self.device = self.home.device
@@ -160,10 +147,10 @@ class ModelExecutor:
             if producer < 0 or graph.kernel_name(producer) != "AllocMemory":
                 raise ModelInputError(f"graph output {name!r} is not laid out as lowering does")
             shape = int(graph.inputs(producer)[0])
-            kind = _numpy(dtype) if dtype in NUMPY_DTYPES else None
+            kind = numpy_dtype(dtype) if dtype in NUMPY_DTYPES else None
             self.outputs.append((name, block, shape, kind, dims))
-        self._input_names = [entry[0] for entry in self.inputs]
-        self._output_names = [entry[0] for entry in self.outputs]
+        self.input_names = [entry[0] for entry in self.inputs]
+        self.output_names = [entry[0] for entry in self.outputs]
         self._main = None
         self._staging = []
         self._lock = threading.Lock()  # one run at a time, in call order
@@ -221,11 +208,13 @@ class ModelExecutor:
                 self.streams = self.events = self.notifies = ()
                 raise
             self._staging = [None] * len(self.inputs)
+            self._load_bytes = [1] * len(self.inputs)
             if self.allocator is None:  # staging blocks at the inputs' smallest sizes
                 with self.home.lock:
                     for index, (name, _b, _s, dtype, dims) in enumerate(self.inputs):
                         static = [d for d in dims or () if isinstance(d, int)]
-                        nbytes = math.prod(static) * _numpy(dtype).itemsize
+                        nbytes = math.prod(static) * numpy_dtype(dtype).itemsize
+                        self._load_bytes[index] = max(nbytes, 1)
                         self._input_block(index, name, nbytes, [])
             self.state = "loaded"
         return self
@@ -281,7 +270,7 @@ class ModelExecutor:
             "stream_count": self.stream_count,
             "event_count": self.event_count,
             "notify_count": self.notify_count,
-            "inputs": [entry(n, _numpy(t), d) for n, _b, _s, t, d in self.inputs],
+            "inputs": [entry(n, numpy_dtype(t), d) for n, _b, _s, t, d in self.inputs],
             "outputs": [entry(n, t, d) for n, _b, _s, t, d in self.outputs],
             "is_dynamic": _dims_dynamic(self),
         }
@@ -310,91 +299,14 @@ class ModelExecutor:
         return self._check_inputs(inputs)[0]
 
     def _check_inputs(self, inputs):
-        if not isinstance(inputs, dict):
-            raise ModelInputError("inputs must be a dict of name -> array")
-        names = self._input_names
-        if len(inputs) != len(names) or any(name not in inputs for name in names):
-            missing = [name for name in names if name not in inputs]
-            if missing:
-                raise ModelInputError(f"missing input(s) {missing}; the model takes {names}")
-            extra = sorted(set(inputs) - set(names))
-            raise ModelInputError(f"unexpected input(s) {extra}; the model takes {names}")
-        symbols = {}
-        arrays = []
-        for name, _block, _shape, dtype, dims in self.inputs:
-            array = np.asarray(inputs[name])
-            if array.ndim > MAX_RANK:
-                raise ModelInputError(f"input {name!r} has rank {array.ndim} > {MAX_RANK}")
-            _check_dtype_rank("input", "takes", name, array, _numpy(dtype), dims)
-            if dims is not None:
-                for axis, (size, want) in enumerate(zip(array.shape, dims, strict=True)):
-                    if isinstance(want, int) and size != want:
-                        raise ModelInputError(
-                            f"input {name!r} has shape {array.shape}, the model takes "
-                            f"{_show(dims)} (axis {axis})"
-                        )
-                    if isinstance(want, str):
-                        seen = symbols.setdefault(want, (size, name))
-                        if seen[0] != size:
-                            raise ModelInputError(
-                                f"input {name!r} axis {axis} is {size}, but symbol {want!r} is "
-                                f"{seen[0]} in input {seen[1]!r}"
-                            )
-            arrays.append(array)
-        return arrays, symbols
+        return check_inputs(self, inputs)
 
     def check_outputs(self, outputs, inputs, symbols=None):
         """Caller-provided output buffers {name: array}, checked before the run: known names,
         writable numpy arrays, the model's dtype, rank and the dims known from the model and
         the inputs; and the reference's I/O address-reuse check: no buffer may overlap an
         input (the model still reads it) or another output buffer. Returns {name: buffer}."""
-        if outputs is None:
-            return {}
-        if not isinstance(outputs, dict):
-            raise ModelInputError("outputs must be a dict of name -> array (or None)")
-        names = self._output_names
-        extra = sorted(str(name) for name in set(outputs) - set(names))
-        if extra:
-            raise ModelInputError(f"unexpected output(s) {extra}; the model produces {names}")
-        symbols = symbols or {}
-        buffers = {}
-        for name, _block, _shape, dtype, dims in self.outputs:
-            if name not in outputs:
-                continue
-            buffer = outputs[name]
-            if not isinstance(buffer, np.ndarray):
-                raise ModelInputError(
-                    f"output {name!r} must be a numpy array, got {type(buffer).__name__}"
-                )
-            if not buffer.flags.writeable:
-                raise ModelInputError(f"output {name!r} is read-only")
-            _check_dtype_rank("output", "produces", name, buffer, dtype, dims)
-            if dims is not None:
-                for axis, (size, want) in enumerate(zip(buffer.shape, dims, strict=True)):
-                    known = symbols.get(want, (None,))[0] if isinstance(want, str) else want
-                    if known is not None and size != known:
-                        raise ModelInputError(
-                            f"output {name!r} has shape {buffer.shape}, the run produces "
-                            f"{_show(dims)} = {_resolve(dims, symbols)} (axis {axis})"
-                        )
-            buffers[name] = buffer
-        named_inputs = list(zip(self._input_names, inputs, strict=True))
-        seen = []
-        for name, buffer in buffers.items():
-            for input_name, array in named_inputs:
-                if _overlap(buffer, array):
-                    raise ModelInputError(
-                        f"output {name!r} overlaps input {input_name!r}, which the model still "
-                        "reads (I/O address reuse); pass a separate output buffer"
-                    )
-            for other, other_buffer in seen:
-                if _overlap(buffer, other_buffer):
-                    raise ModelInputError(
-                        f"output {name!r} overlaps output {other!r}; each output needs its own "
-                        "buffer"
-                    )
-            seen.append((name, buffer))
-        return buffers
+        return check_outputs(self, outputs, inputs, symbols)
 
     # -- execution ---------------------------------------------------------------------------
     def execute(self, inputs, outputs=None, stream=None, subscriber=None):
@@ -471,6 +383,11 @@ class ModelExecutor:
                 self._check_handles(handles)
             self._main.run(subscriber=subscribers)
             results = self._collect(buffers, own)
+        except BaseException:
+            # Main's own blocks were released by its executor; staging this run grew goes too,
+            # so failing runs leave the executor's memory as load() left it
+            self._restore_staging()
+            raise
         finally:
             for handle in handles:
                 self.allocator.free(handle)
@@ -480,6 +397,19 @@ class ModelExecutor:
                 if join:  # the caller's stream waits for the run
                     device.wait_event(stream, event)
         return results
+
+    def _restore_staging(self):
+        """Staging blocks larger than load() made them back to their load-time size."""
+        if self.allocator is not None:
+            return
+        for index, (name, _b, _s, _t, _d) in enumerate(self.inputs):
+            staged = self._staging[index]
+            if staged is not None and staged[1].shape[0] == self._load_bytes[index]:
+                continue
+            if staged is not None:
+                self.device.free(staged[0], self.streams[0])
+                self._staging[index] = None
+            self._input_block(index, name, self._load_bytes[index], [])
 
     def _input_block(self, index, name, nbytes, handles):
         """(handle, uint8 view) of a block of at least `nbytes` for input `index`. Built-in
@@ -528,7 +458,7 @@ class ModelExecutor:
         for name, block, shape, _dtype, _dims in self.outputs:
             rank = int(shapes[shape, SHAPE_RANK])
             dims = tuple(int(d) for d in shapes[shape, SHAPE_DIMS : SHAPE_DIMS + rank])
-            dtype = _numpy(int(shapes[shape, SHAPE_DTYPE]))
+            dtype = numpy_dtype(int(shapes[shape, SHAPE_DTYPE]))
             handle = int(slots[block])
             nbytes = math.prod(dims) * dtype.itemsize
             data = device.view(handle)[:nbytes].view(dtype).reshape(dims)
@@ -560,74 +490,6 @@ class ModelExecutor:
                 self.device.synchronize(stream)
 
 
-def _check_dtype_rank(what, verb, name, array, dtype, dims):
-    """ModelInputError naming the input / output when `array`'s dtype or rank is not the
-    model's (`dtype` / `dims` None: unknown, not checked)."""
-    if dtype is not None and array.dtype != dtype:
-        raise ModelInputError(f"{what} {name!r} has dtype {array.dtype}, the model {verb} {dtype}")
-    if dims is not None and array.ndim != len(dims):
-        raise ModelInputError(
-            f"{what} {name!r} has rank {array.ndim}, the model {verb} {len(dims)} "
-            f"(shape {_show(dims)})"
-        )
-
-
-def _overlap(a, b):
-    if not np.may_share_memory(a, b):
-        return False
-    try:
-        return bool(np.shares_memory(a, b, max_work=10_000))
-    except np.exceptions.TooHardError:
-        return True
-
-
-def _show(dims):
-    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
-
-
-def _resolve(dims, symbols):
-    resolved = [symbols.get(d, (d,))[0] if isinstance(d, str) else d for d in dims]
-    return _show(resolved)
-
-
 def _dims_dynamic(model):
     every = [entry[4] for entry in model.inputs] + [entry[4] for entry in model.outputs]
     return any(dims is None or any(not isinstance(d, int) for d in dims) for dims in every)
-
-
-def graph_of(source):
-    """The lowered graph of an ExecuteGraph, saved .rtsoa directory or ONNX model (path,
-    bytes, ModelProto: lowered on the fly)."""
-    from rtsoa.graph.graph import ExecuteGraph
-
-    if isinstance(source, ExecuteGraph):
-        return source
-    if isinstance(source, str | os.PathLike) and os.path.isdir(source):
-        from rtsoa.graph.io import load_graph
-
-        return load_graph(source)
-    import onnx
-    from google.protobuf.message import DecodeError
-
-    from rtsoa.lowering import lower
-
-    if not isinstance(source, str | os.PathLike | bytes | bytearray | onnx.ModelProto):
-        raise ModelInputError(
-            "a model is an ExecuteGraph, a saved .rtsoa directory or an ONNX model (path, bytes, "
-            f"ModelProto), got {type(source).__name__}"
-        )
-    try:
-        return lower(bytes(source) if isinstance(source, bytearray) else source)
-    except DecodeError as error:
-        raise ModelInputError(f"not an ONNX model: {error}") from None
-
-
-def load_model(source, executor="auto", device=None, hbm_bytes=None, load=True, **options):
-    """A ModelExecutor from a lowered graph (ExecuteGraph or saved directory) or an ONNX
-    model (path, bytes, ModelProto, lowered on the fly); loaded unless `load=False`.
-    `options`: ModelExecutor keywords (session, allocator, stream / event / notify
-    allocators)."""
-    model = ModelExecutor(
-        graph_of(source), executor=executor, device=device, hbm_bytes=hbm_bytes, **options
-    )
-    return model.load() if load else model

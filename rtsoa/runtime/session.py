@@ -65,9 +65,12 @@ def model_device(graph, hbm_bytes=None):
 class ModelHome:
     """One device holding one graph's weights, shared by the executors placed on it."""
 
-    def __init__(self, graph, device):
+    def __init__(self, graph, device, external=()):
         self.graph = graph
         self.device = device
+        # (Weight, handle) of the caller's constant memory (constants.py): Init skips their
+        # upload and DeInit their free; their slots hold the caller's blocks
+        self.external = tuple(external)
         self.lock = threading.RLock()
         self.streams = IndexPool("stream", device.num_streams)
         self.events = IndexPool("event", device.num_events)
@@ -79,17 +82,19 @@ class ModelHome:
 
     def acquire(self):
         """The value state Init wrote (running Init on first use); one more user."""
-        from rtsoa.executors import prepare_executor
+        from rtsoa.runtime.constants import prepare_root
 
         with self.lock:
             if self.weights is None:
                 values = new_values(self.graph.num_values, shapes=True)
                 prepare = {"device": self.device, "values": values, "kernels": MODEL_KERNELS}
-                init = prepare_executor(self.graph, "sequential", root=GraphKind.INIT, **prepare)
-                self._deinit = prepare_executor(
-                    self.graph, "sequential", root=GraphKind.DEINIT, **prepare
-                )
+                skip_init = [node for weight, _ in self.external for node in weight.skipped_init]
+                skip_deinit = [n for weight, _ in self.external for n in weight.skipped_deinit]
+                init = prepare_root(self.graph, GraphKind.INIT, skip_init, **prepare)
+                self._deinit = prepare_root(self.graph, GraphKind.DEINIT, skip_deinit, **prepare)
                 init.run()
+                for weight, handle in self.external:
+                    values.slots[weight.block] = handle
                 # Main runs on other streams: the uploads must be complete before it reads them
                 self.device.synchronize()
                 self.weights = values

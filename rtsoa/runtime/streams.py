@@ -14,8 +14,9 @@ turns on the host and overlap on that device's streams.
 
 import threading
 
-from rtsoa.runtime.model import ModelExecutor, graph_of
+from rtsoa.runtime.model import ModelExecutor
 from rtsoa.runtime.session import Session
+from rtsoa.runtime.sources import graph_of
 
 
 class StreamExecutor:

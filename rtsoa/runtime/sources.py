@@ -1,0 +1,45 @@
+"""Where a model comes from: an ExecuteGraph, a saved .rtsoa directory or an ONNX model."""
+
+import os
+
+from rtsoa.errors import ModelInputError
+
+
+def graph_of(source):
+    """The lowered graph of an ExecuteGraph, saved .rtsoa directory or ONNX model (path,
+    bytes, ModelProto: lowered on the fly)."""
+    from rtsoa.graph.graph import ExecuteGraph
+
+    if isinstance(source, ExecuteGraph):
+        return source
+    if isinstance(source, str | os.PathLike) and os.path.isdir(source):
+        from rtsoa.graph.io import load_graph
+
+        return load_graph(source)
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    from rtsoa.lowering import lower
+
+    if not isinstance(source, str | os.PathLike | bytes | bytearray | onnx.ModelProto):
+        raise ModelInputError(
+            "a model is an ExecuteGraph, a saved .rtsoa directory or an ONNX model (path, bytes, "
+            f"ModelProto), got {type(source).__name__}"
+        )
+    try:
+        return lower(bytes(source) if isinstance(source, bytearray) else source)
+    except DecodeError as error:
+        raise ModelInputError(f"not an ONNX model: {error}") from None
+
+
+def load_model(source, executor="auto", device=None, hbm_bytes=None, load=True, **options):
+    """A ModelExecutor from a lowered graph (ExecuteGraph or saved directory) or an ONNX
+    model (path, bytes, ModelProto, lowered on the fly); loaded unless `load=False`.
+    `options`: ModelExecutor keywords (session, allocator, stream / event / notify
+    allocators)."""
+    from rtsoa.runtime.model import ModelExecutor
+
+    model = ModelExecutor(
+        graph_of(source), executor=executor, device=device, hbm_bytes=hbm_bytes, **options
+    )
+    return model.load() if load else model
