@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run one mutation-testing config on a scratch copy of this checkout (cosmic-ray edits the
 # sources it mutates, so never point it at a working tree you care about).
-#   [MUTATION_ONLY=f,g] mutation/run.sh validate|executors|allocator [SCRATCH_DIR]
+#   [MUTATION_ONLY=f,g] mutation/run.sh validate|validate-jit|executors|allocator [SCRATCH_DIR]
 #   MUTATION_RERUN=1 mutation/run.sh NAME [SCRATCH_DIR]
 # The first form starts a fresh session; the second re-runs the survivors of the session in
 # SCRATCH_DIR against the tree as now committed (after a test was added to kill them) and
@@ -24,6 +24,9 @@ fi
 cd "$scratch"
 export PYTHONPATH="$scratch" RTSOA_CACHE_DIR="$scratch/.cache/rtsoa" NUMBA_CACHE_DIR="$scratch/.cache/numba"
 config="mutation/$name.toml"
+# The unmutated tree's cache stamp, for a config whose mutants leave jitted code alone
+# (validate.toml sets RTSOA_MUTATION_STAMP_FILE to it; see tests/conftest.py).
+python -c "from rtsoa._jit import source_stamp; print(source_stamp())" > .mutation-stamp
 stage() {  # stage NAME COMMAND...: run it and print its wall time
     local start=$SECONDS
     "${@:2}"
