@@ -24,6 +24,10 @@ fi
 cd "$scratch"
 export PYTHONPATH="$scratch" RTSOA_CACHE_DIR="$scratch/.cache/rtsoa" NUMBA_CACHE_DIR="$scratch/.cache/numba"
 config="mutation/$name.toml"
+# Bytecode of the unmutated sources: cosmic-ray runs the tests with PYTHONDONTWRITEBYTECODE=1,
+# so without it every test run compiles all of rtsoa's modules again. A mutated file is written
+# after the extraction (its mtime differs from the one its .pyc records), so it is compiled anew.
+python -m compileall -q rtsoa tests > /dev/null
 # The unmutated tree's cache stamp, for a config whose mutants leave jitted code alone
 # (validate.toml sets RTSOA_MUTATION_STAMP_FILE to it; see tests/conftest.py).
 python -c "from rtsoa._jit import source_stamp; print(source_stamp())" > .mutation-stamp

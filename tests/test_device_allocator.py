@@ -325,6 +325,7 @@ def rounded(nbytes, padding, unit):
     ("page_mode", "padding", "placement", "unit", "sizes"),
     [
         (False, 0, "hbm", 512, [0, 1, 511, 512, 513, 1000, 4096, 4097]),
+        (False, 0, "hbm", 512, [1 * MiB + 1, 3 * MiB + 512]),  # large: split off new segments
         (False, 32, "hbm", 512, [0, 480, 481, 992, 993, 1000, 1024]),
         (False, 32, "host", 64, [0, 1, 64, 65, 1000]),  # host adds no tail padding
         (True, 32, "hbm", 64 * KiB, [1, 65504, 65505, 3 * 65536]),
@@ -336,7 +337,8 @@ def test_requests_round_up_to_whole_units(page_mode, padding, placement, unit, s
     in page mode), one unit at least: checked against a ceiling division, at exact multiples
     and one byte either side. Caught mutants (mutation testing) of `round_request`:
     `padded + unit - 1` -> `+ 1` / `- 0` / `- 2`, `nbytes + padding` -> `|` / `^` (the same
-    as `+` when the bits do not overlap: 1000 and 32 do)."""
+    as `+` when the bits do not overlap: 1000 and 32 do); `_take_listed`'s `whole = False` ->
+    `True` (a new large segment handed out unsplit)."""
     config = AllocatorConfig(page_mode=page_mode, tail_padding=padding, quick_depth=0)
     device = Device(hbm_bytes=64 * MiB, host_bytes=64 * MiB, allocator=config)
     host_padding = 0 if placement == "host" else padding
@@ -435,3 +437,58 @@ def test_a_parked_block_that_merges_into_a_fit_is_used_before_growing():
     assert device.location(handle)[1] == 0
     assert device.state.quick_count.sum() == 0
     assert device.stats()["hbm"]["reserved_bytes.current"] == 2 * MiB
+
+
+def test_a_parked_host_block_never_serves_another_request():
+    """Requests above the quick lists' sizes have no list (index -1): they must not look at
+    any. The host's 16-unit list (1 KiB blocks) is the last list, where index -1 would land in
+    Python and in unchecked jitted code alike. Caught mutant (mutation testing):
+    `_try_malloc`'s `quick >= 0` -> `>= -1`."""
+    device = Device(hbm_bytes=64 * MiB, host_bytes=64 * MiB)
+    device.free(device.malloc(1024, placement="host"))  # parked in the host's last list
+    assert device.state.quick_count[-1] == 1
+    handle = device.malloc(1 * MiB)
+    assert device.location(handle)[0] == "hbm"
+    assert block_size(device, handle) == 1 * MiB
+    assert device.state.quick_count[-1] == 1
+
+
+def test_without_the_slack_rule_a_freed_large_segment_is_split():
+    """segment_slack_shift=None: a wholly free large segment is best fit and split like any
+    block. Caught mutant (mutation testing): `_take_listed`'s `segment_slack_shift < 63` ->
+    `<= 63` (None read as a slack rule: handed out whole)."""
+    config = AllocatorConfig(segment_slack_shift=None, release_before_grow=False)
+    device = Device(hbm_bytes=64 * MiB, allocator=config)
+    big = device.malloc(8 * MiB)
+    offset = device.location(big)[1]
+    device.free(big)
+    handle = device.malloc(2 * MiB)
+    assert device.location(handle)[1] == offset
+    assert block_size(device, handle) == 2 * MiB
+    check_invariants(device)
+
+
+@pytest.mark.parametrize(("left", "split"), [(4096, True), (3584, False)])
+def test_a_block_is_split_when_at_least_the_minimum_remainder_is_left(left, split):
+    """small_min_remainder=4096: 4096 B left over is split off, 3584 B is not (the block is
+    handed out whole). Caught mutant (mutation testing): `remainder >=
+    dev.config[CFG_SMALL_MIN_REMAINDER + pool]` -> `>`."""
+    config = AllocatorConfig(small_min_remainder=4096, quick_depth=0)
+    device = Device(hbm_bytes=64 * MiB, allocator=config)
+    device.malloc(1 * MiB)
+    handle = device.malloc(1 * MiB - left)
+    expected = 1 * MiB - left if split else 1 * MiB
+    assert block_size(device, handle) == expected
+    check_invariants(device)
+
+
+def test_an_exact_fit_leaves_no_empty_block_with_a_zero_minimum_remainder():
+    """small_min_remainder=0 splits any remainder, but an exact fit has none: no zero-byte
+    block. Caught mutants (mutation testing): `remainder > 0` -> `>= 0` / `> -1`."""
+    config = AllocatorConfig(small_min_remainder=0, quick_depth=0)
+    device = Device(hbm_bytes=64 * MiB, allocator=config)
+    handles = [device.malloc(1 * MiB), device.malloc(1 * MiB)]  # the 2 MiB segment, exactly
+    assert blocks_of(device) == [(0, 1 * MiB, "allocated"), (1 * MiB, 1 * MiB, "allocated")]
+    check_invariants(device)
+    for handle in handles:
+        device.free(handle)
