@@ -10,10 +10,11 @@
 * With RTSOA_PURE_PYTHON_DEVICE=1 the simulated device runs its plain-Python copies
   (`pure_python.py`; the allocator's mutation runs use it to skip compiling each mutant).
 * With RTSOA_MUTATION_STAMP_FILE=PATH, rtsoa's cache stamp is read from PATH instead of hashed
-  from the sources. mutation/run.sh writes the unmutated tree's stamp there; the config that
-  mutates only validate.py's plain-Python functions (mutation/validate.toml) sets it, so its
-  mutants load the cached machine code of the jitted functions, which they leave unchanged,
-  instead of recompiling it for a stamp that changed with a line of plain Python.
+  from the sources. mutation/run.sh writes the unmutated tree's stamp there; the configs whose
+  mutants never reach compiled code set it (mutation/validate.toml: validate.py's plain-Python
+  functions; executors.toml: its tests run the executors as plain Python), so their tests load
+  the cached machine code of the jitted functions they use, which no mutant changed, instead of
+  recompiling it for a stamp that changed with the mutated file.
 """
 
 import os
