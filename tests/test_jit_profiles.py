@@ -18,6 +18,16 @@ EXPECTED = {
     "jit_out_of_line": {**BASE, "_nrt": False, "forceinline": False},
     "jit_with_nrt": {**BASE, "forceinline": False},
 }
+# Profiles whose functions only jitted code calls directly: compiled without a CPython wrapper
+WRAPPERLESS = {"jit_inline_llvm", "jit_out_of_line", "jit_with_nrt"}
+
+
+def _target_options(profile):
+    """The dispatcher options a function compiled with `profile` carries (cache is separate)."""
+    options = {k: v for k, v in profile.options.items() if k != "cache"}
+    if profile.wrapperless:
+        options.update(_jit.NO_WRAPPER)
+    return options
 
 
 def jitted_functions():
@@ -31,6 +41,7 @@ def jitted_functions():
 
 def test_profiles_have_their_documented_options():
     assert {profile.name: profile.options for profile in _jit.PROFILES} == EXPECTED
+    assert {profile.name for profile in _jit.PROFILES if profile.wrapperless} == WRAPPERLESS
     for profile in _jit.PROFILES:
         assert profile.__doc__ and getattr(_jit, profile.name) is profile
 
@@ -40,12 +51,9 @@ def test_every_device_function_uses_a_profile(name, function):
     options = dict(function.targetoptions)
     assert options.pop("nopython") is True
     assert function._cache.__class__.__name__ == "FunctionCache", name
-    profiles = [
-        profile.name
-        for profile in _jit.PROFILES
-        if {k: v for k, v in profile.options.items() if k != "cache"} == options
-    ]
+    profiles = [profile for profile in _jit.PROFILES if _target_options(profile) == options]
     assert len(profiles) == 1, f"{name}: {options}"
+    assert isinstance(function, _jit.InternalDispatcher) == profiles[0].wrapperless, name
 
 
 def test_the_hot_path_keeps_its_inlining():
@@ -60,3 +68,33 @@ def test_the_hot_path_keeps_its_inlining():
         handles.block_slot,
     ):
         assert helper.targetoptions["inline"] == "always"
+
+
+def test_a_wrapperless_function_called_from_python_runs_its_twin():
+    """Functions compiled for jitted callers have no CPython wrapper; a Python call must run a
+    twin compiled with one (a jump to the missing wrapper would crash the process), and the
+    twin's disk-cache entries must not be the wrapper-less ones (Numba's cache index does not
+    record the wrapper flags). Caught regression: calling `checksum.mix` from Python with the
+    wrapper-less dispatcher's own entry point."""
+    import numpy as np
+
+    from rtsoa.kernels.checksum import mix, mix_numpy
+
+    assert isinstance(mix, _jit.InternalDispatcher)
+    salt = np.uint64(12345)
+    assert mix(np.int64(7), salt) == mix_numpy(np.array([7]), np.array([salt], np.uint64))[0]
+    twin = mix._python_twin
+    assert twin is not None and not isinstance(twin, _jit.InternalDispatcher)
+    assert twin.py_func.__qualname__ == mix.py_func.__qualname__ + "__python"
+    assert twin.py_func.__code__ is mix.py_func.__code__
+    assert not any(key in twin.targetoptions for key in _jit.NO_WRAPPER)
+
+
+def test_kernels_are_compiled_without_a_python_wrapper():
+    """A kernel's own compile is mostly its CPython wrapper (the runtime tuple holds ~60
+    arrays); kernels only run inside loops, so the kernel decorator leaves it out."""
+    from rtsoa.kernels import REGISTRY
+
+    for info in REGISTRY.entries():
+        if info.module.startswith("rtsoa."):
+            assert isinstance(info.function, _jit.InternalDispatcher), info.name

@@ -149,16 +149,16 @@ def _owned_blocks(graph, nodes, memory):
     freed): the MEMORY_BLOCK values its nodes produce that no other root reads (a model's Init
     uploads weights that Main reads and DeInit frees); graph outputs are left to the caller
     after a successful run."""
+    if not memory.any():  # synthetic graphs without blocks: nothing to own
+        none = np.zeros(0, dtype=np.int32)
+        return none, none
     producer = graph.value_producer
-    own = np.zeros(graph.num_values, dtype=bool)
-    has_producer = producer >= 0
-    own[has_producer] = np.isin(producer[has_producer], nodes)
     inside = np.zeros(graph.num_nodes, dtype=bool)
     inside[nodes] = True
-    counts = np.diff(graph.input_offsets)
-    readers = np.repeat(np.arange(graph.num_nodes), counts)
+    own = (producer >= 0) & inside[np.maximum(producer, 0)]  # a mask, not np.isin's sort
+    read_outside = np.repeat(~inside, np.diff(graph.input_offsets))  # per node-input link
     elsewhere = np.zeros(graph.num_values, dtype=bool)
-    elsewhere[graph.input_values[~inside[readers]]] = True
+    elsewhere[graph.input_values[read_outside]] = True
     owned = memory & own & ~elsewhere
     outputs = np.zeros(graph.num_values, dtype=bool)
     outputs[graph.graph_outputs] = True

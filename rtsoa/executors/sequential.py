@@ -17,6 +17,8 @@ from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
 from rtsoa.kernels.status import STATUS_OK
 
+_NO_PRIORITY = 2**62  # above every int32 priority
+
 
 def run_sequential(rt, order, record):
     """Run `order` (a precomputed topological order) to the end or the first non-zero status."""
@@ -37,7 +39,12 @@ def run_sequential(rt, order, record):
 
 @jit
 def _kahn_priority_order(succ_offsets, succ_targets, in_degree, priority, starts, count):
-    """Up to `count` nodes in (priority, then ready time) order; shorter on a cycle."""
+    """Up to `count` nodes in (priority, then ready time) order; shorter on a cycle.
+
+    Keys are (priority << 32 | ready ticket), unique, so the order is the one a plain heap
+    gives. The best node made ready by the node just taken is held apart and taken next without
+    a heap round trip when it beats the heap's minimum (on graphs whose successors usually come
+    next in priority order, most nodes never enter the heap)."""
     degree = in_degree.copy()
     heap = np.empty(count + 1, dtype=np.int64)
     ready_node = np.empty(count, dtype=np.int32)  # FIFO ticket -> node
@@ -50,8 +57,16 @@ def _kahn_priority_order(succ_offsets, succ_targets, in_degree, priority, starts
         size = heap_push(heap, size, (np.int64(priority[node]) << 32) | tickets)
         tickets += 1
     done = 0
-    while size > 0:
-        key, size = heap_pop(heap, size)
+    best = np.int64(0)  # key of the best node the last one made ready (keys may be < 0)
+    held = False  # is `best` a node's key?
+    while size > 0 or held:
+        if held and (size == 0 or best < heap[1]):  # heap[1..size]: min at 1
+            key = best
+        else:
+            if held:
+                size = heap_push(heap, size, best)
+            key, size = heap_pop(heap, size)
+        held = False
         node = ready_node[key & TIE_MASK]
         order[done] = node
         done += 1
@@ -60,8 +75,16 @@ def _kahn_priority_order(succ_offsets, succ_targets, in_degree, priority, starts
             degree[target] -= 1
             if degree[target] == 0:
                 ready_node[tickets] = target
-                size = heap_push(heap, size, (np.int64(priority[target]) << 32) | tickets)
+                ready = (np.int64(priority[target]) << 32) | tickets
                 tickets += 1
+                if not held:
+                    best = ready
+                    held = True
+                elif ready < best:
+                    size = heap_push(heap, size, best)
+                    best = ready
+                else:
+                    size = heap_push(heap, size, ready)
     return order[:done].copy()
 
 
@@ -87,11 +110,49 @@ def _kahn_fifo_order(succ_offsets, succ_targets, in_degree, starts, count):
     return order[:tail].copy()
 
 
+@jit
+def _priorities_are_the_order(succ_offsets, succ_targets, in_degree, priority, nodes):
+    """Do `nodes`, as listed, have strictly increasing priorities, does every edge go to a
+    higher priority, and is no in-degree template clamped? Then the (priority, ready time)
+    Kahn order is `nodes` itself: the lowest-priority node left never waits for another.
+
+    Validation keeps every template within 1 .. its edge count, so templates that add up to
+    the edge count are all unclamped."""
+    previous = np.int64(0)
+    edges = np.int64(0)
+    templates = np.int64(0)
+    for k in range(nodes.shape[0]):
+        node = nodes[k]
+        own = np.int64(priority[node])
+        if k > 0 and own <= previous:
+            return False
+        previous = own
+        templates += in_degree[node]
+        first = succ_offsets[node]
+        last = succ_offsets[node + 1]
+        edges += last - first
+        lowest = np.int64(_NO_PRIORITY)
+        for e in range(first, last):  # branch-free: a min, one test per node
+            lowest = min(lowest, np.int64(priority[succ_targets[e]]))
+        if lowest <= own:
+            return False
+    return templates == edges
+
+
 def priority_order(graph, nodes, starts):
-    """Kahn order of `nodes` (one root graph) from `starts`; None if they contain a cycle."""
+    """Kahn order of `nodes` (one root graph) from `starts`; None if they contain a cycle.
+
+    Three paths give the same order: equal priorities need no heap (FIFO); priorities that
+    already order the graph (ids listed by rising priority, every edge rising) need no queue at
+    all (a check of every edge, a third of the heap pass on the 100k-node random DAG, whose
+    generator gives priority = id); otherwise Kahn with a heap."""
     starts = np.ascontiguousarray(starts, dtype=np.int32)
     count = int(nodes.shape[0])
     priority = graph.node_priority[nodes]
+    if count and _priorities_are_the_order(
+        graph.succ_offsets, graph.succ_targets, graph.in_degree, graph.node_priority, nodes
+    ):
+        return np.ascontiguousarray(nodes, dtype=np.int32).copy()
     if count == 0 or priority.min() == priority.max():
         order = _kahn_fifo_order(
             graph.succ_offsets, graph.succ_targets, graph.in_degree, starts, count

@@ -8,7 +8,7 @@ it for any graph where every node runs once.
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_internal
 
 _MULTIPLIER = np.uint64(0xBF58476D1CE4E5B9)
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -38,14 +38,14 @@ FOLD_SALTS.update(
 )
 
 
-@jit
+@jit_internal  # only jitted code calls these (Python uses mix_numpy)
 def mix(node, salt):
     """A 64-bit mix of a node id (uint64 wrapping arithmetic)."""
     x = (np.uint64(node) + np.uint64(salt)) * _MULTIPLIER
     return x ^ (x >> _SHIFT)
 
 
-@jit
+@jit_internal
 def fold(rt, node, salt):
     """Fold `node` into the running worker's checksum; returns status 0."""
     rt.worker.checksum[0] += mix(node, salt)

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit_internal
 from rtsoa.errors import KernelDefinitionError, UnknownKernelError
 from rtsoa.graph.schema import WorkerClass
 
@@ -286,8 +286,9 @@ def kernel(
         if not isinstance(function, CPUDispatcher):
             # Not disk-cached on its own: a kernel's cache file would only notice edits to its
             # own module, not to helpers it inlines. The generated dispatch caches the compiled
-            # kernel inside each loop, under a key that hashes every kernel module.
-            function = jit(function, cache=False, _nrt=bool(allocates))
+            # kernel inside each loop, under a key that hashes every kernel module. Only loops
+            # call kernels, so no CPython wrapper (most of a kernel's own compile time).
+            function = jit_internal(function, cache=False, _nrt=bool(allocates))
         (registry if registry is not None else REGISTRY).register(
             name,
             function,
