@@ -43,6 +43,15 @@ else
     cr-filter-operators "$session" "$config"
     python mutation/filter_functions.py "$session" "$config" --only "${MUTATION_ONLY:-}"
 fi
+# The first test run fills the scratch's Numba cache (a compile of what the tests use), which
+# may take longer than the per-mutant timeout that `cosmic-ray baseline` applies: run it once
+# without a timeout first (it must pass: the unmutated tree).
+warm() {
+    python -c 'import shlex, subprocess, sys, tomllib
+command = tomllib.load(open(sys.argv[1], "rb"))["cosmic-ray"]["test-command"]
+sys.exit(subprocess.run(shlex.split(command), stdout=subprocess.DEVNULL).returncode)' "$config"
+}
+stage "warm-up test run" warm
 stage baseline cosmic-ray baseline "$config"
 stage exec cosmic-ray exec "$config" "$session"
 cr-report "$session" --show-pending > "$scratch/$name-report.txt"

@@ -275,3 +275,26 @@ def test_extreme_priorities_keep_their_order(seed):
     rng = np.random.default_rng(100 + seed)
     extremes = np.array([-(2**31), 2**31 - 1, -(2**30), 2**30, -1, 0, 1], dtype=np.int64)
     check_against_reference(_random_dag(seed, 30, rng.choice(extremes, size=30)))
+
+
+@pytest.mark.parametrize(
+    ("priorities", "edges"),
+    [
+        ([0, 1, 1], [(0, 1)]),  # a tie: 2 is ready before 1, so 0, 2, 1 (not id order)
+        ([0, 1], [(1, 0)]),  # rising by id, but the edge falls: 1 runs first
+        ([0, 1, 2], [(2, 1)]),  # the same inside a longer list
+        ([1, 0], []),  # falling by id: 1 first
+    ],
+)
+def test_priorities_that_almost_order_the_graph(priorities, edges):
+    """The sequential order takes `nodes` as they are only when ids rise strictly with
+    priority and every edge rises too (`_priorities_are_the_order`); these graphs miss one
+    condition each, so the heap order must come out. Caught mutants (mutation testing): that
+    check's `own <= previous` -> `<` (ties let through), `lowest <= own` -> `==` (falling
+    edges let through), `k > 0` -> `k > 1`."""
+    builder = RecordingBuilder()
+    for priority in priorities:
+        builder.add_node("Checksum3", priority=priority)
+    for source, target in edges:
+        builder.add_edge(source, target)
+    check_against_reference(builder)
