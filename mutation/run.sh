@@ -1,23 +1,61 @@
 #!/usr/bin/env bash
 # Run one mutation-testing config on a scratch copy of this checkout (cosmic-ray edits the
 # sources it mutates, so never point it at a working tree you care about).
-#   [MUTATION_ONLY=f,g] mutation/run.sh validate|executors|allocator [SCRATCH_DIR]
-# Needs the dev extra (pip install -e ".[dev]"). Writes the session database and the report
-# (cr-report, survivors with their diffs) into SCRATCH_DIR (default /tmp/rtsoa-mutation-NAME).
+#   [MUTATION_ONLY=f,g] mutation/run.sh validate|validate-jit|executors|allocator [SCRATCH_DIR]
+#   MUTATION_RERUN=1 [MUTATION_RERUN_TIMEOUTS=1] mutation/run.sh NAME [SCRATCH_DIR]
+# The first form starts a fresh session; the second re-runs the survivors of the session in
+# SCRATCH_DIR against the tree as now committed (after a test was added to kill them) and
+# runs whatever the first left pending (an interrupted run resumes); with
+# MUTATION_RERUN_TIMEOUTS=1 the mutants stopped by the timeout too.
+# Needs the dev extra (pip install -e ".[dev]"). Writes the session database, cr-report's
+# report and mutation/summary.py's table per function (with the survivors' diffs) into
+# SCRATCH_DIR (default /tmp/rtsoa-mutation-NAME), and prints how long each stage took.
 set -euo pipefail
 name="$1"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 scratch="${2:-/tmp/rtsoa-mutation-$name}"
-rm -rf "$scratch" && mkdir -p "$scratch"
-git -C "$here" archive HEAD | tar -x -C "$scratch"  # the committed tree, no caches
+session="$scratch/$name.sqlite"
+if [ -n "${MUTATION_RERUN:-}" ]; then
+    [ -f "$session" ] || { echo "no session $session to re-run" >&2; exit 1; }
+    git -C "$here" archive HEAD | tar -x -C "$scratch"  # the tests as committed now
+else
+    rm -rf "$scratch" && mkdir -p "$scratch"
+    git -C "$here" archive HEAD | tar -x -C "$scratch"  # the committed tree, no caches
+fi
 cd "$scratch"
 export PYTHONPATH="$scratch" RTSOA_CACHE_DIR="$scratch/.cache/rtsoa" NUMBA_CACHE_DIR="$scratch/.cache/numba"
 config="mutation/$name.toml"
-session="$scratch/$name.sqlite"
-cosmic-ray init "$config" "$session"
-cr-filter-operators "$session" "$config"
-python mutation/filter_functions.py "$session" "$config" --only "${MUTATION_ONLY:-}"
-cosmic-ray baseline "$config"
-cosmic-ray exec "$config" "$session"
+# Bytecode of the unmutated sources: cosmic-ray runs the tests with PYTHONDONTWRITEBYTECODE=1,
+# so without it every test run compiles all of rtsoa's modules again. A mutated file is written
+# after the extraction (its mtime differs from the one its .pyc records), so it is compiled anew.
+python -m compileall -q rtsoa tests > /dev/null
+# The unmutated tree's cache stamp, for a config whose mutants leave jitted code alone
+# (validate.toml sets RTSOA_MUTATION_STAMP_FILE to it; see tests/conftest.py).
+python -c "from rtsoa._jit import source_stamp; print(source_stamp())" > .mutation-stamp
+stage() {  # stage NAME COMMAND...: run it and print its wall time
+    local start=$SECONDS
+    "${@:2}"
+    echo "$name: $1 took $((SECONDS - start)) s"
+}
+if [ -n "${MUTATION_RERUN:-}" ]; then
+    stage "reset survivors" python mutation/rerun_survivors.py "$session" ${MUTATION_RERUN_TIMEOUTS:+--timeouts}
+else
+    stage init cosmic-ray init "$config" "$session"
+    cr-filter-operators "$session" "$config"
+    python mutation/filter_functions.py "$session" "$config" --only "${MUTATION_ONLY:-}"
+fi
+# The first test run fills the scratch's Numba cache (a compile of what the tests use), which
+# may take longer than the per-mutant timeout that `cosmic-ray baseline` applies: run it once
+# without a timeout first (it must pass: the unmutated tree).
+warm() {
+    python -c 'import shlex, subprocess, sys, tomllib
+command = tomllib.load(open(sys.argv[1], "rb"))["cosmic-ray"]["test-command"]
+sys.exit(subprocess.run(shlex.split(command), stdout=subprocess.DEVNULL).returncode)' "$config"
+}
+stage "warm-up test run" warm
+stage baseline cosmic-ray baseline "$config"
+stage exec cosmic-ray exec "$config" "$session"
 cr-report "$session" --show-pending > "$scratch/$name-report.txt"
+python mutation/summary.py "$session" --diffs > "$scratch/$name-summary.txt"
 tail -n 3 "$scratch/$name-report.txt"
+sed -n '/^| file/,/survivor(s)/p' "$scratch/$name-summary.txt"

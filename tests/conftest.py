@@ -9,6 +9,12 @@
   smallest one; shrinking once took 5 minutes of a mutant's run).
 * With RTSOA_PURE_PYTHON_DEVICE=1 the simulated device runs its plain-Python copies
   (`pure_python.py`; the allocator's mutation runs use it to skip compiling each mutant).
+* With RTSOA_MUTATION_STAMP_FILE=PATH, rtsoa's cache stamp is read from PATH instead of hashed
+  from the sources. mutation/run.sh writes the unmutated tree's stamp there; the configs whose
+  mutants never reach compiled code set it (mutation/validate.toml: validate.py's plain-Python
+  functions; executors.toml: its tests run the executors as plain Python), so their tests load
+  the cached machine code of the jitted functions they use, which no mutant changed, instead of
+  recompiling it for a stamp that changed with the mutated file.
 """
 
 import os
@@ -19,6 +25,12 @@ from hypothesis import Phase, settings
 
 pytest_plugins = ["pytester"]  # tests/test_ci_skips.py runs pytest on small files
 
+
+if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):
+    import rtsoa._jit
+
+    with open(os.environ["RTSOA_MUTATION_STAMP_FILE"]) as stamp_file:
+        rtsoa._jit._stamp = stamp_file.read().strip()
 
 settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.load_profile(os.environ.get("RTSOA_HYPOTHESIS_PROFILE", "default"))

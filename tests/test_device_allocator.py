@@ -5,9 +5,14 @@ import pytest
 from device_checks import check_invariants
 
 from rtsoa.device import AllocatorConfig, Device, DeviceError, DeviceOutOfMemory, InvalidBlock
+from rtsoa.device import device as device_module
 from rtsoa.device.layout import BLOCK_ALLOCATED, PLACEMENT_HBM
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
-from rtsoa.device.status import STATUS_INVALID_STREAM
+from rtsoa.device.status import (
+    STATUS_INVALID_PLACEMENT,
+    STATUS_INVALID_STREAM,
+    STATUS_TOO_MANY_SEGMENTS,
+)
 from rtsoa.testing.workloads import OP_ALLOC, random_sequence
 
 KiB = 1 << 10
@@ -304,3 +309,186 @@ def test_free_on_an_invalid_stream_is_refused_and_keeps_the_block(stream):
     assert device.stats()["hbm"]["allocation.current"] == 1
     device.free(handle, stream=1)
     assert device.stats()["hbm"]["allocation.current"] == 0
+
+
+def block_size(device, handle):
+    """Bytes of the block `handle` occupies (its rounded size), from the snapshot."""
+    return next(b["size"] for s in device.snapshot() for b in s["blocks"] if b["handle"] == handle)
+
+
+def rounded(nbytes, padding, unit):
+    """What a request occupies, by ceiling division: at least one unit."""
+    return max(unit, -(-(nbytes + padding) // unit) * unit)
+
+
+@pytest.mark.parametrize(
+    ("page_mode", "padding", "placement", "unit", "sizes"),
+    [
+        (False, 0, "hbm", 512, [0, 1, 511, 512, 513, 1000, 4096, 4097]),
+        (False, 0, "hbm", 512, [1 * MiB + 1, 3 * MiB + 512]),  # large: split off new segments
+        (False, 32, "hbm", 512, [0, 480, 481, 992, 993, 1000, 1024]),
+        (False, 32, "host", 64, [0, 1, 64, 65, 1000]),  # host adds no tail padding
+        (True, 32, "hbm", 64 * KiB, [1, 65504, 65505, 3 * 65536]),
+        (True, 0, "host", 64 * KiB, [1, 65536, 65537]),
+    ],
+)
+def test_requests_round_up_to_whole_units(page_mode, padding, placement, unit, sizes):
+    """Each request occupies size + tail padding rounded up to the placement's unit (the page
+    in page mode), one unit at least: checked against a ceiling division, at exact multiples
+    and one byte either side. Caught mutants (mutation testing) of `round_request`:
+    `padded + unit - 1` -> `+ 1` / `- 0` / `- 2`, `nbytes + padding` -> `|` / `^` (the same
+    as `+` when the bits do not overlap: 1000 and 32 do); `_take_listed`'s `whole = False` ->
+    `True` (a new large segment handed out unsplit)."""
+    config = AllocatorConfig(page_mode=page_mode, tail_padding=padding, quick_depth=0)
+    device = Device(hbm_bytes=64 * MiB, host_bytes=64 * MiB, allocator=config)
+    host_padding = 0 if placement == "host" else padding
+    handles = [device.malloc(size, placement=placement) for size in sizes]
+    for size, handle in zip(sizes, handles, strict=True):
+        assert block_size(device, handle) == rounded(size, host_padding, unit), size
+    for handle in handles:
+        device.free(handle)
+
+
+@pytest.mark.parametrize("stream", [-1, 2, 3])
+def test_malloc_on_an_invalid_stream_is_refused(stream):
+    """`Device.malloc` leaves the stream check to `device_malloc` (kernels call it with the
+    graph's streams). Caught mutants (mutation testing) of that check: `or` -> `and`, `>=` ->
+    `==` / `>`, `< 0` -> `< -1`, the status not negated."""
+    device = Device(hbm_bytes=8 * MiB, num_streams=2)
+    with pytest.raises(DeviceError) as info:
+        device.malloc(4096, stream=stream)
+    assert info.value.status == STATUS_INVALID_STREAM
+    stats = device.stats()
+    assert stats["hbm"]["allocation.current"] == 0
+    assert stats["hbm"]["reserved_bytes.current"] == 0
+    device.free(device.malloc(4096, stream=1), stream=1)
+
+
+@pytest.mark.parametrize("placement", [-1, 4, 5])
+def test_malloc_of_an_unknown_placement_is_refused(placement):
+    """`Device` maps names to 0-3 before calling `device_malloc`, so its own check is reached
+    only by jitted callers: called directly (the function `Device` uses), a placement outside
+    0..3 gives -STATUS_INVALID_PLACEMENT and touches nothing. Caught mutants (mutation
+    testing): `or` -> `and`, `< 0` -> `< -1`, the status not negated."""
+    device = Device(hbm_bytes=8 * MiB)
+    result = device_module._allocator.device_malloc(device.state, placement, 4096, 0)
+    assert int(result) == -STATUS_INVALID_PLACEMENT
+    assert device.stats()["hbm"]["reserved_bytes.current"] == 0
+
+
+def test_requests_beyond_two_to_the_48_are_refused_before_rounding():
+    """Up to 2**48 bytes a request takes the ordinary path (one retry, then out of memory);
+    above it, it is refused at once (no retry: nothing to round). Caught mutant (mutation
+    testing): the bound's `>` -> `>=`."""
+    device = Device(hbm_bytes=8 * MiB)
+    with pytest.raises(DeviceOutOfMemory):
+        device.malloc(1 << 48)
+    assert (device.stats()["num_alloc_retries"], device.stats()["num_ooms"]) == (1, 1)
+    with pytest.raises(DeviceOutOfMemory):
+        device.malloc((1 << 48) + 1)
+    assert (device.stats()["num_alloc_retries"], device.stats()["num_ooms"]) == (1, 2)
+
+
+def test_a_full_segment_table_is_not_an_out_of_memory():
+    """No free segment row is its own error, returned at once: no out-of-memory retry (which
+    would synchronise streams for nothing). Caught mutant (mutation testing): `device_malloc`'s
+    `handle != -STATUS_OUT_OF_MEMORY` -> `>` (every other negative status took the retry)."""
+    device = Device(hbm_bytes=64 * MiB, max_segments=1)
+    kept = device.malloc(4096)  # the small segment: the only row
+    with pytest.raises(DeviceError) as info:
+        device.malloc(4 * MiB)  # a large request needs a second segment
+    assert info.value.status == STATUS_TOO_MANY_SEGMENTS
+    stats = device.stats()
+    assert (stats["num_alloc_retries"], stats["num_stream_syncs"], stats["num_ooms"]) == (0, 0, 0)
+    device.free(kept)
+
+
+def _a_parked_block_beside_a_listed_one():
+    """One 2 MiB small segment, full: a (512 B, parked in quick list 0 once freed) at 0,
+    b (1 MiB - 512, listed once freed) at 512, c (1 MiB, live) at 1 MiB."""
+    device = Device(hbm_bytes=64 * MiB)
+    a = device.malloc(512)
+    b = device.malloc(1 * MiB - 512)
+    c = device.malloc(1 * MiB)
+    assert [device.location(h)[1] for h in (a, b, c)] == [0, 512, 1 * MiB]
+    device.free(b)
+    device.free(a)
+    assert device.state.quick_count.sum() == 1
+    return device, c
+
+
+def test_quick_lists_stay_parked_while_a_listed_block_fits():
+    """A request that a listed block serves leaves the quick lists alone (flushing them is
+    for when nothing fits). Caught mutant (mutation testing): `_take_listed`'s `slot < 0 and
+    quick_flush(...)` -> `or` (every listed allocation flushed the quick lists)."""
+    device, _ = _a_parked_block_beside_a_listed_one()
+    handle = device.malloc(4096)  # b's block fits
+    assert device.location(handle)[1] == 512
+    assert device.state.quick_count.sum() == 1
+
+
+def test_a_parked_block_that_merges_into_a_fit_is_used_before_growing():
+    """Nothing listed fits 1 MiB, but flushing the quick lists merges a (512 B) with b's
+    1 MiB - 512 into a 1 MiB block at 0: the request takes it and no segment is carved.
+    Caught mutant (mutation testing): `quick_flush(...) > 0` -> `> 1` (one flushed block
+    not searched again: a new segment instead)."""
+    device, _ = _a_parked_block_beside_a_listed_one()
+    handle = device.malloc(1 * MiB)
+    assert device.location(handle)[1] == 0
+    assert device.state.quick_count.sum() == 0
+    assert device.stats()["hbm"]["reserved_bytes.current"] == 2 * MiB
+
+
+def test_a_parked_host_block_never_serves_another_request():
+    """Requests above the quick lists' sizes have no list (index -1): they must not look at
+    any. The host's 16-unit list (1 KiB blocks) is the last list, where index -1 would land in
+    Python and in unchecked jitted code alike. Caught mutant (mutation testing):
+    `_try_malloc`'s `quick >= 0` -> `>= -1`."""
+    device = Device(hbm_bytes=64 * MiB, host_bytes=64 * MiB)
+    device.free(device.malloc(1024, placement="host"))  # parked in the host's last list
+    assert device.state.quick_count[-1] == 1
+    handle = device.malloc(1 * MiB)
+    assert device.location(handle)[0] == "hbm"
+    assert block_size(device, handle) == 1 * MiB
+    assert device.state.quick_count[-1] == 1
+
+
+def test_without_the_slack_rule_a_freed_large_segment_is_split():
+    """segment_slack_shift=None: a wholly free large segment is best fit and split like any
+    block. Caught mutant (mutation testing): `_take_listed`'s `segment_slack_shift < 63` ->
+    `<= 63` (None read as a slack rule: handed out whole)."""
+    config = AllocatorConfig(segment_slack_shift=None, release_before_grow=False)
+    device = Device(hbm_bytes=64 * MiB, allocator=config)
+    big = device.malloc(8 * MiB)
+    offset = device.location(big)[1]
+    device.free(big)
+    handle = device.malloc(2 * MiB)
+    assert device.location(handle)[1] == offset
+    assert block_size(device, handle) == 2 * MiB
+    check_invariants(device)
+
+
+@pytest.mark.parametrize(("left", "split"), [(4096, True), (3584, False)])
+def test_a_block_is_split_when_at_least_the_minimum_remainder_is_left(left, split):
+    """small_min_remainder=4096: 4096 B left over is split off, 3584 B is not (the block is
+    handed out whole). Caught mutant (mutation testing): `remainder >=
+    dev.config[CFG_SMALL_MIN_REMAINDER + pool]` -> `>`."""
+    config = AllocatorConfig(small_min_remainder=4096, quick_depth=0)
+    device = Device(hbm_bytes=64 * MiB, allocator=config)
+    device.malloc(1 * MiB)
+    handle = device.malloc(1 * MiB - left)
+    expected = 1 * MiB - left if split else 1 * MiB
+    assert block_size(device, handle) == expected
+    check_invariants(device)
+
+
+def test_an_exact_fit_leaves_no_empty_block_with_a_zero_minimum_remainder():
+    """small_min_remainder=0 splits any remainder, but an exact fit has none: no zero-byte
+    block. Caught mutants (mutation testing): `remainder > 0` -> `>= 0` / `> -1`."""
+    config = AllocatorConfig(small_min_remainder=0, quick_depth=0)
+    device = Device(hbm_bytes=64 * MiB, allocator=config)
+    handles = [device.malloc(1 * MiB), device.malloc(1 * MiB)]  # the 2 MiB segment, exactly
+    assert blocks_of(device) == [(0, 1 * MiB, "allocated"), (1 * MiB, 1 * MiB, "allocated")]
+    check_invariants(device)
+    for handle in handles:
+        device.free(handle)

@@ -48,6 +48,7 @@ def python_graph_passes():
             (validate, "first_node_on_cycle"),
             (sequential, "_kahn_priority_order"),
             (sequential, "_kahn_fifo_order"),
+            (sequential, "_priorities_are_the_order"),
         ):
             patch.setattr(module, name, pure(getattr(module, name)))
         with warnings.catch_warnings(), np.errstate(over="ignore"):
@@ -214,11 +215,25 @@ def test_step_limit_and_bad_notify(name):
         assert (run.status, run.order) == (STATUS_OK, [0, choice + 1])
 
 
+# Where the malformed loop below overflows, traced by hand (nodes: 0 start, w=1, x=2, y=3;
+# every template 1). Topological: the ring buffer has n + 1 = 5 slots and holds 4 nodes;
+# queues after each step: [w] [x y] [y w] [w w] [w x y] [x y x y] [y x y w] [x y w w]
+# [y w w w] [w w w w], then the 11th step (w) queues x (4 queued) and y, which would fill the
+# ring: overflow at y after 11 steps. Priority: the heap holds n + 1 = 5 keys and pops the
+# smallest id, so y (3) never runs while w and x keep coming back; heaps after each step:
+# {w} {x y} {w y} {x y y} {w y y} {x y y y} {w y y y} {x y y y y} {w y y y y}, then the 10th
+# step (w) pushes x (5 keys) and cannot push y: overflow at y after 10 steps.
+OVERFLOW = {"topological": (3, 11), "priority": (3, 10)}
+
+
 @pytest.mark.parametrize("name", ["topological", "priority"])
 def test_a_node_made_ready_twice_overflows_the_queue_cleanly(name):
     """A malformed loop: a wait-anyone node w feeds two wait-anyone nodes that both lead back
     to w, so every round queues w twice as often. The loop stops with a queue overflow, at
-    the node it could not queue, instead of writing past its queue."""
+    the node it could not queue, instead of writing past its queue; exactly where follows from
+    the queue's capacity (n + 1, see OVERFLOW). Caught mutants (mutation testing): the
+    priority loop's `capacity = heap.shape[0] - 1` -> `- 2` and `>> 1` (a smaller heap that
+    overflowed earlier, still "somewhere in the loop")."""
     builder = RecordingBuilder()
     start = builder.add_node("Checksum0")
     w, x, y = (builder.add_node("WaitAnyone", wait_anyone=True) for _ in range(3))
@@ -228,5 +243,58 @@ def test_a_node_made_ready_twice_overflows_the_queue_cleanly(name):
     # validation refuses these joins (tests/test_executor_guarantees.py); the loop must still
     # stop cleanly on a graph that skipped it
     run = Run(builder.finalize(validate=False), name, max_steps=10**6)
-    assert run.status == STATUS_QUEUE_OVERFLOW and run.node in (w, x, y)
-    assert run.executed < 20
+    assert run.status == STATUS_QUEUE_OVERFLOW
+    assert (run.node, run.executed) == OVERFLOW[name]
+
+
+def _random_dag(seed, nodes, priorities):
+    """A random DAG (edges from smaller to larger ids) with the given priority per node."""
+    rng = np.random.default_rng(seed)
+    builder = RecordingBuilder()
+    for priority in priorities:
+        builder.add_node("Checksum3", priority=int(priority))
+    for _ in range(2 * nodes):
+        a, b = sorted(int(v) for v in rng.integers(0, nodes, size=2))
+        if a != b:
+            builder.add_edge(a, b)
+    return builder
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_equal_priorities_follow_fifo_order(seed):
+    """All priorities equal: the sequential order is the plain FIFO Kahn order
+    (`_kahn_fifo_order`, no heap), on graphs with fan-in and fan-out rather than chains."""
+    check_against_reference(_random_dag(seed, 30, [5] * 30))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_extreme_priorities_keep_their_order(seed):
+    """Priorities span the whole int32 range: (priority << 32) | tie must neither overflow nor
+    lose the tie. Caught mutants (mutation testing): `_kahn_priority_order`'s `<< 32` ->
+    `<< 33` (wraps around for |priority| >= 2**30)."""
+    rng = np.random.default_rng(100 + seed)
+    extremes = np.array([-(2**31), 2**31 - 1, -(2**30), 2**30, -1, 0, 1], dtype=np.int64)
+    check_against_reference(_random_dag(seed, 30, rng.choice(extremes, size=30)))
+
+
+@pytest.mark.parametrize(
+    ("priorities", "edges"),
+    [
+        ([0, 1, 1], [(0, 1)]),  # a tie: 2 is ready before 1, so 0, 2, 1 (not id order)
+        ([0, 1], [(1, 0)]),  # rising by id, but the edge falls: 1 runs first
+        ([0, 1, 2], [(2, 1)]),  # the same inside a longer list
+        ([1, 0], []),  # falling by id: 1 first
+    ],
+)
+def test_priorities_that_almost_order_the_graph(priorities, edges):
+    """The sequential order takes `nodes` as they are only when ids rise strictly with
+    priority and every edge rises too (`_priorities_are_the_order`); these graphs miss one
+    condition each, so the heap order must come out. Caught mutants (mutation testing): that
+    check's `own <= previous` -> `<` (ties let through), `lowest <= own` -> `==` (falling
+    edges let through), `k > 0` -> `k > 1`."""
+    builder = RecordingBuilder()
+    for priority in priorities:
+        builder.add_node("Checksum3", priority=priority)
+    for source, target in edges:
+        builder.add_edge(source, target)
+    check_against_reference(builder)
