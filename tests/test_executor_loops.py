@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pure_python import pure
 from reference import RecordingBuilder, simulate
-from test_control_flow import build, has_control_flow, programs
+from test_control_flow import build, checkable_program, programs
 
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors import EXECUTORS, sequential
@@ -122,7 +122,7 @@ def test_random_priorities(data, nodes):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(program=programs().filter(has_control_flow))
+@given(program=programs().filter(checkable_program))
 def test_random_control_flow(program):
     builder = RecordingBuilder()
     build(builder, program, GraphKind.MAIN, [], None, [])
