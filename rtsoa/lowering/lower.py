@@ -116,16 +116,22 @@ def convert(graph):
     ctx = LoweringContext(graph)
     for index, node in enumerate(graph.nodes):
         ctx.node_index = index
-        converter = find_converter(node.op_type, node.domain, graph.opset(node.domain))
-        if converter is None:
-            raise LoweringError(f"{ctx.describe(node)}: op {node.op_type!r} is not supported")
-        try:
-            converter(ctx, node)
-        except LoweringError:
-            raise
-        except (ValueError, TypeError, KeyError, IndexError) as error:
-            raise LoweringError(f"{ctx.describe(node)}: {error}") from None
+        convert_node(ctx, node, graph.opset(node.domain))
     return ctx
+
+
+def convert_node(ctx, node, opset):
+    """Run `node`'s converter into `ctx`; an unsupported op or a converter's error becomes a
+    LoweringError naming the node (top-level graphs and If / Loop subgraphs alike)."""
+    converter = find_converter(node.op_type, node.domain, opset)
+    if converter is None:
+        raise LoweringError(f"{ctx.describe(node)}: op {node.op_type!r} is not supported")
+    try:
+        converter(ctx, node)
+    except LoweringError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError) as error:
+        raise LoweringError(f"{ctx.describe(node)}: {error}") from None
 
 
 def _info(tensor):

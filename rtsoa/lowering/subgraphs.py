@@ -11,8 +11,7 @@ the converters on its nodes, giving op calls over the model's tensors that the u
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
-from rtsoa.lowering.converters import find_converter
-from rtsoa.lowering.lower import OPSET_KEY, LoweringContext, OpCall, _info
+from rtsoa.lowering.lower import OPSET_KEY, LoweringContext, OpCall, _info, convert_node
 from rtsoa.ops import OPS
 
 
@@ -116,15 +115,7 @@ def convert_subgraph(model, sub, prefix, bound, where, node_index):
     renamed = rename_graph(sub, mapping, shadow=False)
     ctx = SubgraphContext(model, where, node_index)
     for node in renamed.nodes:
-        converter = find_converter(node.op_type, node.domain, model.opset(node.domain))
-        if converter is None:
-            raise LoweringError(f"{ctx.describe(node)}: op {node.op_type!r} is not supported")
-        try:
-            converter(ctx, node)
-        except LoweringError:
-            raise
-        except (ValueError, TypeError, KeyError, IndexError) as error:
-            raise LoweringError(f"{ctx.describe(node)}: {error}") from None
+        convert_node(ctx, node, model.opset(node.domain))
     return ctx.calls, list(renamed.outputs)
 
 
