@@ -1,7 +1,14 @@
 """Executors against the pure-Python reference: checksums, edge order, priorities, errors."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from executor_checks import (
+    GENERATED,
+    generated_case,
+    property_settings,
+    random_priority_graph,
+    run_recorded,
+)
+from hypothesis import given
 from hypothesis import strategies as st
 from numba import types
 from reference import RecordingBuilder, check_dag_order, recorded_generate, simulate
@@ -23,16 +30,7 @@ from rtsoa.kernels.control_flow import add_const_int, add_if
 # Executors with one fixed order the reference computes; the multithread executor's order
 # depends on timing, so tests/test_multithread.py checks it (answers, edge order) instead.
 SINGLE_THREAD = tuple(name for name, cls in EXECUTORS.items() if not cls.uses_threads)
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def run_recorded(executor):
-    """(RunResult of the plain loop, executed order from the profiled loop)."""
-    result = executor.run()
-    profiler = Profiler()
-    recorded = executor.run(subscriber=profiler)
-    assert recorded == result
-    return result, profiler.nodes.copy()
+SETTINGS = property_settings(25)
 
 
 def check_all_executors(graph, description):
@@ -56,18 +54,9 @@ def test_generated_graphs_match_reference(kind, nodes):
 
 
 @SETTINGS
-@given(
-    kind=st.sampled_from(["chain", "random", "layered", "lowered"]),
-    nodes=st.integers(1, 400),
-    seed=st.integers(0, 2**31 - 1),
-    kernels=st.integers(1, 16),
-)
+@given(**GENERATED)
 def test_property_every_executor_agrees(kind, nodes, seed, kernels):
-    options = {"random": {"edges_per_node": 4, "window": 30}, "layered": {"width": 9}}
-    graph, description = recorded_generate(
-        kind, nodes, seed=seed, kernels=kernels, **options.get(kind, {})
-    )
-    check_all_executors(graph, description)
+    check_all_executors(*generated_case(kind, nodes, seed, kernels))
 
 
 @SETTINGS
@@ -79,18 +68,7 @@ def test_property_random_priorities(data, nodes):
     priorities ignored by `priority_order` (sequential.py) or by the priority executor's keys;
     ties broken by id instead of ready time in the sequential order; successors visited in
     another order than the edges were added."""
-    builder = RecordingBuilder()
-    priorities = data.draw(st.lists(st.integers(-5, 5), min_size=nodes, max_size=nodes))
-    for priority in priorities:
-        builder.add_node("Checksum3", priority=priority)
-    pairs = data.draw(
-        st.lists(st.tuples(st.integers(0, nodes - 1), st.integers(0, nodes - 1)), max_size=150)
-    )
-    for a, b in pairs:
-        if a != b:
-            builder.add_edge(min(a, b), max(a, b))
-    graph = builder.finalize()
-    check_all_executors(graph, builder.description)
+    check_all_executors(*random_priority_graph(data, nodes))
 
 
 def test_sequential_and_priority_follow_priority_topological_is_fifo():

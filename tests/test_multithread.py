@@ -6,7 +6,8 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from executor_checks import GENERATED, generated_case, property_settings, random_priority_graph
+from hypothesis import given
 from hypothesis import strategies as st
 from multithread_kernels import (
     MT_REGISTRY,
@@ -15,7 +16,7 @@ from multithread_kernels import (
     SCRATCH_NORMAL,
 )
 from numba import njit
-from reference import RecordingBuilder, check_dag_order, recorded_generate, simulate
+from reference import check_dag_order, recorded_generate, simulate
 
 from rtsoa import GraphBuilder
 from rtsoa.errors import GraphFormatError
@@ -39,7 +40,7 @@ from rtsoa.kernels.control_flow import add_const_int, add_if
 
 THREADS = (2, 3, 4)
 REPEATS = 3
-SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = property_settings(20)
 
 
 # -- atomics ----------------------------------------------------------------------------------
@@ -146,34 +147,15 @@ def test_generated_graphs(kind, threads):
 
 
 @SETTINGS
-@given(
-    kind=st.sampled_from(["chain", "random", "layered", "lowered"]),
-    nodes=st.integers(1, 400),
-    seed=st.integers(0, 2**31 - 1),
-    kernels=st.integers(1, 16),
-    threads=st.sampled_from(THREADS),
-)
+@given(**GENERATED, threads=st.sampled_from(THREADS))
 def test_property_same_answers_as_the_reference(kind, nodes, seed, kernels, threads):
-    options = {"random": {"edges_per_node": 4, "window": 30}, "layered": {"width": 9}}
-    graph, description = recorded_generate(
-        kind, nodes, seed=seed, kernels=kernels, **options.get(kind, {})
-    )
-    run_and_check(graph, description, threads, repeats=2)
+    run_and_check(*generated_case(kind, nodes, seed, kernels), threads, repeats=2)
 
 
 @SETTINGS
 @given(data=st.data(), nodes=st.integers(2, 60), threads=st.sampled_from(THREADS))
 def test_property_random_priorities_and_edges(data, nodes, threads):
-    builder = RecordingBuilder()
-    for priority in data.draw(st.lists(st.integers(-5, 5), min_size=nodes, max_size=nodes)):
-        builder.add_node("Checksum3", priority=priority)
-    pairs = data.draw(
-        st.lists(st.tuples(st.integers(0, nodes - 1), st.integers(0, nodes - 1)), max_size=150)
-    )
-    for a, b in pairs:
-        if a != b:
-            builder.add_edge(min(a, b), max(a, b))
-    run_and_check(builder.finalize(), builder.description, threads)
+    run_and_check(*random_priority_graph(data, nodes), threads)
 
 
 @pytest.mark.parametrize("streams", [1, 2])
@@ -534,8 +516,8 @@ def test_relations_must_stay_in_the_graph_being_run():
 )
 def test_100k_node_graphs(kind, threads):
     """The stress size of tests/test_stress.py: every node once, NumPy's checksum. (Lowered
-    with a separate MEMORY worker, 3+ threads, is left out: its allocations run ahead of the
-    launches and exceed the default device at 100k nodes; see the README.)"""
+    graphs with a separate MEMORY worker, 3 and 4 threads, are in
+    tests/test_multithread_memory.py, with their device memory.)"""
     graph = generate(kind, 100_000, seed=threads)
     executor = prepare_executor(graph, "multithread", threads=threads)
     expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)

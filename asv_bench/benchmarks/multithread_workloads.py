@@ -93,3 +93,32 @@ def busy_lowered_graph(ops, nanoseconds, seed=5):
     busy_graph = graph._replace(kernel_names=names, attr_offsets=offsets, attr_pool=pool)
     validate_graph(busy_graph)
     return busy_graph, BUSY_REGISTRY, expected
+
+
+def relation_graph(nodes, relations_per_node, seed=11):
+    """`nodes` checksum nodes with `relations_per_node` distinct exact relations each
+    (Free v -> Launch (v + 1 + k * step) mod nodes): the prepare-time workload (100,000
+    nodes and 1,000,000 relations). Relations need no edges for the relation state; the
+    graph has none (its relations form cycles, so the executor's order ignores them)."""
+    builder_module = import_rtsoa("rtsoa.graph.builder")
+    rng = np.random.default_rng(seed)
+    builder = builder_module.GraphBuilder(name=f"relations-{nodes}")
+    names = np.array([f"Checksum{k}" for k in range(8)])
+    builder.add_nodes(names[rng.integers(0, len(names), size=nodes)])
+    step = max(1, (nodes - 1) // (relations_per_node + 1))
+    frees = np.repeat(np.arange(nodes, dtype=np.int64), relations_per_node)
+    ks = np.tile(np.arange(relations_per_node, dtype=np.int64), nodes)
+    builder.add_relations(frees, (frees + 1 + ks * step) % nodes)
+    return builder.finalize()
+
+
+def pair_graph(pairs, unrelated=0):
+    """`pairs` (Free 2i, Launch 2i + 1) pairs, one exact relation each, then `unrelated`
+    nodes in no relation; no edges: the per-event workload (each relation is one Free /
+    Launch occurrence)."""
+    builder_module = import_rtsoa("rtsoa.graph.builder")
+    builder = builder_module.GraphBuilder(name=f"pairs-{pairs}")
+    builder.add_nodes(np.full(2 * pairs + unrelated, "Checksum0"))
+    frees = 2 * np.arange(pairs, dtype=np.int64)
+    builder.add_relations(frees, frees + 1)
+    return builder.finalize()

@@ -11,46 +11,66 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   it, and the NORMAL worker stays free for host work (shape inference, tiling).
 - Classes. A node's class is its kernel's critical section when it has one ("memory" ->
   MEMORY, "launch" -> LAUNCH), else its kernel's registered worker class. Each class has one
-  ready queue: a binary min-heap on (priority, node id) guarded by a spin lock on an int64
-  (cmpxchg; `rtsoa.executors.atomics`), so ready tasks are released in priority order and no
-  Python lock or GIL is on the per-node path.
+  ready queue: a binary min-heap on the node's rank (its position in the sequential
+  executor's priority order, relations included; `rtsoa.executors.admission`) guarded by a
+  spin lock on an int64 (cmpxchg; `rtsoa.executors.atomics`); a worker serving several
+  queues takes the smallest rank among their heads, so ready tasks are released in one
+  priority order across classes, and no Python lock or GIL is on the per-node path.
+- Admission window. Where the root has memory-class nodes, a node starts only within
+  `window` ranks of the oldest unfinished one, which keeps the allocations from running
+  ahead of the launches and frees (`rtsoa.executors.admission`, the reference's "at most
+  thread_num tasks per round").
 - Device. The simulated device is one unsynchronised state, so every kernel with a critical
   section (all kernels that call the device API: AllocMemory, FreeMemory, LaunchKernel, the
   event kernels) runs holding one device spin lock: memory and launch kernels never run
   concurrently with each other. This is stricter than the reference (one lock per section
   key), because here both sections write the same allocator / stream / hazard state.
 - Readiness. In-degrees are copied from the template at the start of a run; a finished node
-  decrements its successors with `atomic_sub`, and the worker that takes one to zero pushes it,
-  except the first one of a class this worker serves, which it runs next itself without a
-  queue round trip (the reference's speculative successor chains; the rest are released in
-  priority order through the queues). A node whose predecessors are all run by one worker
-  (each of their class queues served by that worker alone) has a single writer of its
-  in-degree, which is then decremented with a plain store instead of an atomic (a random DAG
-  of normal kernels on two threads: every node).
-- Termination. `outstanding` counts nodes queued or running: a push adds one before the node
-  becomes visible, a finished node subtracts one after pushing its successors, so it reaches
-  zero only when no work is left, and every worker then returns. Every queue has a worker
-  serving it, so while work is outstanding some worker can take it: no run waits forever
-  unless a kernel does. A step limit applies per worker (the node count: each node runs at
-  most once; a shared step counter is kept only for subscribed runs, whose record rows it
-  numbers, and for graphs with relations, whose no-progress detector watches it).
+  decrements its successors with `atomic_sub`, and the worker that takes one to zero
+  releases it. A successor of a queue this worker alone serves goes to the worker's private
+  batch (a FIFO while the ranks arrive in increasing order, else a private heap; no lock,
+  no atomic), which it merges with the shared queues' heads by rank when it takes its next
+  node. Others go to their class queue, except the best one of a queue this worker shares
+  with others, which it runs next itself (the reference's speculative successor chains). A
+  node whose predecessors are all run by one worker (each of their class queues served by
+  that worker alone) has a single writer of its in-degree, which is then decremented with a
+  plain store instead of an atomic (a random DAG of normal kernels on two threads: every
+  node, which one worker then runs from its private batch with no atomic at all).
+- Termination. `outstanding` counts units of work: a shared push adds one before the node
+  becomes visible, a parked Free one; a worker keeps the units of the shared nodes it took
+  while it has work of its own (a node or a private batch) and gives them back when it has
+  none, so the count reaches zero only when no work is left, and every worker then
+  returns. Every queue has a worker serving it, so while work is outstanding some worker
+  can take it: no run waits forever unless a kernel does. A step limit applies per worker
+  (the node count: each node runs at most once; a shared step counter is kept only for
+  subscribed runs, whose record rows it numbers, and for graphs with relations, whose
+  no-progress detector watches it).
 - Errors. The first non-zero status (failure or end-of-sequence) wins a compare-and-swap on
   the abort flag and is kept with its node; every worker stops at its next pop; the executor
   reports it like the single-thread ones (KernelError, or an end-of-sequence result).
 - Checksums. Each worker folds into its own `WorkerState`; the run's checksum is their sum.
+- Relations. Exact Free -> Launch relations are honoured with per-node wait words
+  (`rtsoa.executors.relation_state`): a Free whose related Launches of this run were not all
+  submitted is parked (outstanding, no worker blocked) and re-queued by the last of them.
 
 Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 (`runs_control_flow = False`), so `auto` never picks this executor for such graphs.
 """
 
 import threading
-from typing import NamedTuple
 
 import numba
 import numpy as np
 
-from rtsoa._jit import jit, jit_out_of_line
-from rtsoa.errors import GraphFormatError
+from rtsoa._jit import jit, jit_inline_ir, jit_out_of_line
+from rtsoa.executors.admission import (
+    DEFAULT_WINDOW,
+    LOW,
+    admitted,
+    advance_low,
+    finish_rank,
+    release_keys,
+)
 from rtsoa.executors.atomics import (
     atomic_add,
     atomic_cas,
@@ -63,7 +83,16 @@ from rtsoa.executors.atomics import (
     spin_unlock,
 )
 from rtsoa.executors.base import Executor, register_executor
-from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push, pack_keys
+from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push
+from rtsoa.executors.relation_state import (
+    MAX_EPOCH,
+    is_related_free,
+    is_related_launch,
+    largest_waiter_row,
+    on_free_ready,
+    on_launch_submitted,
+    relation_state,
+)
 from rtsoa.executors.steps import record_step, released_edges
 from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels.clock import monotonic_ns
@@ -80,7 +109,7 @@ ABORTED = 0 * LINE  # 0 running, 1 a status was kept
 STATUS = 1 * LINE  # the kept status
 NODE = 2 * LINE  # its node
 STEPS = 3 * LINE  # steps claimed (the step limit and the record's row numbers)
-OUTSTANDING = 4 * LINE  # nodes queued or running
+OUTSTANDING = 4 * LINE  # units of work left (see run_multithread)
 DEVICE_LOCK = 5 * LINE  # held around every kernel with a critical section
 QUEUE_LOCK = 6 * LINE  # + queue * LINE: the spin lock of each ready queue
 QUEUE_SIZE = QUEUE_LOCK + QUEUES * LINE  # + queue * LINE: each heap's size
@@ -103,26 +132,9 @@ NO_PROGRESS_POLLS = 200
 STATUS_NO_PROGRESS = 1_000_000_100
 
 
-class RelationState(NamedTuple):
-    """Exact Free -> Launch relations and their per-run generation state (sized at prepare;
-    a run bumps the epoch instead of clearing them)."""
-
-    offsets: np.ndarray  # int64[n + 1]: CSR of relation entries by Free node
-    launches: np.ndarray  # int32[entries]: the Launch of each entry
-    waiter_offsets: np.ndarray  # int64[n + 1]: CSR by Launch node of the entries naming it
-    waiter_entries: np.ndarray  # int64[entries]: entry ids
-    entry_free: np.ndarray  # int32[entries]: the Free of each entry
-    submitted: np.ndarray  # int64[n]: epoch of the Launch's last successful submission
-    armed: np.ndarray  # int64[n]: epoch in which the Free started waiting
-    cleared: np.ndarray  # int64[n]: epoch in which the Free's waits were all met
-    unmet: np.ndarray  # int64[n]: related Launches the Free still waits for (+1 while arming)
-    claimed: np.ndarray  # int64[entries]: epoch in which the entry was counted as met
-
-
 def default_threads():
-    """Threads when none are given: 2 (one NORMAL and one device worker). More threads add a
-    separate MEMORY worker, whose allocations can outrun the launches on lowered graphs (see
-    the README's known defect), so they are opt-in."""
+    """Threads when none are given: 2, one NORMAL and one device worker (see the README's
+    "Multi-thread executor" for the measurements behind it)."""
     return 2
 
 
@@ -148,7 +160,7 @@ def node_classes(tables, node_dispatch):
 
 
 @jit_out_of_line
-def _arm(starts, template, in_degree, keys, node_queue, heaps, control):
+def _arm(starts, template, in_degree, keys, node_queue, heaps, control, admission):
     """Per-run reset: in-degrees from the template, flags and counters cleared, the start
     nodes pushed; runs before the workers start (no allocation)."""
     for i in range(template.shape[0]):
@@ -157,6 +169,7 @@ def _arm(starts, template, in_degree, keys, node_queue, heaps, control):
     for i in range(control.shape[0]):
         control[i] = 0
     control[EPOCH] = epoch
+    admission.low[LOW] = 0
     if starts.shape[0] == 0:
         control[DONE] = 1
     for i in range(starts.shape[0]):
@@ -194,29 +207,65 @@ def abort_run(control, status, node):
 
 
 @jit_out_of_line
-def _pop(serves, heaps, control):
-    """The smallest (priority, id) ready node of the first non-empty queue this worker
-    serves, or -1."""
+def _take(serves, heaps, control, admission, fifo, fifo_head, fifo_tail, mine, mine_size):
+    """The ready node of smallest rank among this worker's private batch (`fifo` from
+    `fifo_head`, heap `mine`) and the heads of the shared queues it serves, if the admission
+    window lets it start. Returns (node or -1, fifo_head, mine_size, came from a shared queue
+    (and so brought its outstanding unit))."""
+    width = heaps.shape[1]
+    source = -1  # 0: fifo, 1: private heap, 2 + q: shared queue q
+    best = np.int64(0)
+    if fifo_head < fifo_tail:
+        source = 0
+        best = fifo[fifo_head]
+    if mine_size > 0 and (source < 0 or mine[1] < best):
+        source = 1
+        best = mine[1]
     for queue in range(serves.shape[0]):
         if not serves[queue] or atomic_load(control, QUEUE_SIZE + queue * LINE) == 0:
             continue
-        spin_lock(control, QUEUE_LOCK + queue * LINE)
-        size = control[QUEUE_SIZE + queue * LINE]
-        node = np.int64(-1)
-        if size > 0:
-            key, size = heap_pop(heaps[queue], size)
-            atomic_store_release(control, QUEUE_SIZE + queue * LINE, size)
-            node = key & TIE_MASK
-        spin_unlock(control, QUEUE_LOCK + queue * LINE)
-        if node >= 0:
-            return node
-    return np.int64(-1)
+        head = atomic_load(heaps, queue * width + 1)  # a racy peek, re-read under the lock
+        if source < 0 or head < best:
+            source = 2 + queue
+            best = head
+    if source < 0 or not admitted(admission, best):
+        return np.int64(-1), fifo_head, mine_size, False
+    if source == 0:
+        return best & TIE_MASK, fifo_head + 1, mine_size, False
+    if source == 1:
+        key, mine_size = heap_pop(mine, mine_size)
+        return key & TIE_MASK, fifo_head, mine_size, False
+    queue = source - 2
+    spin_lock(control, QUEUE_LOCK + queue * LINE)
+    size = control[QUEUE_SIZE + queue * LINE]
+    node = np.int64(-1)
+    if size > 0 and admitted(admission, heaps[queue, 1]):
+        key, size = heap_pop(heaps[queue], size)
+        atomic_store_release(control, QUEUE_SIZE + queue * LINE, size)
+        node = key & TIE_MASK
+    spin_unlock(control, QUEUE_LOCK + queue * LINE)
+    return node, fifo_head, mine_size, node >= 0
+
+
+@jit_inline_ir
+def _keep(key, fifo, fifo_head, fifo_tail, mine, mine_size):
+    """Add a ready node this worker alone serves to its private batch: to the FIFO while the
+    keys arrive in increasing order (a run in rank order releases them so: no heap work),
+    else to the private heap. Returns (fifo_head, fifo_tail, mine_size)."""
+    if fifo_head == fifo_tail:  # empty: start again at the front with any key
+        fifo[0] = key
+        return 0, 1, mine_size
+    if key > fifo[fifo_tail - 1]:
+        fifo[fifo_tail] = key
+        return fifo_head, fifo_tail + 1, mine_size
+    return fifo_head, fifo_tail, heap_push(mine, mine_size, key)
 
 
 @jit_out_of_line
 def _push(node, keys, node_queue, heaps, control, counted):
     """Queue a ready node on its class queue; False if the queue is full (malformed graph).
-    `counted`: the node is already outstanding (a parked Free released by its Launches)."""
+    `counted`: the node already has its outstanding unit (a parked Free re-queued by its
+    last Launch)."""
     queue = node_queue[node]
     if not counted:
         atomic_add(control, OUTSTANDING, 1)  # before it is visible: never dips to 0 early
@@ -230,55 +279,13 @@ def _push(node, keys, node_queue, heaps, control, counted):
     return not full
 
 
-@jit_out_of_line
-def _meet(relations, entry, epoch):
-    """Count relation `entry` as met, once per epoch (its Free and its Launch may both see it
-    met: the compare-and-swap lets one of them count it). True for the one that counts it."""
-    old = atomic_load(relations.claimed, entry)
-    return old != epoch and atomic_cas(relations.claimed, entry, old, epoch) == old
-
-
-@jit_out_of_line
-def _park(node, relations, control, epoch):
-    """A ready Free with relations: True if every related Launch was already submitted in
-    this epoch (run it now), else it waits (parked, still outstanding) for `_submitted`."""
-    first = relations.offsets[node]
-    last = relations.offsets[node + 1]
-    atomic_store(relations.unmet, node, last - first + 1)  # +1: no one releases it while arming
-    atomic_store(relations.armed, node, epoch)
-    for entry in range(first, last):
-        launch = relations.launches[entry]
-        if atomic_load(relations.submitted, launch) == epoch and _meet(relations, entry, epoch):
-            atomic_sub(relations.unmet, node, 1)
-    atomic_add(control, PARKED, 1)
-    atomic_store(control, LAST_PARKED, node)
-    if atomic_sub(relations.unmet, node, 1) == 1:
-        atomic_sub(control, PARKED, 1)
-        return True
-    return False
-
-
-@jit_out_of_line
-def _submitted(launch, relations, keys, node_queue, heaps, control, epoch):
-    """A related Launch succeeded: advance its generation and release the parked Frees whose
-    last unmet Launch it was. False if a queue overflowed."""
-    atomic_store(relations.submitted, launch, epoch)
-    ok = True
-    for w in range(relations.waiter_offsets[launch], relations.waiter_offsets[launch + 1]):
-        entry = relations.waiter_entries[w]
-        free = relations.entry_free[entry]
-        if atomic_load(relations.armed, free) != epoch or not _meet(relations, entry, epoch):
-            continue
-        if atomic_sub(relations.unmet, free, 1) == 1:
-            atomic_store(relations.cleared, free, epoch)
-            atomic_sub(control, PARKED, 1)
-            ok = _push(free, keys, node_queue, heaps, control, True) and ok
-    return ok
-
-
 def run_multithread(
     rt,
     serves,
+    sole,
+    released,
+    fifo,
+    mine,
     keys,
     node_queue,
     node_critical,
@@ -287,39 +294,70 @@ def run_multithread(
     heaps,
     control,
     relations,
+    admission,
     max_steps,
     record,
 ):
-    """One worker: pop from the queues it `serves`, run, release successors, until no work is
-    outstanding or the run aborted. Returns (status, node, nodes this worker ran); the run's
-    status and node are in `control`."""
+    """One worker: take the best ready node it serves (private batch or shared queues), run
+    it, release its successors, until no work is outstanding or the run aborted. Returns
+    (status, node, nodes this worker ran); the run's status and node are in `control`.
+
+    Per-worker arguments: `serves` / `sole` (bool per queue: pops it / is its only server),
+    `released` (the Frees a Launch re-queues), `fifo` and `mine` (the private batch: ready
+    nodes of the queues it alone serves, released by itself; no lock, no atomics).
+
+    Outstanding units (termination): a shared push adds one, a parked Free adds one (its
+    re-queue by its last Launch reuses it); a worker keeps the units of the shared nodes it
+    took (`held`) while it has work of its own (a node, a private batch) and gives them all
+    back when it has none, so the count reaches zero only when no work is left anywhere.
+    """
     targets = rt.graph.succ_targets
     node_dispatch = rt.graph.node_dispatch
-    related = relations.offsets
-    has_relations = relations.launches.shape[0] > 0
+    has_relations = relations.waiter_frees.shape[0] > 0
+    windowed = admission.window != 0
     epoch = control[EPOCH]
     ran = 0
     idle = 0
     stalled = 0
     steps_seen = np.int64(-1)
-    node = np.int64(-1)  # the successor this worker continues with, or -1: pop one
+    held = 0
+    fifo_head = 0
+    fifo_tail = 0
+    mine_size = 0
+    node = np.int64(-1)  # a shared-queue successor this worker continues with, or -1
     while atomic_load(control, ABORTED) == 0:
+        if node >= 0 and windowed and not admitted(admission, keys[node]):
+            if not _push(node, keys, node_queue, heaps, control, False):
+                abort_run(control, STATUS_QUEUE_OVERFLOW, node)
+                break
+            node = np.int64(-1)
         if node < 0:
-            node = _pop(serves, heaps, control)
+            node, fifo_head, mine_size, brought = _take(
+                serves, heaps, control, admission, fifo, fifo_head, fifo_tail, mine, mine_size
+            )
+            if brought:
+                held += 1
         if node < 0:
+            if held > 0 and fifo_head == fifo_tail and mine_size == 0:
+                if atomic_sub(control, OUTSTANDING, held) == held:
+                    atomic_store(control, DONE, 1)  # the last outstanding work: run over
+                held = 0
             if atomic_load(control, DONE) != 0:
                 break
-            if has_relations and idle == 0:  # no-progress detector: only parked Frees
-                outstanding = atomic_load(control, OUTSTANDING)
-                steps = atomic_load(control, STEPS)
-                if outstanding == atomic_load(control, PARKED) and steps == steps_seen:
-                    stalled += 1
-                    if stalled >= NO_PROGRESS_POLLS:
-                        abort_run(control, STATUS_NO_PROGRESS, control[LAST_PARKED])
-                        break
-                else:
-                    stalled = 0
-                steps_seen = steps
+            if idle == 0:
+                if windowed:  # a finisher may have stopped short of a rank just marked
+                    advance_low(admission, epoch)
+                if has_relations:  # no-progress detector: only parked Frees outstanding
+                    outstanding = atomic_load(control, OUTSTANDING)
+                    steps = atomic_load(control, STEPS)
+                    if outstanding == atomic_load(control, PARKED) and steps == steps_seen:
+                        stalled += 1
+                        if stalled >= NO_PROGRESS_POLLS:
+                            abort_run(control, STATUS_NO_PROGRESS, control[LAST_PARKED])
+                            break
+                    else:
+                        stalled = 0
+                    steps_seen = steps
             idle += 1
             if idle >= SPINS_BEFORE_YIELD:
                 cpu_yield()
@@ -329,10 +367,12 @@ def run_multithread(
         stalled = 0
         if (
             has_relations
-            and related[node + 1] > related[node]
-            and atomic_load(relations.cleared, node) != epoch
-            and not _park(node, relations, control, epoch)
+            and is_related_free(relations, node)
+            and not on_free_ready(relations, node, epoch)
         ):
+            atomic_add(control, OUTSTANDING, 1)  # the parked Free's own unit
+            atomic_add(control, PARKED, 1)
+            atomic_store(control, LAST_PARKED, node)
             node = np.int64(-1)
             continue  # parked: its last related Launch queues it again
         if ran >= max_steps:
@@ -356,10 +396,13 @@ def run_multithread(
         if stop != STATUS_OK:
             abort_run(control, stop, node)
             break
-        waits = relations.waiter_offsets
-        if has_relations and waits[node + 1] > waits[node]:
-            if not _submitted(node, relations, keys, node_queue, heaps, control, epoch):
-                abort_run(control, STATUS_QUEUE_OVERFLOW, node)
+        if has_relations and is_related_launch(relations, node):
+            count = on_launch_submitted(relations, node, epoch, released)
+            for i in range(count):
+                atomic_sub(control, PARKED, 1)
+                if not _push(np.int64(released[i]), keys, node_queue, heaps, control, True):
+                    abort_run(control, STATUS_QUEUE_OVERFLOW, node)
+        finished = node
         node = np.int64(-1)
         for e in range(first, last):
             target = targets[e]
@@ -370,14 +413,19 @@ def run_multithread(
                     continue
             elif atomic_sub(in_degree, target, 1) != 1:
                 continue
+            queue = node_queue[target]
+            if sole[queue]:  # no other worker may run it: the private batch
+                fifo_head, fifo_tail, mine_size = _keep(
+                    keys[target], fifo, fifo_head, fifo_tail, mine, mine_size
+                )
+                continue
             queued = np.int64(target)
-            if serves[node_queue[target]] and (node < 0 or keys[target] < keys[node]):
-                queued = node  # the best ready successor this worker serves runs next, here
+            if serves[queue] and (node < 0 or keys[target] < keys[node]):
+                queued = node  # the best shared successor this worker serves runs next, here
                 node = np.int64(target)
             if queued >= 0 and not _push(queued, keys, node_queue, heaps, control, False):
                 abort_run(control, STATUS_QUEUE_OVERFLOW, queued)
-        if node < 0 and atomic_sub(control, OUTSTANDING, 1) == 1:
-            atomic_store(control, DONE, 1)  # the last outstanding node: the run is over
+        finish_rank(admission, keys[finished], epoch)  # after its successors are visible
     return np.int64(atomic_load(control, STATUS)), np.int64(control[NODE]), np.int64(ran)
 
 
@@ -395,6 +443,8 @@ class MultithreadExecutor(Executor):
     loop = run_multithread
     default_threads = staticmethod(default_threads)
 
+    window = DEFAULT_WINDOW  # ranks a node may start ahead of the oldest unfinished one
+
     def _prepare(self):
         threads = default_threads() if self.threads is None else self.threads
         if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
@@ -405,11 +455,6 @@ class MultithreadExecutor(Executor):
                 f"least one normal worker), not {threads}"
             )
         self.threads = int(threads)
-        if self.graph.meta.has_loops:
-            from rtsoa.executors.sequential import priority_order
-
-            if priority_order(self.graph, self.nodes, self.starts) is None:
-                raise GraphFormatError("the Main graph has a cycle", "edges", "target")
         graph = self.graph
         n = graph.num_nodes
         tables = self.registry.tables()
@@ -417,23 +462,36 @@ class MultithreadExecutor(Executor):
         classes = node_classes(tables, node_dispatch)
         section = tables.critical_section[node_dispatch] != 0
         serves = queues_served(self.threads)
-        # with no LAUNCH worker the LAUNCH queue is served by worker 0: the class keeps its queue
         self._serves = serves
         root = np.zeros(n, dtype=np.bool_)
         root[self.nodes] = True
         counts = np.bincount(classes[root], minlength=QUEUES)
+        relations = relation_state(graph, root)
+        # bound the run where a worker allocates device memory (see rtsoa.executors.admission)
+        memory = bool(counts[WorkerClass.MEMORY])
+        keys, admission = release_keys(
+            graph, self.nodes, self.starts, relations, memory, self.window
+        )
+        self.admission = admission
+        self.relations = relations
         self._starts = read_only(self.starts)
         self._template = read_only(np.ascontiguousarray(graph.in_degree, dtype=np.int32))
         self._control = np.zeros(CONTROL_SIZE, dtype=np.int64)
         in_degree = np.empty(n, dtype=np.int32)
-        keys = read_only(pack_keys(graph.node_priority, np.arange(n)))
-        heaps = np.empty((QUEUES, int(counts.max()) + 2), dtype=np.int64)
+        heaps = np.zeros((QUEUES, int(counts.max()) + 2), dtype=np.int64)
         self._runtimes = [self.runtime] + [
             Runtime(self.runtime.graph, self.runtime.values, new_worker(), self.runtime.device)
             for _ in range(self.threads - 1)
         ]
+        rows = max(largest_waiter_row(relations), 1)
+        self._released = [np.zeros(rows, dtype=np.int32) for _ in range(self.threads)]
+        # private batches: a worker that alone serves a queue keeps the nodes of it it
+        # releases itself (each node is kept at most once per run)
+        self._sole = serves & (serves.sum(axis=0) == 1)
+        capacity = self._sole.astype(np.int64) @ counts
+        self._fifo = [np.zeros(int(c) + 1, dtype=np.int64) for c in capacity]
+        self._mine = [np.zeros(int(c) + 2, dtype=np.int64) for c in capacity]
         self._compiled = {}
-        relations = self._relation_state()
         owner = np.full(QUEUES, -1, dtype=np.int64)
         for queue in range(QUEUES):
             workers = np.flatnonzero(serves[:, queue])
@@ -441,49 +499,19 @@ class MultithreadExecutor(Executor):
         plain = np.zeros(n, dtype=np.bool_)
         nodes = np.ascontiguousarray(self.nodes, dtype=np.int32)
         _single_writer(graph.succ_offsets, graph.succ_targets, owner[classes], nodes, plain)
-        shared = (read_only(classes), read_only(section), in_degree, read_only(plain), heaps)
-        shared += (self._control,)
-        self._shared = (keys,) + shared + (relations, np.int64(self.max_steps))
-        return (serves[0],) + self._shared
+        shared = (read_only(keys), read_only(classes), read_only(section), in_degree)
+        shared += (read_only(plain), heaps, self._control, relations, admission)
+        self._shared = shared + (np.int64(self.max_steps),)
+        return self._per_worker(0) + self._shared
 
-    def _relation_state(self):
-        """Relations of the root's Frees, checked (both ends in the root), with the reverse
-        CSR by Launch and zeroed generation arrays."""
-        graph = self.graph
-        n = graph.num_nodes
-        root = np.zeros(n, dtype=np.bool_)
-        root[self.nodes] = True
-        counts = np.diff(graph.relation_offsets) * root
-        frees = np.repeat(np.arange(n, dtype=np.int32), counts)
-        mask = np.repeat(root, np.diff(graph.relation_offsets))
-        launches = np.ascontiguousarray(graph.relation_targets[mask], dtype=np.int32)
-        outside = np.flatnonzero(~root[launches])
-        if outside.shape[0]:
-            free = int(frees[outside[0]])
-            raise GraphFormatError(
-                f"Free node {free} is related to Launch node {int(launches[outside[0]])}, "
-                "which is not in the graph being run (relations must not cross owner graphs)",
-                "relations",
-                "launch",
-                row=free,
-            )
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        entries = launches.shape[0]
-        order = np.argsort(launches, kind="stable").astype(np.int64)
-        waiter_offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(launches, minlength=n), out=waiter_offsets[1:])
-        return RelationState(
-            offsets=read_only(offsets),
-            launches=read_only(launches),
-            waiter_offsets=read_only(waiter_offsets),
-            waiter_entries=read_only(order),
-            entry_free=read_only(frees),
-            submitted=np.zeros(n, dtype=np.int64),
-            armed=np.zeros(n, dtype=np.int64),
-            cleared=np.zeros(n, dtype=np.int64),
-            unmet=np.zeros(n, dtype=np.int64),
-            claimed=np.zeros(max(entries, 1), dtype=np.int64),
+    def _per_worker(self, index):
+        """The loop's per-worker arguments (before the shared ones)."""
+        return (
+            self._serves[index],
+            self._sole[index],
+            self._released[index],
+            self._fifo[index],
+            self._mine[index],
         )
 
     def _checksum(self):
@@ -505,14 +533,27 @@ class MultithreadExecutor(Executor):
         for rt in self._runtimes[1:]:
             reset_worker(rt.worker)
         keys, node_queue, _, in_degree, _, heaps, control = self._shared[:7]
-        _arm(self._starts, self._template, in_degree, keys, node_queue, heaps, control)
+        if control[EPOCH] >= MAX_EPOCH:  # the wait words keep 32 bits of it: start again
+            self.relations.waits[:] = 0
+            self.admission.finished[:] = 0
+            control[EPOCH] = 0
+        _arm(
+            self._starts,
+            self._template,
+            in_degree,
+            keys,
+            node_queue,
+            heaps,
+            control,
+            self.admission,
+        )
         results = [None] * self.threads
         errors = []
 
         def work(index):
             try:
                 results[index] = self._loop(
-                    self._runtimes[index], self._serves[index], *self._shared, record
+                    self._runtimes[index], *self._per_worker(index), *self._shared, record
                 )
             except BaseException as error:  # noqa: BLE001  (re-raised below, after the join)
                 errors.append(error)
@@ -533,6 +574,13 @@ class MultithreadExecutor(Executor):
             raise errors[0]
         control = self._control
         executed = sum(int(result[2]) for result in results)
+        if record is not None:
+            # A worker claims its row, then reads the clock: one preempted in between starts
+            # later than the next row's. Sorted by start (stable: ties keep claim order), the
+            # rows stay in an order the graph allows, since a node starts after its
+            # predecessors ended; subscribers see starts that never go backwards.
+            rows = record[: min(executed, record.shape[0])]
+            rows[:] = rows[np.argsort(rows[:, 1], kind="stable")]
         if control[ABORTED]:
             return int(control[STATUS]), int(control[NODE]), executed
         return STATUS_OK, -1, executed

@@ -1,0 +1,134 @@
+"""The multithread executor's release order and admission window.
+
+Release order. Every node gets a *rank*: its position in the sequential executor's order
+(Kahn with the ready set ordered by priority, then ready time: the reference's build-time
+order), computed over the edges *and* the exact Free -> Launch relations (a relation orders
+its Launch before its Free, like the edge the relation pass removed). The ready queues are
+heaps on the rank, and a worker serving several queues takes the smallest rank among their
+heads, so ready tasks are released in the one priority order across classes.
+
+Admission window (what bounds device memory). A node may start only if its rank is below
+`low + window`, where `low` is the smallest rank not yet finished in this run. This is the
+reference's "at most thread_num tasks released per round from one priority queue" made
+continuous: no worker runs further ahead of the oldest unfinished node than `window`
+ranks. Without it a MEMORY worker apart from the LAUNCH worker (3+ threads) allocates for
+every op whose shape inference has run and outruns the launches and the Frees that wait for
+them, so live memory grows far past the single-thread peak (the defect of issue 12: lowered
+graphs of 20,000 nodes ran out of device memory).
+
+Liveness. Ranks are a topological order of edges + relations, so the node of rank `low` has
+every predecessor and every related Launch finished: it is ready, admitted (low < low +
+window), and the smallest rank in its queue, so the worker serving that queue takes it and
+runs it (a Free finds its Launches submitted). `low` then advances. When edges + relations
+have a cycle (a relation no order can satisfy, built by hand), ranks come from the edges
+alone and the window is off, so the no-progress detector sees only parked Frees and reports
+the run instead of the window hiding it.
+
+`low` is advanced by whoever finishes the node at `low` (and by idle workers, which retry):
+a finished rank is marked with the run's epoch, then `low` moves past every marked rank by
+compare-and-swap, so concurrent finishers never skip an unfinished rank.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from rtsoa._jit import jit_inline_ir, jit_out_of_line
+from rtsoa.executors.atomics import atomic_cas, atomic_load, atomic_store
+from rtsoa.executors.heap import pack_keys
+from rtsoa.graph.csr import build_csr
+
+# Ranks a worker may run ahead of the oldest unfinished node. 64 ranks are 16 ops of a
+# lowered graph (4 nodes each): enough for the NORMAL worker's shape inference to stay ahead
+# of the device worker on 2 threads, few enough that the allocations ahead of the launches
+# stay a small part of the single-thread peak (tests/test_multithread_memory.py states it).
+DEFAULT_WINDOW = 64
+LOW = 0  # slot of the smallest unfinished rank in the admission array (its own cache line)
+
+
+class Admission(NamedTuple):
+    """The admission window's run state."""
+
+    window: np.int64  # ranks ahead of `low` a node may start at; 0: no window
+    count: np.int64  # ranked nodes (the root's)
+    finished: np.ndarray  # int64[count]: epoch of the run in which each rank finished
+    low: np.ndarray  # int64[8]: low[LOW], the smallest unfinished rank of this run
+
+
+def _order_with_relations(graph, nodes, starts, relations):
+    """The priority order of `nodes` over edges + relations (Launch before Free), or None
+    on a cycle."""
+    from rtsoa.executors.sequential import priority_order
+    from rtsoa.graph.relations import relations_without_edges
+
+    n = graph.num_nodes
+    if relations_without_edges(graph, nodes) == 0:  # every relation has its edge: as is
+        return priority_order(graph, nodes, starts)
+    sources = np.repeat(np.arange(n, dtype=np.int32), np.diff(graph.succ_offsets))
+    launches = np.repeat(np.arange(n, dtype=np.int32), np.diff(relations.waiter_offsets))
+    offsets, targets = build_csr(
+        np.concatenate([sources, launches]),
+        np.concatenate([graph.succ_targets, relations.waiter_frees]),
+        n,
+    )
+    degree = np.bincount(targets, minlength=n).astype(np.int32)
+    root = np.zeros(n, dtype=np.bool_)
+    root[nodes] = True
+    merged_starts = np.flatnonzero(root & (degree == 0)).astype(np.int32)
+    merged = graph._replace(succ_offsets=offsets, succ_targets=targets, in_degree=degree)
+    return priority_order(merged, nodes, merged_starts)
+
+
+def release_keys(graph, nodes, starts, relations, wants_window, window=DEFAULT_WINDOW):
+    """(int64 heap key per node: rank << 32 | node, Admission). `wants_window`: bound the
+    run (the root has memory-class nodes); the window is off anyway when edges + relations
+    have a cycle (see the module docstring). Nodes outside the root rank last."""
+    from rtsoa.executors.sequential import priority_order
+
+    n = graph.num_nodes
+    order = _order_with_relations(graph, nodes, starts, relations)
+    if order is None:  # a relation against the edges: the no-progress detector reports it
+        order = priority_order(graph, nodes, starts)
+        wants_window = False
+    if order is None:
+        from rtsoa.errors import GraphFormatError
+
+        raise GraphFormatError("the Main graph has a cycle", "edges", "target")
+    count = order.shape[0]
+    rank = np.full(n, count, dtype=np.int64)
+    rank[order] = np.arange(count, dtype=np.int64)
+    keys = pack_keys(rank, np.arange(n))
+    admission = Admission(
+        window=np.int64(window if wants_window else 0),
+        count=np.int64(count),
+        finished=np.zeros(max(count, 1), dtype=np.int64),
+        low=np.zeros(8, dtype=np.int64),
+    )
+    return keys, admission
+
+
+@jit_inline_ir
+def admitted(admission, key):
+    """May the node with heap key `key` start now? (Always, without a window.)"""
+    if admission.window == 0:
+        return True
+    return (key >> 32) < atomic_load(admission.low, LOW) + admission.window
+
+
+@jit_out_of_line
+def advance_low(admission, epoch):
+    """Move `low` past every rank finished in this run (any worker may call it)."""
+    low = atomic_load(admission.low, LOW)
+    while low < admission.count and atomic_load(admission.finished, low) == epoch:
+        atomic_cas(admission.low, LOW, low, low + 1)
+        low = atomic_load(admission.low, LOW)
+
+
+@jit_inline_ir
+def finish_rank(admission, key, epoch):
+    """The node with heap key `key` finished: mark its rank and advance `low`."""
+    if admission.window != 0:
+        rank = key >> 32
+        atomic_store(admission.finished, rank, epoch)
+        if atomic_load(admission.low, LOW) == rank:
+            advance_low(admission, epoch)
