@@ -2,6 +2,7 @@
 a use and a free of the same block in no order, would give different answers per executor.
 Checked against a slow reachability reference on random DAGs."""
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -192,3 +193,39 @@ def test_the_race_check_agrees_with_a_reachability_reference(data):
     if race is not None:
         _, value, producer, user, _ = race
         assert int(graph.value_producer[value]) == producer and not reachable(graph, producer, user)
+
+
+def test_relations_against_the_edges_fall_back_to_the_edges_and_read_nothing_out_of_range():
+    """Found by tests/test_fuzz_files.py (a relation offset set to 35): relations that form a
+    cycle with the edges (Launch after its Free) left Kahn levels of -1, and the positions
+    the race search indexes with were out of range: glibc aborted ("corrupted size vs.
+    prev_size"). Such relations cannot order anything, so the check goes by the edges: a
+    race-free graph loads (the multithread executor then reports no progress), a racy one
+    is refused like without relations."""
+    from rtsoa.graph.csr import build_csr
+    from rtsoa.graph.races import _topological_positions
+
+    offsets, targets = build_csr(
+        np.array([0, 1], dtype=np.int32), np.array([1, 0], dtype=np.int32), 2
+    )
+    assert _topological_positions(offsets, targets, 2, False) is None
+    for racy in (False, True):
+        b = GraphBuilder()
+        alloc = b.add_node("AllocMemory", attributes=[64])
+        block = b.add_value(kind=ValueKind.MEMORY_BLOCK, producer=alloc)
+        user = b.add_node("Checksum0", inputs=[block])
+        free = b.add_node("FreeMemory", inputs=[block])
+        launch = b.add_node("Checksum0")
+        b.add_edge(alloc, user)
+        b.add_edge(alloc, free)
+        if not racy:
+            b.add_edge(user, free)
+        b.add_edge(free, launch)
+        b.add_relation(free, launch)  # the Launch runs after the Free: no order meets it
+        b.add_relation(free, user)
+        if racy:
+            with pytest.raises(GraphFormatError, match="no path of successor edges"):
+                b.finalize()
+        else:
+            graph = b.finalize()  # validated: the race check ran with the relations in
+            assert graph.relation_targets.shape[0] == 2

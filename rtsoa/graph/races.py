@@ -39,7 +39,9 @@ def _topological_positions(offsets, targets, n, forward):
     if forward:
         identity = np.arange(n, dtype=np.int64)
         return identity, identity
-    levels, _ = kahn_levels(offsets, targets, n)
+    levels, visited = kahn_levels(offsets, targets, n)
+    if visited < n:  # only with relations merged in (validation proved the edges acyclic)
+        return None
     return _by_level(levels)
 
 
@@ -252,6 +254,7 @@ def first_race(graph, node_root, forward=False):
     if queries.shape[0] == 0:
         return None
     offsets, targets = graph.succ_offsets, graph.succ_targets
+    ordered = None
     if graph.relation_targets.shape[0]:
         # an exact (Free, Launch) relation orders the Launch before the Free, like the
         # Launch -> Free edge the relation pass replaced (rtsoa.graph.relations)
@@ -264,8 +267,15 @@ def first_race(graph, node_root, forward=False):
             np.concatenate([graph.succ_targets, frees_of]),
             n,
         )
-        forward = False
-    order, position = _topological_positions(offsets, targets, n, forward)
+        ordered = _topological_positions(offsets, targets, n, False)
+        if ordered is None:
+            # relations no order satisfies (a Launch that runs only after its Free): the
+            # multithread executor reports them as no progress, and the others refuse a
+            # graph with relations; the race check then goes by the successor edges alone
+            offsets, targets = graph.succ_offsets, graph.succ_targets
+    if ordered is None:
+        ordered = _topological_positions(offsets, targets, n, forward)
+    order, position = ordered
     bad = _first_unordered(offsets, targets, order, position, queries)
     if bad < 0:
         return None
