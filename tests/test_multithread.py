@@ -31,7 +31,7 @@ from rtsoa.executors.atomics import (
     spin_lock,
     spin_unlock,
 )
-from rtsoa.executors.multithread import STATUS_NO_PROGRESS
+from rtsoa.executors.multithread import STATUS_NO_PROGRESS, _keep, _take
 from rtsoa.graph.generators import generate
 from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.graph.schema import GraphKind, Placement, ValueKind
@@ -522,3 +522,53 @@ def test_100k_node_graphs(kind, threads):
     executor = prepare_executor(graph, "multithread", threads=threads)
     expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
     assert executor.run() == expected and executor.run() == expected
+
+
+@njit
+def _private_batch_ops(ops, bits, order, serves, heaps, control, admission):
+    """Apply `ops` (rank >= 0: keep that rank; -1: take the smallest) to a private batch;
+    returns the ranks taken (-1 where it was empty)."""
+    taken = np.full(ops.shape[0], -2, dtype=np.int64)
+    cursor = np.int64(0)
+    mine = np.int64(0)
+    for i in range(ops.shape[0]):
+        if ops[i] >= 0:
+            cursor, mine = _keep(ops[i], bits, cursor, mine)
+        else:
+            node, cursor, mine, _ = _take(
+                serves, heaps, control, admission, bits, order, cursor, mine
+            )
+            taken[i] = node
+    return taken
+
+
+@property_settings(200)
+@given(st.lists(st.integers(-1, 199), max_size=300), st.randoms(use_true_random=False))
+def test_the_private_batch_bitmap_takes_the_smallest_rank_like_a_heap(ops, rng):
+    """Keeps and takes in any order (the cursor moves back when a worker keeps a rank below
+    it, which several workers make happen) give a heap's answers. Each rank is kept once."""
+    import heapq
+
+    from rtsoa.executors.admission import Admission
+    from rtsoa.executors.multithread import CONTROL_SIZE, QUEUES
+
+    seen = set()
+    ops = [op for op in ops if op < 0 or not (op in seen or seen.add(op))]
+    n = 200
+    order = np.array(rng.sample(range(n), n), dtype=np.int32)  # the node of each rank
+    admission = Admission(np.int64(0), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64))
+    taken = _private_batch_ops(
+        np.array(ops, dtype=np.int64),
+        np.zeros((n >> 6) + 2, dtype=np.int64),
+        order,
+        np.zeros(QUEUES, dtype=np.bool_),
+        np.zeros((QUEUES, 4), dtype=np.int64),
+        np.zeros(CONTROL_SIZE, dtype=np.int64),
+        admission,
+    )
+    heap = []
+    for op, got in zip(ops, taken, strict=True):
+        if op >= 0:
+            heapq.heappush(heap, op)
+        else:
+            assert got == (order[heapq.heappop(heap)] if heap else -1)

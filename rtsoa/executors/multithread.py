@@ -28,9 +28,9 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
 - Readiness. In-degrees are copied from the template at the start of a run; a finished node
   decrements its successors with `atomic_sub`, and the worker that takes one to zero
   releases it. A successor of a queue this worker alone serves goes to the worker's private
-  batch (a FIFO while the ranks arrive in increasing order, else a private heap; no lock,
-  no atomic), which it merges with the shared queues' heads by rank when it takes its next
-  node. Others go to their class queue, except the best one of a queue this worker shares
+  batch (a bitmap of ranks with a forward cursor: ranks are unique and one worker alone
+  takes them in increasing order; no lock, no atomic), which it merges with the shared
+  queues' heads by rank when it takes its next node. Others go to their class queue, except the best one of a queue this worker shares
   with others, which it runs next itself (the reference's speculative successor chains). A
   node whose predecessors are all run by one worker (each of their class queues served by
   that worker alone) has a single writer of its in-degree, which is then decremented with a
@@ -83,7 +83,8 @@ from rtsoa.executors.atomics import (
     spin_unlock,
 )
 from rtsoa.executors.base import Executor, register_executor
-from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push
+from rtsoa.device.bits import lowest_bit
+from rtsoa.executors.heap import TIE_BITS, TIE_MASK, heap_pop, heap_push
 from rtsoa.executors.relation_state import (
     MAX_EPOCH,
     is_related_free,
@@ -130,6 +131,7 @@ NO_PROGRESS_POLLS = 200
 # The run made no progress: every outstanding node is a Free waiting for a Launch that cannot
 # be submitted. Reserved range, far above the codes rtsoa.kernels.status names.
 STATUS_NO_PROGRESS = 1_000_000_100
+RANK_SHIFT = TIE_BITS  # a heap key is rank << RANK_SHIFT | node
 
 
 def default_threads():
@@ -207,35 +209,33 @@ def abort_run(control, status, node):
 
 
 @jit_out_of_line
-def _take(serves, heaps, control, admission, fifo, fifo_head, fifo_tail, mine, mine_size):
-    """The ready node of smallest rank among this worker's private batch (`fifo` from
-    `fifo_head`, heap `mine`) and the heads of the shared queues it serves, if the admission
-    window lets it start. Returns (node or -1, fifo_head, mine_size, came from a shared queue
-    (and so brought its outstanding unit))."""
+def _take(serves, heaps, control, admission, bits, order, cursor, mine):
+    """The ready node of smallest rank among this worker's private batch (`mine` ranks set in
+    the bitmap `bits`, none below word `cursor`) and the heads of the shared queues it
+    serves, if the admission window lets it start. Returns (node or -1, cursor, mine, came
+    from a shared queue (and so brought its outstanding unit))."""
     width = heaps.shape[1]
-    source = -1  # 0: fifo, 1: private heap, 2 + q: shared queue q
+    source = -1  # 0: private batch, 1 + q: shared queue q
     best = np.int64(0)
-    if fifo_head < fifo_tail:
+    if mine > 0:
+        while bits[cursor] == 0:  # a set bit lies at or after the cursor: this stops
+            cursor += 1
+        rank = (cursor << 6) + lowest_bit(bits[cursor])
         source = 0
-        best = fifo[fifo_head]
-    if mine_size > 0 and (source < 0 or mine[1] < best):
-        source = 1
-        best = mine[1]
+        best = (rank << RANK_SHIFT) | np.int64(order[rank])
     for queue in range(serves.shape[0]):
         if not serves[queue] or atomic_load(control, QUEUE_SIZE + queue * LINE) == 0:
             continue
         head = atomic_load(heaps, queue * width + 1)  # a racy peek, re-read under the lock
         if source < 0 or head < best:
-            source = 2 + queue
+            source = 1 + queue
             best = head
     if source < 0 or not admitted(admission, best):
-        return np.int64(-1), fifo_head, mine_size, False
+        return np.int64(-1), cursor, mine, False
     if source == 0:
-        return best & TIE_MASK, fifo_head + 1, mine_size, False
-    if source == 1:
-        key, mine_size = heap_pop(mine, mine_size)
-        return key & TIE_MASK, fifo_head, mine_size, False
-    queue = source - 2
+        bits[cursor] &= bits[cursor] - 1  # the lowest set bit is the one taken
+        return best & TIE_MASK, cursor, mine - 1, False
+    queue = source - 1
     spin_lock(control, QUEUE_LOCK + queue * LINE)
     size = control[QUEUE_SIZE + queue * LINE]
     node = np.int64(-1)
@@ -244,21 +244,21 @@ def _take(serves, heaps, control, admission, fifo, fifo_head, fifo_tail, mine, m
         atomic_store_release(control, QUEUE_SIZE + queue * LINE, size)
         node = key & TIE_MASK
     spin_unlock(control, QUEUE_LOCK + queue * LINE)
-    return node, fifo_head, mine_size, node >= 0
+    return node, cursor, mine, node >= 0
 
 
 @jit_inline_ir
-def _keep(key, fifo, fifo_head, fifo_tail, mine, mine_size):
-    """Add a ready node this worker alone serves to its private batch: to the FIFO while the
-    keys arrive in increasing order (a run in rank order releases them so: no heap work),
-    else to the private heap. Returns (fifo_head, fifo_tail, mine_size)."""
-    if fifo_head == fifo_tail:  # empty: start again at the front with any key
-        fifo[0] = key
-        return 0, 1, mine_size
-    if key > fifo[fifo_tail - 1]:
-        fifo[fifo_tail] = key
-        return fifo_head, fifo_tail + 1, mine_size
-    return fifo_head, fifo_tail, heap_push(mine, mine_size, key)
+def _keep(rank, bits, cursor, mine):
+    """Add a ready node this worker alone serves to its private batch: its rank's bit in the
+    bitmap (ranks are unique, so one bit per node), and the cursor back to its word if it
+    lies below. One worker running alone takes ranks in increasing order (each successor
+    ranks after the node that released it), so the cursor only moves forward and a take
+    costs a word test and a trailing-zero count. Returns (cursor, mine)."""
+    word = rank >> 6
+    bits[word] |= np.int64(1) << (rank & 63)
+    if word < cursor:
+        cursor = word
+    return cursor, mine + 1
 
 
 @jit_out_of_line
@@ -284,8 +284,9 @@ def run_multithread(
     serves,
     sole,
     released,
-    fifo,
-    mine,
+    bits,
+    order,
+    ranks,
     keys,
     node_queue,
     node_critical,
@@ -303,8 +304,9 @@ def run_multithread(
     (status, node, nodes this worker ran); the run's status and node are in `control`.
 
     Per-worker arguments: `serves` / `sole` (bool per queue: pops it / is its only server),
-    `released` (the Frees a Launch re-queues), `fifo` and `mine` (the private batch: ready
-    nodes of the queues it alone serves, released by itself; no lock, no atomics).
+    `released` (the Frees a Launch re-queues), `bits` (the private batch: a bit per rank for
+    the ready nodes of the queues it alone serves, released by itself; no lock, no atomics)
+    `order` (the node of each rank) and `ranks` (the rank of each node).
 
     Outstanding units (termination): a shared push adds one, a parked Free adds one (its
     re-queue by its last Launch reuses it); a worker keeps the units of the shared nodes it
@@ -321,9 +323,8 @@ def run_multithread(
     stalled = 0
     steps_seen = np.int64(-1)
     held = 0
-    fifo_head = 0
-    fifo_tail = 0
-    mine_size = 0
+    cursor = np.int64(0)  # the private batch: no rank below word `cursor` is set in `bits`
+    mine = np.int64(0)  # nodes in it
     node = np.int64(-1)  # a shared-queue successor this worker continues with, or -1
     while atomic_load(control, ABORTED) == 0:
         if node >= 0 and windowed and not admitted(admission, keys[node]):
@@ -332,13 +333,13 @@ def run_multithread(
                 break
             node = np.int64(-1)
         if node < 0:
-            node, fifo_head, mine_size, brought = _take(
-                serves, heaps, control, admission, fifo, fifo_head, fifo_tail, mine, mine_size
+            node, cursor, mine, brought = _take(
+                serves, heaps, control, admission, bits, order, cursor, mine
             )
             if brought:
                 held += 1
         if node < 0:
-            if held > 0 and fifo_head == fifo_tail and mine_size == 0:
+            if held > 0 and mine == 0:
                 if atomic_sub(control, OUTSTANDING, held) == held:
                     atomic_store(control, DONE, 1)  # the last outstanding work: run over
                 held = 0
@@ -415,9 +416,7 @@ def run_multithread(
                 continue
             queue = node_queue[target]
             if sole[queue]:  # no other worker may run it: the private batch
-                fifo_head, fifo_tail, mine_size = _keep(
-                    keys[target], fifo, fifo_head, fifo_tail, mine, mine_size
-                )
+                cursor, mine = _keep(np.int64(ranks[target]), bits, cursor, mine)
                 continue
             queued = np.int64(target)
             if serves[queue] and (node < 0 or keys[target] < keys[node]):
@@ -488,9 +487,16 @@ class MultithreadExecutor(Executor):
         # private batches: a worker that alone serves a queue keeps the nodes of it it
         # releases itself (each node is kept at most once per run)
         self._sole = serves & (serves.sum(axis=0) == 1)
-        capacity = self._sole.astype(np.int64) @ counts
-        self._fifo = [np.zeros(int(c) + 1, dtype=np.int64) for c in capacity]
-        self._mine = [np.zeros(int(c) + 2, dtype=np.int64) for c in capacity]
+        # a bit per rank (one more word: the take's scan may read one past the last rank)
+        words = (int(admission.count) >> 6) + 2
+        self._bits = [np.zeros(words if sole.any() else 1, dtype=np.int64) for sole in self._sole]
+        ranked = np.ascontiguousarray(self.nodes, dtype=np.int64)
+        order = np.zeros(max(int(admission.count), 1), dtype=np.int32)  # the node of each rank
+        order[keys[ranked] >> RANK_SHIFT] = ranked
+        self._order = read_only(order)
+        # the rank of each node as int32 (half the bytes of `keys` in the cache: the release
+        # of a private successor reads it at random)
+        self._ranks = read_only((keys >> RANK_SHIFT).astype(np.int32))
         self._compiled = {}
         owner = np.full(QUEUES, -1, dtype=np.int64)
         for queue in range(QUEUES):
@@ -510,8 +516,9 @@ class MultithreadExecutor(Executor):
             self._serves[index],
             self._sole[index],
             self._released[index],
-            self._fifo[index],
-            self._mine[index],
+            self._bits[index],
+            self._order,
+            self._ranks,
         )
 
     def _checksum(self):
@@ -532,6 +539,8 @@ class MultithreadExecutor(Executor):
         self._compile(record)
         for rt in self._runtimes[1:]:
             reset_worker(rt.worker)
+        for bits in self._bits:  # an aborted run may leave nodes in a private batch
+            bits[:] = 0
         keys, node_queue, _, in_degree, _, heaps, control = self._shared[:7]
         if control[EPOCH] >= MAX_EPOCH:  # the wait words keep 32 bits of it: start again
             self.relations.waits[:] = 0
