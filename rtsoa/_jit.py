@@ -24,6 +24,7 @@ import os
 import types
 import warnings
 
+import numba
 from numba import njit
 from numba.core import caching
 from numba.core.registry import CPUDispatcher
@@ -245,3 +246,40 @@ def jit_internal(fn=None, **overrides):
         return dispatcher
 
     return decorate if fn is None else decorate(fn)
+
+
+def entry_point(dispatcher, args):
+    """The compiled CPython entry of `dispatcher` for the Numba types of `args`: calling it
+    skips the dispatcher's type resolution, which for a tuple of many arrays (a device's
+    state: 34 arrays, 3.4 us of the 3.8 us a `stream_synchronize` call took) costs far more
+    than the call. The entry unboxes its arguments as those types without checking them, so
+    it may only be called with arguments of exactly these types: callers keep it next to the
+    objects it was made for (see `EntryCache`)."""
+    target = dispatcher
+    if isinstance(dispatcher, InternalDispatcher):
+        if dispatcher._python_twin is None:
+            dispatcher._python_twin = _python_twin(dispatcher)
+        target = dispatcher._python_twin
+    signature = tuple(numba.typeof(arg) for arg in args)
+    target.compile(signature)
+    return target.overloads[signature].entry_point
+
+
+class EntryCache:
+    """Entry points (`entry_point`) of jitted functions called from Python with one owner
+    object first (a device's state) and int64 scalars after it, made on first use and
+    dropped when the owner object is replaced. The scalars must be Python ints within int64
+    (`Device` checks them first), so every call of one function has the one signature."""
+
+    def __init__(self):
+        self._owner = None
+        self._entries = {}
+
+    def call(self, function, owner, *scalars):
+        if owner is not self._owner:
+            self._owner = owner
+            self._entries = {}
+        entry = self._entries.get(function)
+        if entry is None:
+            entry = self._entries[function] = entry_point(function, (owner, *scalars))
+        return entry(owner, *scalars)

@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from rtsoa._jit import EntryCache
 from rtsoa.device import allocator as _allocator
 from rtsoa.device import defaults
 from rtsoa.device import streams as _streams
@@ -183,6 +184,7 @@ class Device:
         config = self.allocator_config.config_array(num_streams, num_events, hazards, trace)
         self.handle_tag = next(_TAGS) % HANDLE_TAG_COUNT  # in every handle this device makes
         config[CFG_HANDLE_TAG] = self.handle_tag << HANDLE_GEN_BITS
+        self._calls = EntryCache()  # the jitted calls below, without type dispatch
         self.state = create_state(
             arena_sizes,
             config,
@@ -268,7 +270,7 @@ class Device:
         index = placement_index(placement)
         nbytes = _int64("nbytes", nbytes)
         stream = _int64("stream", stream, STATUS_INVALID_STREAM)
-        result = int(_allocator.device_malloc(self.state, index, nbytes, stream))
+        result = int(self._calls.call(_allocator.device_malloc, self.state, index, nbytes, stream))
         if result >= 0:
             return result
         status = -result
@@ -296,7 +298,7 @@ class Device:
         A stale handle, or one of another device, raises `InvalidBlock` and frees nothing."""
         handle = self._handle(handle)
         stream = _int64("stream", stream, STATUS_INVALID_STREAM)
-        self._check(_allocator.device_free(self.state, handle, stream), "free", handle)
+        self._check(self._calls.call(_allocator.device_free, self.state, handle, stream), "free", handle)
 
     def _handle(self, handle):
         """`handle` as an int64, or InvalidBlock (naming the owner when it is another device's)."""
@@ -320,7 +322,7 @@ class Device:
 
     def _live_block(self, handle):
         handle = self._handle(handle)
-        placement, offset, size = block_location(self.state, handle)
+        placement, offset, size = self._calls.call(block_location, self.state, handle)
         if placement < 0:
             raise InvalidBlock(STATUS_INVALID_BLOCK, f"stale or unknown handle {handle:#x}")
         return placement, int(offset), int(size)
@@ -408,20 +410,23 @@ class Device:
     def record_event(self, event, stream=0):
         event = _int64("event", event, STATUS_INVALID_EVENT)
         stream = _int64("stream", stream, STATUS_INVALID_STREAM)
-        self._check(_streams.event_record(self.state, event, stream), "record", event, stream)
+        status = self._calls.call(_streams.event_record, self.state, event, stream)
+        self._check(status, "record", event, stream)
 
     def wait_event(self, stream, event):
         stream = _int64("stream", stream, STATUS_INVALID_STREAM)
         event = _int64("event", event, STATUS_INVALID_EVENT)
-        self._check(_streams.stream_wait_event(self.state, stream, event), "wait", stream, event)
+        status = self._calls.call(_streams.stream_wait_event, self.state, stream, event)
+        self._check(status, "wait", stream, event)
 
     def synchronize(self, stream=None):
         """Synchronise one stream, or the whole device when `stream` is None."""
         if stream is None:
-            self._check(_streams.device_synchronize(self.state), "device_synchronize")
+            self._check(self._calls.call(_streams.device_synchronize, self.state), "device_synchronize")
         else:
             stream = _int64("stream", stream, STATUS_INVALID_STREAM)
-            self._check(_streams.stream_synchronize(self.state, stream), "synchronize", stream)
+            status = self._calls.call(_streams.stream_synchronize, self.state, stream)
+            self._check(status, "synchronize", stream)
 
     def event_synchronize(self, event):
         event = _int64("event", event, STATUS_INVALID_EVENT)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa._jit import jit_out_of_line
+from rtsoa._jit import entry_point, jit_out_of_line
 from rtsoa.device import check_state
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.errors import ExecutorBusyError, KernelError
@@ -347,8 +347,22 @@ class Executor(abc.ABC):
             self._busy.release()
 
     def _execute(self, record):
-        """Run the compiled loop once: (status, failing or last node, nodes executed)."""
-        return self._loop(self.runtime, *self._arguments, record)
+        """Run the compiled loop once: (status, failing or last node, nodes executed).
+
+        Through the loop's entry point (`rtsoa._jit.entry_point`): resolving the types of
+        the runtime tuple and the arguments on every call cost more than a small graph's
+        run. The entry is made for this runtime and these arguments (and a record or
+        none) and dropped if either object is replaced."""
+        owners = (self.runtime, self._arguments)
+        entries = self.__dict__.get("_entries")
+        if entries is None or entries[0][0] is not owners[0] or entries[0][1] is not owners[1]:
+            entries = self._entries = (owners, {})
+        kind = record is None
+        entry = entries[1].get(kind)
+        if entry is None:
+            arguments = (self.runtime, *self._arguments, record)
+            entry = entries[1][kind] = entry_point(self._loop, arguments)
+        return entry(self.runtime, *self._arguments, record)
 
     def record(self):
         """The step record of subscribed runs (allocated on first use, then reused)."""
