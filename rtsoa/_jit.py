@@ -255,6 +255,8 @@ def entry_point(dispatcher, args):
     than the call. The entry unboxes its arguments as those types without checking them, so
     it may only be called with arguments of exactly these types: callers keep it next to the
     objects it was made for (see `EntryCache`)."""
+    if not isinstance(dispatcher, CPUDispatcher):
+        return dispatcher  # plain Python (RTSOA_PURE_PYTHON_DEVICE=1, NUMBA_DISABLE_JIT=1)
     target = dispatcher
     if isinstance(dispatcher, InternalDispatcher):
         if dispatcher._python_twin is None:

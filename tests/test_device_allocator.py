@@ -1,5 +1,7 @@
 """Caching allocator: statistics vs snapshots, exact split / merge offsets, pools, modes."""
 
+import os
+
 import numpy as np
 import pytest
 from device_checks import check_invariants
@@ -492,3 +494,28 @@ def test_an_exact_fit_leaves_no_empty_block_with_a_zero_minimum_remainder():
     check_invariants(device)
     for handle in handles:
         device.free(handle)
+
+
+def test_the_device_runs_as_plain_python_for_mutation_testing():
+    """RTSOA_PURE_PYTHON_DEVICE=1 (the allocator's mutation runs, mutation/allocator.toml)
+    makes the device functions plain Python; Device's entry-point calls must take them as
+    they are (they once called `.compile` on them and every call failed)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from rtsoa.device import Device\n"
+        "d = Device(hbm_bytes=1 << 20)\n"
+        "h = d.malloc(1000)\n"
+        "d.view(h)[:] = 7\n"
+        "d.free(h)\n"
+        "d.synchronize(0)\n"
+        "d.synchronize()\n"
+        "print(d.stats()['hbm']['allocation.allocated'])\n"
+    )
+    env = {**os.environ, "RTSOA_PURE_PYTHON_DEVICE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1"]

@@ -247,13 +247,20 @@ def device_malloc(dev, placement, nbytes, stream):
     # one unsigned compare with a constant refuses negative sizes and sizes no arena can hold
     # (MAX_UNIT_BYTES, 256 TiB: arenas fit the machine): every later sum (padding, rounding,
     # segment sizes, each term at most 2**48) then stays far below 2**63
+    if np.uint64(nbytes) <= np.uint64(MAX_UNIT_BYTES):
+        handle = _try_malloc(dev, placement, round_request(dev, placement, nbytes), nbytes, stream)
+        if handle != -STATUS_OUT_OF_MEMORY:
+            return handle
+    # one out-of-line call for both rare paths (a second call site cost the pair ~1 ns)
+    return _malloc_slow(dev, placement, nbytes, stream)
+
+
+@jit_out_of_line
+def _malloc_slow(dev, placement, nbytes, stream):
+    """A request the fast path did not serve: refused sizes, or the out-of-memory path."""
     if np.uint64(nbytes) > np.uint64(MAX_UNIT_BYTES):
         return _refuse_size(dev, placement, nbytes, stream)
-    size = round_request(dev, placement, nbytes)
-    handle = _try_malloc(dev, placement, size, nbytes, stream)
-    if handle != -STATUS_OUT_OF_MEMORY:
-        return handle
-    return _malloc_after_oom(dev, placement, size, nbytes, stream)
+    return _malloc_after_oom(dev, placement, round_request(dev, placement, nbytes), nbytes, stream)
 
 
 @jit_inline_llvm  # see device_malloc

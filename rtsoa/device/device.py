@@ -298,7 +298,9 @@ class Device:
         A stale handle, or one of another device, raises `InvalidBlock` and frees nothing."""
         handle = self._handle(handle)
         stream = _int64("stream", stream, STATUS_INVALID_STREAM)
-        self._check(self._calls.call(_allocator.device_free, self.state, handle, stream), "free", handle)
+        self._check(
+            self._calls.call(_allocator.device_free, self.state, handle, stream), "free", handle
+        )
 
     def _handle(self, handle):
         """`handle` as an int64, or InvalidBlock (naming the owner when it is another device's)."""
@@ -422,7 +424,9 @@ class Device:
     def synchronize(self, stream=None):
         """Synchronise one stream, or the whole device when `stream` is None."""
         if stream is None:
-            self._check(self._calls.call(_streams.device_synchronize, self.state), "device_synchronize")
+            self._check(
+                self._calls.call(_streams.device_synchronize, self.state), "device_synchronize"
+            )
         else:
             stream = _int64("stream", stream, STATUS_INVALID_STREAM)
             status = self._calls.call(_streams.stream_synchronize, self.state, stream)

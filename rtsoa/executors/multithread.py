@@ -30,8 +30,8 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   releases it. A successor of a queue this worker alone serves goes to the worker's private
   batch (a bitmap of ranks with a forward cursor: ranks are unique and one worker alone
   takes them in increasing order; no lock, no atomic), which it merges with the shared
-  queues' heads by rank when it takes its next node. Others go to their class queue, except the best one of a queue this worker shares
-  with others, which it runs next itself (the reference's speculative successor chains). A
+  queues' heads by rank when it takes its next node. Others go to their class queue,
+  except the best one of a queue this worker shares with others, which it runs next itself (the reference's speculative successor chains). A
   node whose predecessors are all run by one worker (each of their class queues served by
   that worker alone) has a single writer of its in-degree, which is then decremented with a
   plain store instead of an atomic (a random DAG of normal kernels on two threads: every
@@ -63,6 +63,7 @@ import numba
 import numpy as np
 
 from rtsoa._jit import jit, jit_inline_ir, jit_out_of_line
+from rtsoa.device.bits import lowest_bit
 from rtsoa.executors.admission import (
     DEFAULT_WINDOW,
     LOW,
@@ -83,7 +84,6 @@ from rtsoa.executors.atomics import (
     spin_unlock,
 )
 from rtsoa.executors.base import Executor, register_executor
-from rtsoa.device.bits import lowest_bit
 from rtsoa.executors.heap import TIE_BITS, TIE_MASK, heap_pop, heap_push
 from rtsoa.executors.relation_state import (
     MAX_EPOCH,
