@@ -30,12 +30,13 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   releases it. A successor of a queue this worker alone serves goes to the worker's private
   batch (a bitmap of ranks with a forward cursor: ranks are unique and one worker alone
   takes them in increasing order; no lock, no atomic), which it merges with the shared
-  queues' heads by rank when it takes its next node. Others go to their class queue,
-  except the best one of a queue this worker shares with others, which it runs next itself (the reference's speculative successor chains). A
-  node whose predecessors are all run by one worker (each of their class queues served by
-  that worker alone) has a single writer of its in-degree, which is then decremented with a
-  plain store instead of an atomic (a random DAG of normal kernels on two threads: every
-  node, which one worker then runs from its private batch with no atomic at all).
+  queues' heads by rank when it takes its next node. Others go to their class queue, except
+  the best one of a queue this worker shares with others, which it runs next itself (the
+  reference's speculative successor chains). A node whose predecessors are all run by one
+  worker (each of their class queues served by that worker alone) has a single writer of its
+  in-degree, which is then decremented with a plain store instead of an atomic (a random DAG
+  of normal kernels on two threads: every node, which one worker then runs from its private
+  batch with no atomic at all).
 - Termination. `outstanding` counts units of work: a shared push adds one before the node
   becomes visible, a parked Free one; a worker keeps the units of the shared nodes it took
   while it has work of its own (a node or a private batch) and gives them back when it has
