@@ -302,6 +302,32 @@ def test_priorities_that_almost_order_the_graph(priorities, edges):
     check_against_reference(builder)
 
 
+@pytest.mark.parametrize(
+    ("priorities", "edges"),
+    [
+        ([-5, 0, 7], [(0, 1), (1, 2), (0, 2)]),  # every edge rises; templates = edges
+        ([0, 1, 2, 3], [(0, 2), (1, 3)]),  # two chains, interleaved ids
+        ([-1, 4], []),  # no edges: the sums are 0 = 0
+    ],
+)
+def test_priorities_that_order_the_graph_take_the_list_as_it_is(priorities, edges):
+    """The positive side of `_priorities_are_the_order`: rising ids, rising edges, no clamped
+    template. Caught mutants (mutation testing, 2026-12-02): `templates = -1`, `last =
+    succ_offsets[node // 1]` and `edges += last >> first` made the check refuse these graphs,
+    which the order alone cannot show (the heap then gives the same order, slower)."""
+    builder = RecordingBuilder()
+    for priority in priorities:
+        builder.add_node("Checksum3", priority=priority)
+    for source, target in edges:
+        builder.add_edge(source, target)
+    graph = builder.finalize()
+    nodes = np.arange(graph.num_nodes, dtype=np.int32)
+    assert sequential._priorities_are_the_order(
+        graph.succ_offsets, graph.succ_targets, graph.in_degree, graph.node_priority, nodes
+    )
+    check_against_reference(builder)
+
+
 def test_three_nested_whiles_follow_the_reference():
     """Found by test_random_control_flow: 281 steps on 27 nodes. The loops were right; this
     harness's record had 8 * nodes + 64 = 280 rows, so the last step (the outer Exit) was cut
