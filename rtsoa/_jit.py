@@ -20,6 +20,7 @@ whichever caller compiles the function first.
 """
 
 import hashlib
+import operator
 import os
 import types
 import warnings
@@ -268,20 +269,27 @@ def entry_point(dispatcher, args):
 
 
 class EntryCache:
-    """Entry points (`entry_point`) of jitted functions called from Python with one owner
-    object first (a device's state) and int64 scalars after it, made on first use and
-    dropped when the owner object is replaced. The scalars must be Python ints within int64
-    (`Device` checks them first), so every call of one function has the one signature."""
+    """Entry points (`entry_point`) kept next to the objects they were made for, made on
+    first use and all dropped when one of those objects is replaced. `call` serves the
+    common case: one owner object first (a device's state), int64 scalars after it, which
+    must be Python ints within int64 (`Device` checks them first), so every call of one
+    function has the one signature."""
 
     def __init__(self):
-        self._owner = None
+        self._owners = ()
         self._entries = {}
 
-    def call(self, function, owner, *scalars):
-        if owner is not self._owner:
-            self._owner = owner
+    def entry(self, owners, key, function, args):
+        """The entry of `function` for `args`, kept under `key` while every object of the
+        tuple `owners` is the one it was made with."""
+        if len(owners) != len(self._owners) or not all(map(operator.is_, owners, self._owners)):
+            self._owners = owners
             self._entries = {}
-        entry = self._entries.get(function)
+        entry = self._entries.get(key)
         if entry is None:
-            entry = self._entries[function] = entry_point(function, (owner, *scalars))
-        return entry(owner, *scalars)
+            entry = self._entries[key] = entry_point(function, args)
+        return entry
+
+    def call(self, function, owner, *scalars):
+        args = (owner, *scalars)
+        return self.entry((owner,), function, function, args)(*args)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa._jit import entry_point, jit_out_of_line
+from rtsoa._jit import EntryCache, jit_out_of_line
 from rtsoa.device import check_state
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.errors import ExecutorBusyError, KernelError
@@ -220,6 +220,7 @@ class Executor(abc.ABC):
         )
         self._ends_sequence = self.registry.tables().ends_sequence
         self.leaked_blocks = 0  # blocks the last run left allocated (reclaimed after it)
+        self._calls = EntryCache()  # the loop's entry points (see _execute)
         memory = graph.value_kind == ValueKind.MEMORY_BLOCK
         if values is None:  # fresh slots: no block anywhere yet
             self.runtime.values.slots[np.flatnonzero(memory)] = NO_BLOCK
@@ -353,16 +354,9 @@ class Executor(abc.ABC):
         the runtime tuple and the arguments on every call cost more than a small graph's
         run. The entry is made for this runtime and these arguments (and a record or
         none) and dropped if either object is replaced."""
+        arguments = (self.runtime, *self._arguments, record)
         owners = (self.runtime, self._arguments)
-        entries = self.__dict__.get("_entries")
-        if entries is None or entries[0][0] is not owners[0] or entries[0][1] is not owners[1]:
-            entries = self._entries = (owners, {})
-        kind = record is None
-        entry = entries[1].get(kind)
-        if entry is None:
-            arguments = (self.runtime, *self._arguments, record)
-            entry = entries[1][kind] = entry_point(self._loop, arguments)
-        return entry(self.runtime, *self._arguments, record)
+        return self._calls.entry(owners, record is None, self._loop, arguments)(*arguments)
 
     def record(self):
         """The step record of subscribed runs (allocated on first use, then reused)."""

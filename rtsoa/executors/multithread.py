@@ -488,16 +488,17 @@ class MultithreadExecutor(Executor):
         # private batches: a worker that alone serves a queue keeps the nodes of it it
         # releases itself (each node is kept at most once per run)
         self._sole = serves & (serves.sum(axis=0) == 1)
-        # a bit per rank (one more word: the take's scan may read one past the last rank)
+        # a bit per rank, and a spare word (the take's scan stops at a set bit, so never
+        # reads past the last rank's word; the spare only guards a miscount)
         words = (int(admission.count) >> 6) + 2
         self._bits = [np.zeros(words if sole.any() else 1, dtype=np.int64) for sole in self._sole]
-        ranked = np.ascontiguousarray(self.nodes, dtype=np.int64)
-        order = np.zeros(max(int(admission.count), 1), dtype=np.int32)  # the node of each rank
-        order[keys[ranked] >> RANK_SHIFT] = ranked
-        self._order = read_only(order)
         # the rank of each node as int32 (half the bytes of `keys` in the cache: the release
-        # of a private successor reads it at random)
-        self._ranks = read_only((keys >> RANK_SHIFT).astype(np.int32))
+        # of a private successor reads it at random), and the node of each rank
+        ranks = (keys >> RANK_SHIFT).astype(np.int32)
+        self._ranks = read_only(ranks)
+        order = np.zeros(max(int(admission.count), 1), dtype=np.int32)
+        order[ranks[self.nodes]] = self.nodes
+        self._order = read_only(order)
         self._compiled = {}
         owner = np.full(QUEUES, -1, dtype=np.int64)
         for queue in range(QUEUES):

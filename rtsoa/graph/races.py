@@ -262,17 +262,17 @@ def first_race(graph, node_root, forward=False):
 
         sources = np.repeat(np.arange(n, dtype=np.int32), np.diff(graph.succ_offsets))
         frees_of = np.repeat(np.arange(n, dtype=np.int32), np.diff(graph.relation_offsets))
-        offsets, targets = build_csr(
+        merged = build_csr(
             np.concatenate([sources, graph.relation_targets.astype(np.int32)]),
             np.concatenate([graph.succ_targets, frees_of]),
             n,
         )
-        ordered = _topological_positions(offsets, targets, n, False)
-        if ordered is None:
-            # relations no order satisfies (a Launch that runs only after its Free): the
-            # multithread executor reports them as no progress, and the others refuse a
-            # graph with relations; the race check then goes by the successor edges alone
-            offsets, targets = graph.succ_offsets, graph.succ_targets
+        # None for relations no order satisfies (a Launch that runs only after its Free):
+        # the multithread executor reports them as no progress, and the others refuse a
+        # graph with relations; the race check then goes by the successor edges alone
+        ordered = _topological_positions(*merged, n, False)
+        if ordered is not None:
+            offsets, targets = merged
     if ordered is None:
         ordered = _topological_positions(offsets, targets, n, forward)
     order, position = ordered
