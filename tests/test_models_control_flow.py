@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+from model_checks import ATOL, RTOL, run_and_compare, subgraph
 from onnx import TensorProto, helper, numpy_helper
 
 from rtsoa.errors import LoweringError
@@ -24,43 +25,8 @@ from rtsoa.lowering import lower
 from rtsoa.runtime import load_model
 from rtsoa.testing.models import FLOAT, model, run_onnxruntime
 
-RTOL, ATOL = 1e-5, 1e-6
 INT64, BOOL = TensorProto.INT64, TensorProto.BOOL
 CONTROL_FLOW_EXECUTORS = [name for name, cls in EXECUTORS.items() if cls.runs_control_flow]
-
-
-def _value(name, elem, dims):
-    return helper.make_tensor_value_info(name, elem, dims)
-
-
-def _graph(nodes, name, outputs, inputs=(), initializers=()):
-    return helper.make_graph(
-        nodes,
-        name,
-        [_value(*entry) for entry in inputs],
-        [_value(*entry) for entry in outputs],
-        [numpy_helper.from_array(np.asarray(a), n) for n, a in initializers],
-    )
-
-
-def _run_and_compare(proto, input_sets, executor, streams=1):
-    """Lower once, run every input set, compare with onnxruntime; check memory and hazards."""
-    graph = lower(proto, streams=streams)
-    with load_model(graph, executor=executor) as run:
-        assert run.main.name == executor
-        for inputs in input_sets:
-            before = run.device.stats()["hbm"]["allocation.current"]
-            got = run.execute_sync(inputs)
-            want = run_onnxruntime(proto, inputs)
-            assert sorted(got) == sorted(want)
-            for name, expected in want.items():
-                assert got[name].shape == expected.shape, name
-                assert got[name].dtype == expected.dtype, name
-                np.testing.assert_allclose(got[name], expected, rtol=RTOL, atol=ATOL)
-            assert run.main.leaked_blocks == 0
-            assert run.device.stats()["hbm"]["allocation.current"] == before
-        assert run.device.hazard_count == 0
-    return graph
 
 
 def _kernel_count(graph, name):
@@ -75,7 +41,7 @@ def _kernel_count(graph, name):
 def if_model():
     """y = If(sum(x) > 0) then x * 2 + h else concat(-h, x) (a different shape), h = |x| + 1
     computed outside and read in both branches; z = y + 1 after the join."""
-    then_branch = _graph(
+    then_branch = subgraph(
         [
             helper.make_node("Mul", ["x", "two"], ["doubled"]),
             helper.make_node("Add", ["doubled", "h"], ["then_y"]),
@@ -84,7 +50,7 @@ def if_model():
         [("then_y", FLOAT, None)],
         initializers=[("two", np.float32(2.0))],
     )
-    else_branch = _graph(
+    else_branch = subgraph(
         [
             helper.make_node("Neg", ["h"], ["negated"]),
             helper.make_node("Concat", ["negated", "x"], ["else_y"], axis=1),
@@ -121,29 +87,29 @@ def _if_inputs():
 
 @pytest.mark.parametrize("executor", CONTROL_FLOW_EXECUTORS)
 def test_if_runs_the_branch_the_data_chooses(executor):
-    graph = _run_and_compare(if_model(), _if_inputs(), executor)
+    graph = run_and_compare(if_model(), _if_inputs(), executor)
     assert _kernel_count(graph, "SwitchNotify") == 1
     assert _kernel_count(graph, "SelectTensor") == 1
 
 
 def test_if_on_two_streams_has_no_hazards():
-    _run_and_compare(if_model(), _if_inputs(), "priority", streams=2)
+    run_and_compare(if_model(), _if_inputs(), "priority", streams=2)
 
 
 def nested_if_model():
     """y = If(a) then (If(b) then x * 3 else x - 1) else x + 5; b read inside the branch."""
-    inner_then = _graph(
+    inner_then = subgraph(
         [helper.make_node("Mul", ["x", "three"], ["inner_then_y"])],
         "inner_then",
         [("inner_then_y", FLOAT, None)],
         initializers=[("three", np.float32(3.0))],
     )
-    inner_else = _graph(
+    inner_else = subgraph(
         [helper.make_node("Sub", ["x", "one"], ["inner_else_y"])],
         "inner_else",
         [("inner_else_y", FLOAT, None)],
     )
-    outer_then = _graph(
+    outer_then = subgraph(
         [
             helper.make_node(
                 "If", ["b"], ["inner_y"], then_branch=inner_then, else_branch=inner_else
@@ -153,7 +119,7 @@ def nested_if_model():
         "outer_then",
         [("outer_then_y", FLOAT, None)],
     )
-    outer_else = _graph(
+    outer_else = subgraph(
         [helper.make_node("Add", ["x", "five"], ["outer_else_y"])],
         "outer_else",
         [("outer_else_y", FLOAT, None)],
@@ -176,7 +142,7 @@ def test_nested_if_takes_every_path(executor):
         for a in (True, False)
         for b in (True, False)
     ]
-    graph = _run_and_compare(nested_if_model(), sets, executor)
+    graph = run_and_compare(nested_if_model(), sets, executor)
     assert _kernel_count(graph, "SwitchNotify") == 2
 
 
@@ -188,14 +154,14 @@ def test_if_with_a_constant_condition_keeps_only_the_branch_it_takes():
         if node.op_type in ("ReduceSum", "Greater"):
             graph_proto.node.remove(node)
     graph_proto.initializer.append(numpy_helper.from_array(np.array(True), "positive"))
-    graph = _run_and_compare(proto, _if_inputs()[:2], "topological")
+    graph = run_and_compare(proto, _if_inputs()[:2], "topological")
     assert _kernel_count(graph, "SwitchNotify") == 0
     assert _kernel_count(graph, "SelectTensor") == 0
 
 
 def test_if_condition_must_be_integer_or_bool():
-    then_branch = _graph([helper.make_node("Neg", ["x"], ["t"])], "t", [("t", FLOAT, None)])
-    else_branch = _graph([helper.make_node("Abs", ["x"], ["e"])], "e", [("e", FLOAT, None)])
+    then_branch = subgraph([helper.make_node("Neg", ["x"], ["t"])], "t", [("t", FLOAT, None)])
+    else_branch = subgraph([helper.make_node("Abs", ["x"], ["e"])], "e", [("e", FLOAT, None)])
     proto = model(
         [
             helper.make_node(
@@ -215,7 +181,7 @@ def test_if_condition_must_be_integer_or_bool():
 
 def counter_body():
     """acc_out = acc_in + float(i) * x; count_out = count_in + 1; cond_out = cond_in."""
-    return _graph(
+    return subgraph(
         [
             helper.make_node("Cast", ["i"], ["i_float"], to=FLOAT),
             helper.make_node("Mul", ["i_float", "x"], ["step"]),
@@ -253,13 +219,13 @@ def m_only_model():
 def test_loop_with_a_trip_count_counts_and_accumulates(executor):
     x = np.array([1.0, -2.0, 0.5], np.float32)
     sets = [{"M": np.array(trips, np.int64), "x": x} for trips in (0, 1, 5, 3)]
-    graph = _run_and_compare(m_only_model(), sets, executor)
+    graph = run_and_compare(m_only_model(), sets, executor)
     assert graph.meta.has_loops
 
 
 def doubling_body(limit_name):
     """v_out = v_in * 2; cond_out = sum(v_out) < limit."""
-    return _graph(
+    return subgraph(
         [
             helper.make_node("Mul", ["v_in", "two"], ["v_out"]),
             helper.make_node("ReduceSum", ["v_out"], ["total"], keepdims=0),
@@ -296,7 +262,7 @@ def condition_model(with_trip_count):
 def test_loop_with_a_condition_only_runs_until_it_fails(executor):
     v0 = np.array([1.0, 0.5], np.float32)
     sets = [{"v0": v0, "limit": np.array(limit, np.float32)} for limit in (100.0, 1.0, 7.0)]
-    _run_and_compare(condition_model(False), sets, executor)
+    run_and_compare(condition_model(False), sets, executor)
 
 
 @pytest.mark.parametrize("executor", CONTROL_FLOW_EXECUTORS)
@@ -306,12 +272,12 @@ def test_loop_with_trip_count_and_condition_stops_at_the_first(executor):
         {"v0": v0, "limit": np.array(limit, np.float32), "M": np.array(trips, np.int64)}
         for limit, trips in ((100.0, 3), (100.0, 20), (10.0, 20), (0.5, 4))
     ]
-    _run_and_compare(condition_model(True), sets, executor)
+    run_and_compare(condition_model(True), sets, executor)
 
 
 def growing_model():
     """v grows by x every iteration (its shape changes per iteration): v = concat(v, x)."""
-    body = _graph(
+    body = subgraph(
         [
             helper.make_node("Concat", ["v_in", "x"], ["v_out"], axis=0),
             helper.make_node("Identity", ["cond_in"], ["cond_out"]),
@@ -328,7 +294,7 @@ def growing_model():
 def test_loop_carried_tensor_may_grow_every_iteration(executor):
     x = np.array([1.5, -1.0], np.float32)
     sets = [{"M": np.array(trips, np.int64), "x": x} for trips in (4, 0, 1, 7)]
-    _run_and_compare(growing_model(), sets, executor)
+    run_and_compare(growing_model(), sets, executor)
 
 
 def test_lowered_loop_saves_and_reloads(tmp_path):
@@ -344,9 +310,11 @@ def test_lowered_loop_saves_and_reloads(tmp_path):
 
 def test_loop_with_if_in_its_body():
     """acc += (i is even ? x : -x): an If inside the body, reading the iteration number."""
-    even = _graph([helper.make_node("Identity", ["x"], ["even_y"])], "e", [("even_y", FLOAT, None)])
-    odd = _graph([helper.make_node("Neg", ["x"], ["odd_y"])], "o", [("odd_y", FLOAT, None)])
-    body = _graph(
+    even = subgraph(
+        [helper.make_node("Identity", ["x"], ["even_y"])], "e", [("even_y", FLOAT, None)]
+    )
+    odd = subgraph([helper.make_node("Neg", ["x"], ["odd_y"])], "o", [("odd_y", FLOAT, None)])
+    body = subgraph(
         [
             helper.make_node("Div", ["i", "two"], ["half"]),  # integer division: i >= 0
             helper.make_node("Mul", ["half", "two"], ["even_part"]),
@@ -369,19 +337,19 @@ def test_loop_with_if_in_its_body():
     )
     x = np.array([1.0, 3.0], np.float32)
     for executor in CONTROL_FLOW_EXECUTORS:
-        _run_and_compare(proto, [{"M": np.array(m, np.int64), "x": x} for m in (5, 2)], executor)
+        run_and_compare(proto, [{"M": np.array(m, np.int64), "x": x} for m in (5, 2)], executor)
 
 
 def test_loop_with_a_constant_zero_trip_count_is_its_initial_values():
     proto = m_only_model()
     proto.graph.input.remove(proto.graph.input[0])
     proto.graph.initializer.append(numpy_helper.from_array(np.int64(0), "M"))
-    graph = _run_and_compare(proto, [{"x": np.ones(3, np.float32)}], "topological")
+    graph = run_and_compare(proto, [{"x": np.ones(3, np.float32)}], "topological")
     assert _kernel_count(graph, "Enter") == 0
 
 
 def test_loop_scan_outputs_are_refused_naming_the_node():
-    body = _graph(
+    body = subgraph(
         [
             helper.make_node("Add", ["v_in", "v_in"], ["v_out"]),
             helper.make_node("Identity", ["v_out"], ["scan"]),
@@ -402,8 +370,8 @@ def test_loop_scan_outputs_are_refused_naming_the_node():
 
 
 def test_unknown_outer_tensor_in_a_branch_is_named():
-    then_branch = _graph([helper.make_node("Neg", ["ghost"], ["t"])], "t", [("t", FLOAT, None)])
-    else_branch = _graph([helper.make_node("Abs", ["x"], ["e"])], "e", [("e", FLOAT, None)])
+    then_branch = subgraph([helper.make_node("Neg", ["ghost"], ["t"])], "t", [("t", FLOAT, None)])
+    else_branch = subgraph([helper.make_node("Abs", ["x"], ["e"])], "e", [("e", FLOAT, None)])
     proto = model(
         [
             helper.make_node(
@@ -418,7 +386,7 @@ def test_unknown_outer_tensor_in_a_branch_is_named():
 
 
 def test_loop_body_with_the_wrong_inputs_is_refused_naming_the_node():
-    body = _graph([helper.make_node("Identity", ["x"], ["z"])], "body", [("z", FLOAT, [2])])
+    body = subgraph([helper.make_node("Identity", ["x"], ["z"])], "body", [("z", FLOAT, [2])])
     proto = model(
         [helper.make_node("Loop", ["n", "c"], ["y"], name="bad", body=body)],
         [("n", INT64, []), ("c", BOOL, []), ("x", FLOAT, [2])],
@@ -435,8 +403,8 @@ def test_if_branches_returning_an_outer_tensor_and_a_constant(executor):
     onnxruntime refuses a branch returning an enclosing tensor directly, so the reference is
     the hand computation y = x if c else k."""
     k = np.array([7.0, 8.0], np.float32)
-    then_branch = _graph([], "then", [("x", FLOAT, [2])])
-    else_branch = _graph([], "else", [("k", FLOAT, [2])], initializers=[("k", k)])
+    then_branch = subgraph([], "then", [("x", FLOAT, [2])])
+    else_branch = subgraph([], "else", [("k", FLOAT, [2])], initializers=[("k", k)])
     proto = model(
         [helper.make_node("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch)],
         [("c", BOOL, []), ("x", FLOAT, [2])],
@@ -453,8 +421,8 @@ def test_if_branches_returning_an_outer_tensor_and_a_constant(executor):
 
 def test_a_condition_of_more_than_one_element_fails_the_run_naming_the_read():
     # the condition's shape is symbolic, so only the run can tell it is not one element
-    then_branch = _graph([helper.make_node("Neg", ["x"], ["t"])], "t", [("t", FLOAT, None)])
-    else_branch = _graph([helper.make_node("Abs", ["x"], ["e"])], "e", [("e", FLOAT, None)])
+    then_branch = subgraph([helper.make_node("Neg", ["x"], ["t"])], "t", [("t", FLOAT, None)])
+    else_branch = subgraph([helper.make_node("Abs", ["x"], ["e"])], "e", [("e", FLOAT, None)])
     proto = model(
         [helper.make_node("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch)],
         [("c", BOOL, ["k"]), ("x", FLOAT, [2])],

@@ -1,6 +1,9 @@
 """Lowering real models: ONNX import, converters, and the passes to an ExecuteGraph."""
 
-from rtsoa.lowering import control_flow  # noqa: F401  (registers the If / Loop converters)
+from rtsoa.lowering import (
+    control_flow,  # noqa: F401  (registers the If / Loop converters)
+    sequences,  # noqa: F401  (registers the sequence op converters)
+)
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
 from rtsoa.lowering.converters import find_converter, register_converter
 from rtsoa.lowering.lower import lower

@@ -4,7 +4,8 @@ The ONNX importer (`rtsoa.lowering.onnx_import`) produces one; converters
 (`rtsoa.lowering.converters`) read it; `rtsoa.lowering.lower` turns it into an ExecuteGraph.
 Tensors have a DType and dims that are ints (static), strs (symbolic: "batch") or None
 (unknown); `dims` None means the rank is unknown. Constants (initializers, Constant nodes,
-folded values) carry their data.
+folded values) carry their data. A sequence value is a Tensor with `sequence` set: a list of
+tensors whose length and element names are known at lowering (`elements`).
 """
 
 import dataclasses
@@ -22,6 +23,10 @@ class Tensor:
     dtype: DType = DType.UNDEFINED
     dims: tuple | None = None  # ints, symbol names, None (unknown); None: rank unknown
     data: np.ndarray | None = None  # constants only
+    # A sequence value (a list of tensors; `dtype` is its elements'), resolved at lowering by
+    # rtsoa.lowering.sequences into `elements`: the names of its element tensors, in order.
+    sequence: bool = False
+    elements: tuple | None = None
 
     @property
     def is_constant(self):

@@ -78,37 +78,48 @@ class LoweringContext:
 
     def set_constant(self, name, array):
         """Tensor `name` is the constant `array`."""
-        array = np.ascontiguousarray(array).reshape(np.shape(array))  # keep 0-d scalars 0-d
-        tensor = self.graph.tensor(name)
-        tensor.data = array
-        tensor.dtype = dtype_code(array.dtype)
-        tensor.dims = tuple(int(d) for d in array.shape)
+        set_constant(self.graph, name, array)
 
     def emit(self, op, inputs, outputs, attributes=None):
         """Run op `op` (a name in `rtsoa.ops.OPS`) on tensors `inputs` ("" = absent)."""
-        if op not in OPS:
-            raise LoweringError(f"op {op!r} is not registered in rtsoa.ops")
-        definition = OPS[op]
-        low, high = definition.inputs
-        count = len(inputs)
-        while count > low and inputs[count - 1] == "":
-            count -= 1  # trailing absent optional inputs
-        inputs = list(inputs[:count])
-        if count < low or (high is not None and count > high):
-            raise LoweringError(f"op {op} takes {low}..{high} inputs, got {count}")
-        if len(inputs) + len(outputs) > MAX_OP_OPERANDS:
-            raise LoweringError(
-                f"op {op} with {len(inputs)} inputs and {len(outputs)} outputs exceeds "
-                f"{MAX_OP_OPERANDS} operands"
-            )
-        for name in inputs + list(outputs):
-            if name:
-                self.graph.tensor(name)
-        attributes = dict(attributes or {})
-        attributes.setdefault(OPSET_KEY, self.graph.opset(""))
-        call = OpCall(op, inputs, list(outputs), attributes, self.node_index)
+        call = op_call(self.graph, op, inputs, outputs, attributes, self.node_index)
         self.calls.append(call)
         return call
+
+
+def set_constant(graph, name, array):
+    """Tensor `name` of `graph` is the constant `array`."""
+    array = np.ascontiguousarray(array).reshape(np.shape(array))  # keep 0-d scalars 0-d
+    tensor = graph.tensor(name)
+    tensor.data = array
+    tensor.dtype = dtype_code(array.dtype)
+    tensor.dims = tuple(int(d) for d in array.shape)
+
+
+def op_call(graph, op, inputs, outputs, attributes, node_index):
+    """An OpCall of op `op` (a name in `rtsoa.ops.OPS`) on tensors `inputs` ("" = absent) of
+    `graph`, from compute node `node_index`; its tensors are created in `graph` if new."""
+    if op not in OPS:
+        raise LoweringError(f"op {op!r} is not registered in rtsoa.ops")
+    definition = OPS[op]
+    low, high = definition.inputs
+    count = len(inputs)
+    while count > low and inputs[count - 1] == "":
+        count -= 1  # trailing absent optional inputs
+    inputs = list(inputs[:count])
+    if count < low or (high is not None and count > high):
+        raise LoweringError(f"op {op} takes {low}..{high} inputs, got {count}")
+    if len(inputs) + len(outputs) > MAX_OP_OPERANDS:
+        raise LoweringError(
+            f"op {op} with {len(inputs)} inputs and {len(outputs)} outputs exceeds "
+            f"{MAX_OP_OPERANDS} operands"
+        )
+    for name in inputs + list(outputs):
+        if name:
+            graph.tensor(name)
+    attributes = dict(attributes or {})
+    attributes.setdefault(OPSET_KEY, graph.opset(""))
+    return OpCall(op, inputs, list(outputs), attributes, node_index)
 
 
 def convert(graph):
@@ -126,6 +137,14 @@ def convert_node(ctx, node, opset):
     converter = find_converter(node.op_type, node.domain, opset)
     if converter is None:
         raise LoweringError(f"{ctx.describe(node)}: op {node.op_type!r} is not supported")
+    if not getattr(converter, "takes_sequences", False):
+        for name in node.inputs + node.outputs:
+            if name and name in ctx.graph.tensors and ctx.graph.tensors[name].sequence:
+                raise LoweringError(
+                    f"{ctx.describe(node)}: {name!r} is a sequence value; rtsoa resolves "
+                    "sequences at lowering, and only its sequence ops (rtsoa.lowering."
+                    "sequences) take or make them"
+                )
     try:
         converter(ctx, node)
     except LoweringError:
@@ -502,6 +521,13 @@ def lower(model, name=None, streams=1):
     for output in model.outputs:
         model.tensor(output)
     ctx = convert(model)
+    for kind, names in (("input", model.inputs), ("output", model.outputs)):
+        for name in names:
+            if model.tensors[name].sequence:  # one no node reads or makes (those name the node)
+                raise LoweringError(
+                    f"graph {kind} {name!r} is a sequence value; rtsoa resolves sequences at "
+                    "lowering, so a model cannot take or return one"
+                )
     calls = fold_and_infer(model, ctx.calls)
     calls = drop_dead(model, calls)
     for output in model.outputs:

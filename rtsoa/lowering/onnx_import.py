@@ -4,7 +4,8 @@ The `onnx` package reads the file (external-data files next to it included) and 
 inference so intermediate tensors get dtypes and shapes where ONNX can tell. Initializers become
 constants; attributes become Python values (ints, floats, strs, lists, numpy arrays for tensor
 attributes, ComputeGraphs for If / Loop bodies). Symbolic dims keep their names ("batch");
-anonymous unknown dims are None.
+anonymous unknown dims are None. Values typed as sequences of tensors are marked
+(`Tensor.sequence`, for rtsoa.lowering.sequences); other non-tensor types are refused.
 """
 
 import os
@@ -64,10 +65,21 @@ def _dims_of(type_proto):
 
 def _value_info(graph, tensor_proto_info, where):
     type_proto = tensor_proto_info.type
+    sequence = type_proto.HasField("sequence_type")
+    if sequence:  # a sequence of tensors: its Tensor carries the elements' type
+        type_proto = type_proto.sequence_type.elem_type
     if not type_proto.HasField("tensor_type"):
-        raise LoweringError(f"{where} {tensor_proto_info.name!r}: only tensor values are supported")
+        raise LoweringError(
+            f"{where} {tensor_proto_info.name!r}: only tensor values and sequences of tensors "
+            "are supported"
+        )
     elem = type_proto.tensor_type.elem_type
     tensor = graph.tensor(tensor_proto_info.name)
+    if sequence:
+        tensor.sequence = True
+        if elem:
+            tensor.dtype = onnx_dtype(elem, f"{where} {tensor_proto_info.name!r}")
+        return tensor
     if elem:
         tensor.dtype = onnx_dtype(elem, f"{where} {tensor_proto_info.name!r}")
     dims = _dims_of(type_proto)

@@ -8,6 +8,8 @@ the converters on its nodes, giving op calls over the model's tensors that the u
 (fold, dead ops, emission) handle. References to enclosing scopes keep their names.
 """
 
+import dataclasses
+
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
@@ -103,8 +105,7 @@ def convert_subgraph(model, sub, prefix, bound, where, node_index):
             continue
         new = fresh_tensor_name(model, f"{prefix}/{name}")
         known = sub.tensors.get(name) or Tensor(name)
-        data = known.data
-        model.tensors[new] = Tensor(new, known.dtype, known.dims, data)
+        model.tensors[new] = dataclasses.replace(known, name=new)
         mapping[name] = new
     missing = [name for name in sub.inputs if name not in bound]
     if missing:
@@ -116,6 +117,12 @@ def convert_subgraph(model, sub, prefix, bound, where, node_index):
     ctx = SubgraphContext(model, where, node_index)
     for node in renamed.nodes:
         convert_node(ctx, node, model.opset(node.domain))
+    for name in renamed.outputs:
+        if name in model.tensors and model.tensors[name].sequence:
+            raise LoweringError(
+                f"{where}: result {name!r} is a sequence value; rtsoa resolves sequences at "
+                "lowering, so one cannot leave an If / Loop subgraph"
+            )
     return ctx.calls, list(renamed.outputs)
 
 

@@ -1,0 +1,47 @@
+"""Helpers shared by the model tests: ONNX subgraphs built with onnx.helper, and a lowered model
+run against onnxruntime with its memory and hazards checked."""
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from rtsoa.lowering import lower
+from rtsoa.runtime import load_model
+from rtsoa.testing.models import run_onnxruntime
+
+# float32 within rtol 1e-5, atol 1e-6 of onnxruntime (the same float32 operations in the same
+# order); integers exactly
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def subgraph(nodes, name, outputs, inputs=(), initializers=()):
+    """A GraphProto (an If branch, a Loop body); `inputs` / `outputs`: (name, elem type, dims)."""
+    return helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info(*entry) for entry in inputs],
+        [helper.make_tensor_value_info(*entry) for entry in outputs],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in initializers],
+    )
+
+
+def run_and_compare(proto, input_sets, executor="auto", streams=1):
+    """Lower once, run every input set, compare with onnxruntime (names, shapes, dtypes and
+    values); each run must leave no leaked block and the device's allocated bytes where they
+    were, and the whole must have zero hazards. Returns the lowered graph."""
+    graph = lower(proto, streams=streams)
+    with load_model(graph, executor=executor) as run:
+        if executor != "auto":
+            assert run.main.name == executor
+        for inputs in input_sets:
+            before = run.device.stats()["hbm"]["allocation.current"]
+            got = run.execute_sync(inputs)
+            want = run_onnxruntime(proto, inputs)
+            assert sorted(got) == sorted(want)
+            for name, expected in want.items():
+                assert got[name].shape == expected.shape, name
+                assert got[name].dtype == expected.dtype, name
+                np.testing.assert_allclose(got[name], expected, rtol=RTOL, atol=ATOL)
+            assert run.main.leaked_blocks == 0
+            assert run.device.stats()["hbm"]["allocation.current"] == before
+        assert run.device.hazard_count == 0
+    return graph
