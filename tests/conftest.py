@@ -15,9 +15,15 @@
   functions; executors.toml: its tests run the executors as plain Python), so their tests load
   the cached machine code of the jitted functions they use, which no mutant changed, instead of
   recompiling it for a stamp that changed with the mutated file.
+* Both cores on a cold cache: the modules that run compute ops (`OP_LIBRARY_MODULES`) run
+  last, and a background process compiles the op library (`rtsoa.ops.library`, about five
+  minutes of one core) while the rest of the suite runs on the other core; the first op test
+  waits on the library's lock for it, then loads its machine code from the disk cache.
 """
 
 import os
+import subprocess
+import sys
 
 import pytest
 from figures import REPORTS
@@ -56,6 +62,54 @@ def pytest_runtest_makereport(item, call):
         f"{item.nodeid} was skipped ({reason}), but every test must run on CI; install what "
         "it needs in .ci/run or mark it may_skip_on_ci"
     )
+
+
+# Test modules that load the op library (lowered models, op tests); they run last (see above).
+OP_LIBRARY_MODULES = frozenset(
+    {
+        "test_batch",
+        "test_conformance",
+        "test_constant_memory",
+        "test_model_api",
+        "test_model_cli",
+        "test_model_format",
+        "test_models",
+        "test_models_control_flow",
+        "test_models_sequences",
+        "test_ops_copying",
+        "test_ops_elementwise",
+        "test_ops_nn",
+        "test_ops_shape",
+        "test_ops_table",
+    }
+)
+_op_library_warmup = []  # the background process compiling the op library, if started
+
+
+def _uses_op_library(item):
+    return item.path.stem in OP_LIBRARY_MODULES
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=_uses_op_library)  # stable: the op tests last, each group in its order
+    if config.getoption("collectonly") or not any(map(_uses_op_library, items)):
+        return
+    from rtsoa.ops.library import op_library_is_warm
+
+    if not op_library_is_warm():
+        _op_library_warmup.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "1"],
+                stdout=subprocess.DEVNULL,
+            )
+        )
+
+
+def pytest_sessionfinish(session):
+    for process in _op_library_warmup:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
 
 
 def pytest_configure(config):

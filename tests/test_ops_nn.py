@@ -17,14 +17,15 @@ from onnx.reference import ReferenceEvaluator
 
 from rtsoa.ops.abi import (
     COL_NBYTES,
+    MODE_COMPUTE,
+    MODE_INFER,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
     STATUS_OP_MISSING_INPUT,
     dtype_code,
 )
-from rtsoa.ops.entry import MODE_COMPUTE, MODE_INFER, run_op
-from rtsoa.ops.host import OpError, TensorInfo, _prepare, infer_shapes, run_numpy
+from rtsoa.ops.host import OpError, TensorInfo, _prepare, infer_shapes, run_numpy, run_op
 from rtsoa.ops.registry import op_code
 
 F32 = np.float32

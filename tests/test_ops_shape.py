@@ -345,9 +345,8 @@ def test_argmax_argmin():
 def test_compute_refuses_short_output_rows():
     """An output row whose byte range is too small for what infer wrote (a corrupt graph) is
     refused with STATUS_OP_BAD_SHAPE, and nothing is written past it."""
-    from rtsoa.ops.abi import COL_NBYTES, COL_OFFSET
-    from rtsoa.ops.entry import MODE_COMPUTE, MODE_INFER, run_op
-    from rtsoa.ops.host import _prepare
+    from rtsoa.ops.abi import COL_NBYTES, COL_OFFSET, MODE_COMPUTE, MODE_INFER
+    from rtsoa.ops.host import _prepare, run_op
     from rtsoa.ops.registry import op_code
 
     x = RNG.standard_normal((3, 4)).astype(np.float32)
@@ -380,8 +379,8 @@ def test_compute_refuses_short_output_rows():
 
 
 def test_truncated_attribute_slots():
-    from rtsoa.ops.entry import MODE_INFER, run_op
-    from rtsoa.ops.host import _prepare
+    from rtsoa.ops.abi import MODE_INFER
+    from rtsoa.ops.host import _prepare, run_op
     from rtsoa.ops.registry import op_code
 
     for name, inputs in (("Split", [X]), ("Pad", [X, i64(0, 0, 0, 0, 0, 0)]), ("ArgMax", [X])):

@@ -116,9 +116,9 @@ def graph_arrays(graph, node_dispatch, kernel_control_flow):
     attr_pool = read_only(np.ascontiguousarray(graph.attr_pool))
     functions = np.zeros(NUM_FUNCTIONS, dtype=np.int64)
     if is_model(graph):
-        from rtsoa.ops.entry import entry_address  # compiles / loads the op library
+        from rtsoa.ops.library import op_library  # compiles / loads the op library
 
-        functions[FUNCTION_OPS] = entry_address()
+        functions[FUNCTION_OPS] = op_library().entry_address()
     return GraphArrays(
         node_dispatch=read_only(np.ascontiguousarray(node_dispatch, dtype=np.int32)),
         node_stream=read_only(graph.node_stream),

@@ -35,6 +35,8 @@ from rtsoa.kernels.runtime import OPERAND_ROWS, OPERAND_WIDTH
 from rtsoa.kernels.tensors import _array_over, itemsize
 
 MAX_OPERANDS = 64  # rows of the operand table (plus RESULT_ROW)
+MODE_INFER = 0  # the entry's modes: shape inference
+MODE_COMPUTE = 1  # ... and compute
 # Inputs + outputs of one op (Concat / Sum with more are refused at lowering); rows from here
 # to MAX_OPERANDS - 1 are scratch rows an op may use for its own shape bookkeeping.
 MAX_OP_OPERANDS = 56

@@ -20,15 +20,14 @@ from rtsoa.ops.abi import (
     COL_RANK,
     MAX_OP_OPERANDS,
     MAX_OPERANDS,
+    MODE_COMPUTE,
+    MODE_INFER,
     ROW_WIDTH,
     STATUS_OP_ARITY,
     STATUS_OP_MISSING_INPUT,
     STATUS_OP_UNKNOWN,
 )
 from rtsoa.ops.call import call_entry
-
-MODE_INFER = 0
-MODE_COMPUTE = 1
 
 _SIGNATURE = types.int32(
     types.int64,  # mode

@@ -21,16 +21,23 @@ from rtsoa.ops.abi import (
     COL_RANK,
     ITEMSIZE,
     MAX_RANK,
+    MODE_COMPUTE,
+    MODE_INFER,
     NUMPY_DTYPES,
     OP_STATUS_NAMES,
     RESULT_ROW,
     dtype_code,
     new_table,
 )
-from rtsoa.ops.entry import MODE_COMPUTE, MODE_INFER, run_op
+from rtsoa.ops.library import op_library
 from rtsoa.ops.registry import OPS, compiled_op_code
 
 ALIGN = 64
+
+
+def run_op(mode, code, arena, table, attrs, n_in, n_out):
+    """`rtsoa.ops.entry.run_op`, the op library loaded on first use (`op_library`)."""
+    return op_library().run_op(mode, code, arena, table, attrs, n_in, n_out)
 
 
 class OpError(RtsoaError):
