@@ -81,6 +81,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_nn",
         "test_ops_shape",
         "test_ops_table",
+        "test_op_library",
     }
 )
 _op_library_warmup = []  # the background process compiling the op library, if started
@@ -94,9 +95,9 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=_uses_op_library)  # stable: the op tests last, each group in its order
     if config.getoption("collectonly") or not any(map(_uses_op_library, items)):
         return
-    from rtsoa.ops.library import op_library_is_warm
+    from rtsoa.ops.library import op_functions_cached
 
-    if not op_library_is_warm():
+    if not op_functions_cached():
         _op_library_warmup.append(
             subprocess.Popen(
                 [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "1"],

@@ -14,24 +14,23 @@ constant folding). It makes two promises:
   others, all writing Numba's disk cache); the entry is compiled last and finds them there.
   That leaves only the entry itself (the switch over op codes, ~1 minute) on one core.
 
-A marker file next to the lock records that the library was loaded with these sources, this
-Numba and this cache location, so later processes skip the helpers. A helper that fails costs
-nothing but time: whatever it did not leave in the cache is compiled by the entry as usual.
+Whether the op functions are already compiled is read from Numba's cache indexes (each op
+function's index holds the switch's argument types for this machine and these sources), so a
+warm process starts no helper. A helper that fails costs nothing but time: whatever it did not
+leave in the cache is compiled by the entry as usual. Without Numba's disk cache (caching
+switched off) helpers would compile in vain, so none are started.
 
     python -m rtsoa.ops.library [--jobs N]   # compile (or check) the op library now
 """
 
 import argparse
 import fcntl
-import hashlib
 import importlib
 import os
 import subprocess
 import sys
 import threading
 import time
-
-from rtsoa._jit import PACKAGE_DIR, package_source_stamp
 
 _ENTRY = "rtsoa.ops.entry"
 _guard = threading.Lock()  # threads of one process (the flock is per open file)
@@ -59,26 +58,29 @@ def _cache_directory():
     return directory
 
 
-def _marker():
-    """The file saying the library was loaded with these sources, Numba and cache location."""
-    import numba
+def op_functions_cached():
+    """True when Numba's disk cache holds every op function for the switch's argument types,
+    for these sources and this machine (then loading the library compiles the entry at most);
+    False too when the cache is switched off."""
+    from numba.core.registry import cpu_target
 
-    text = "\0".join(
-        (
-            package_source_stamp(),
-            numba.__version__,
-            sys.executable,
-            PACKAGE_DIR,
-            os.environ.get("NUMBA_CACHE_DIR", ""),
-        )
-    )
-    return _cache_directory() / f"ops-library-{hashlib.sha256(text.encode()).hexdigest()[:24]}"
+    argument_types = _argument_types()
+    magic = cpu_target.target_context.codegen().magic_tuple()
+    for function in op_functions():
+        cache = getattr(function, "_cache", None)
+        if cache is None or type(cache).__name__ == "NullCache":
+            return False
+        index = cache._cache_file._load_index()  # {} when written for other sources
+        if not any(key[0] == argument_types and key[1] == magic for key in index):
+            return False
+    return True
 
 
-def op_library_is_warm():
-    """True when a process loaded the op library with these sources, Numba and cache location
-    (its marker exists): loading it then compiles nothing."""
-    return _marker().exists()
+def _caching():
+    """Whether the op functions are cached on disk at all (helpers would compile in vain)."""
+    function = op_functions()[0]
+    cache = getattr(function, "_cache", None)
+    return cache is not None and type(cache).__name__ != "NullCache"
 
 
 def op_library(jobs=None):
@@ -90,12 +92,10 @@ def op_library(jobs=None):
         return loaded
     with _guard, open(_cache_directory() / "ops-library.lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        marker = _marker()
-        if not marker.exists():
-            parallel_compile(compile_jobs() if jobs is None else jobs)
-        module = importlib.import_module(_ENTRY)  # compiles the entry (or loads it)
-        marker.touch()
-        return module
+        jobs = compile_jobs() if jobs is None else jobs
+        if jobs > 1 and _caching() and not op_functions_cached():
+            parallel_compile(jobs)
+        return importlib.import_module(_ENTRY)  # compiles the entry (or loads it)
 
 
 def op_functions():

@@ -1,0 +1,125 @@
+"""Loading the op library (`rtsoa.ops.library`): the lock, the parallel cold compile's shares,
+its argument types, and the job count's checks."""
+
+import fcntl
+import subprocess
+import sys
+import threading
+import time
+import types
+
+import pytest
+
+from rtsoa.ops.library import (
+    _argument_types,
+    _cache_directory,
+    compile_jobs,
+    op_functions,
+    op_functions_cached,
+    op_library,
+)
+from rtsoa.ops.registry import OPS, compiled_op_names
+
+
+def test_op_functions_are_every_function_the_switch_calls_once():
+    functions = op_functions()
+    expected = {OPS[name].infer for name in compiled_op_names()}
+    expected |= {OPS[name].compute for name in compiled_op_names()}
+    assert len(functions) == len(set(functions)) == len(expected)
+    assert set(functions) == expected
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3, 4])
+def test_the_shares_of_a_parallel_compile_cover_every_function_once(jobs):
+    functions = op_functions()
+    shares = [functions[share::jobs] for share in range(jobs)]
+    assert sorted(map(id, sum(shares, []))) == sorted(map(id, functions))
+
+
+def test_the_shares_are_compiled_for_the_types_the_switch_passes():
+    """A parallel compile with other argument types than the switch's would fill the cache
+    with overloads the entry never uses (and compile every op twice): once the entry has
+    compiled the switch, every op function's cache index holds `_argument_types()` (what
+    `op_functions_cached` reads), and the only ones."""
+    op_library()
+    assert op_functions_cached()
+    for name in ("Add", "Conv", "Reshape"):
+        for function in (OPS[name].infer, OPS[name].compute):
+            index = function._cache._cache_file._load_index()
+            assert [key[0] for key in index] == [_argument_types()], (name, list(index))
+
+
+def test_loading_marks_the_library_warm_and_threads_share_one_module():
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(op_library())) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 4 and all(module is results[0] for module in results)
+    assert results[0].__name__ == "rtsoa.ops.entry" and results[0].entry_address() > 0
+
+
+def test_a_process_waits_for_the_one_holding_the_lock():
+    """While another process compiles (holds the lock), a loading process waits for it
+    instead of compiling the same functions beside it."""
+    op_library()  # the cache is warm: the waiting process only loads
+    held = 3.0
+    with open(_cache_directory() / "ops-library.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        start = time.monotonic()
+        waiter = subprocess.Popen(
+            [sys.executable, "-c", "from rtsoa.ops.library import op_library; op_library()"]
+        )
+        time.sleep(held)
+        assert waiter.poll() is None  # still waiting for the lock
+    assert waiter.wait(timeout=120) == 0
+    assert time.monotonic() - start >= held
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("two", "is not a whole number"), ("0", "must be at least 1"), ("-3", "must be at least 1")],
+)
+def test_a_bad_job_count_is_refused_naming_the_variable(monkeypatch, value, message):
+    monkeypatch.setenv("RTSOA_COMPILE_JOBS", value)
+    with pytest.raises(ValueError, match=f"RTSOA_COMPILE_JOBS='{value}' {message}"):
+        compile_jobs()
+
+
+def test_the_job_count_defaults_to_the_usable_cores_up_to_four(monkeypatch):
+    monkeypatch.delenv("RTSOA_COMPILE_JOBS", raising=False)
+    assert 1 <= compile_jobs() <= 4
+    monkeypatch.setenv("RTSOA_COMPILE_JOBS", "7")
+    assert compile_jobs() == 7
+
+
+def test_no_helper_starts_when_the_op_functions_are_cached(monkeypatch):
+    """A warm process loads the library without starting helper processes."""
+    import rtsoa.ops.library as library
+
+    op_library()
+    monkeypatch.delitem(sys.modules, "rtsoa.ops.entry")  # as in a fresh process
+    started = []
+    monkeypatch.setattr(library, "parallel_compile", started.append)
+    monkeypatch.setattr(library, "importlib", types.SimpleNamespace(import_module=str))
+    assert library.op_library(jobs=4) == "rtsoa.ops.entry" and started == []
+
+
+def test_a_helper_compiles_its_share():
+    """The command a cold load starts per helper (on this warm cache it loads its share)."""
+    op_library()
+    done = subprocess.run(
+        [sys.executable, "-m", "rtsoa.ops.library", "--share", "1", "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_command_refuses_zero_jobs():
+    done = subprocess.run(
+        [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "0"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "--jobs must be at least 1" in done.stderr
