@@ -434,6 +434,9 @@ def test_a_condition_of_more_than_one_element_fails_the_run_naming_the_read():
             run.execute_sync({"c": np.array([True, False]), "x": x})
         assert failure.value.status == STATUS_NOT_A_SCALAR
         assert failure.value.kernel == "TensorToInt"
+        assert "(control flow: a condition or trip count tensor does not hold exactly one" in (
+            str(failure.value)
+        )
         assert run.main.leaked_blocks == 0
         # the executor stays usable: a one-element condition runs
         got = run.execute_sync({"c": np.array([False]), "x": -x})["y"]
@@ -452,3 +455,4 @@ def test_tensor_moves_refuse_a_graph_without_shape_rows():
         executor.run()
     assert failure.value.status == STATUS_NO_SHAPE_ROWS
     assert failure.value.kernel == "SelectTensor"
+    assert "(control flow: the graph's values have no shape rows" in str(failure.value)

@@ -3,7 +3,7 @@ ExecutorBusyError: an executor used by two threads at once."""
 
 from rtsoa.device.status import STATUS_NAMES as DEVICE_STATUS_NAMES
 from rtsoa.errors import RtsoaError
-from rtsoa.kernels import compute
+from rtsoa.kernels import compute, model_control
 from rtsoa.kernels.status import status_name
 from rtsoa.ops.abi import OP_STATUS_NAMES
 
@@ -14,6 +14,12 @@ MODEL_STATUS_NAMES = {
     compute.STATUS_BAD_TENSOR: "op node: a tensor shape is unset, out of range or too large",
     compute.STATUS_CONSTANT_RANGE: "constant outside the constant blob or its block",
     compute.STATUS_SHAPE_CHANGED: "op node: output shape differs from the allocated one",
+    model_control.STATUS_NOT_A_SCALAR: "control flow: a condition or trip count tensor does "
+    "not hold exactly one element",
+    model_control.STATUS_SCALAR_DTYPE: "control flow: a condition or trip count tensor's "
+    "element type is not an integer or bool",
+    model_control.STATUS_NO_SHAPE_ROWS: "control flow: the graph's values have no shape rows "
+    "(not a lowered model)",
 }
 
 
