@@ -446,6 +446,19 @@ def test_a_user_module_that_fails_to_import_stops_the_batch(tmp_path, monkeypatc
     assert not out.exists()  # nothing recorded, nothing written
 
 
+def test_workers_dying_before_any_job_stop_the_batch_without_blaming_jobs(tmp_path, monkeypatch):
+    (tmp_path / "fatal_kernels.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)  # in each worker, at import\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "r.arrow"
+    jobs = collect_jobs([str(DATASETS / "chain-1k.rtsoa")])
+    settings = Settings(imports=("fatal_kernels",))
+    with pytest.raises(BatchError, match=r"keep dying outside jobs \(at startup\): .* SIGKILL"):
+        run_batch(jobs, out, settings=settings, workers=1, progress=False)
+    assert not out.exists()  # no job was blamed: no row to write
+
+
 def test_onnx_model_jobs_run_on_their_input_sets(tmp_path, capsys):
     import hashlib
 

@@ -275,7 +275,9 @@ class LocalPool:
                 if position is None:  # dead before it was ready, or between jobs
                     startup_deaths += 1
                     if startup_deaths > _STARTUP_DEATHS_ALLOWED:
-                        raise BatchError(f"worker processes keep dying at startup: {died}")
+                        raise BatchError(
+                            f"worker processes keep dying outside jobs (at startup): {died}"
+                        )
                     self._retire(worker, pending, list(worker.jobs))
                     continue
                 yield self._lost_row(worker, position, "crashed", died)
