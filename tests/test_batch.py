@@ -133,6 +133,49 @@ def test_crashes_and_timeouts_are_recorded_and_workers_replaced(tmp_path, monkey
     assert len(pids) == 3  # three different processes died
 
 
+def test_a_crash_or_timeout_inside_a_chunk_is_recorded_for_its_job_alone(tmp_path, capsys):
+    """Jobs go to a worker in chunks and their rows come back per chunk: when the worker dies
+    in the middle of one, the job it was running is the one recorded (crashed, or timeout),
+    the jobs of the chunk it had finished (rows lost with it) run again on its replacement,
+    every job gets exactly one row, and the progress bar counts them all."""
+    from rtsoa.batch.local import LocalPool
+
+    sys.path.insert(0, str(TESTS))  # batch_kernels for this process's checks
+    ok = _graph(tmp_path / "ok.rtsoa", "BatchTest.Fold", count=5)
+    segfault = _graph(tmp_path / "segfault.rtsoa", "BatchTest.Segfault", attributes=[8])
+    spin = _graph(tmp_path / "spin.rtsoa", "BatchTest.Spin")
+    names = {20: ("crash", segfault), 45: ("spin", spin)}
+    manifest = tmp_path / "jobs.txt"
+    lines = []
+    for number in range(64):
+        name, path = names.get(number, (f"ok-{number:02d}", ok))
+        lines.append(json.dumps({"job": name, "path": path}))
+    manifest.write_text("\n".join(lines) + "\n")
+    jobs = collect_jobs(manifests=[str(manifest)])
+    settings = Settings(kernels="used", imports=("batch_kernels",), timeout=2.0)
+    out = tmp_path / "results.arrow"
+    # chunks of several jobs (chunk_seconds: their rows come back only when a chunk ends)
+    with LocalPool(1, settings, chunk_seconds=10.0) as pool:
+        try:
+            summary = run_batch(jobs, out, pool=pool, progress=True)
+        finally:
+            sys.path.remove(str(TESTS))
+        assert pool.retried >= 2  # the crash and the timeout each lost finished rows
+    assert summary.statuses == {"ok": 62, "crashed": 1, "timeout": 1}
+    rows = read_results(out).to_pylist()
+    assert sorted(row["job"] for row in rows) == sorted(job.name for job in jobs)  # once each
+    expected = int(np.sum(mix_numpy(np.arange(5), np.full(5, 4242)), dtype=np.uint64))
+    by_name = {row["job"]: row for row in rows}
+    for name, row in by_name.items():
+        if name.startswith("ok-"):
+            assert row["status"] == "ok" and row["checksum"] == expected, row
+    assert by_name["crash"]["status"] == "crashed" and "SIGSEGV" in by_name["crash"]["message"]
+    assert by_name["spin"]["status"] == "timeout" and "after 2 s" in by_name["spin"]["message"]
+    assert len({row["worker"] for row in rows}) == 3  # the first worker and two replacements
+    bar = capsys.readouterr().err.rsplit("\r", 1)[-1]
+    assert "batch: 100%" in bar and "64/64" in bar and "crashed=1, failed=2" in bar, bar
+
+
 def test_manifest_jobs_from_python(tmp_path):
     graph = str(DATASETS / "chain-1k.rtsoa")
     manifest = tmp_path / "jobs.txt"
@@ -401,6 +444,19 @@ def test_a_user_module_that_fails_to_import_stops_the_batch(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert "--import: RuntimeError: no licence for this" in err and err.count("\n") == 1
     assert not out.exists()  # nothing recorded, nothing written
+
+
+def test_workers_dying_before_any_job_stop_the_batch_without_blaming_jobs(tmp_path, monkeypatch):
+    (tmp_path / "fatal_kernels.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)  # in each worker, at import\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "r.arrow"
+    jobs = collect_jobs([str(DATASETS / "chain-1k.rtsoa")])
+    settings = Settings(imports=("fatal_kernels",))
+    with pytest.raises(BatchError, match=r"keep dying outside jobs \(at startup\): .* SIGKILL"):
+        run_batch(jobs, out, settings=settings, workers=1, progress=False)
+    assert not out.exists()  # no job was blamed: no row to write
 
 
 def test_onnx_model_jobs_run_on_their_input_sets(tmp_path, capsys):

@@ -4,7 +4,8 @@ caller holds in device memory are used in place by Init, never uploaded again.
 Outputs are judged by onnxruntime on the same model with the caller's weight values as its
 initializers; that no upload copy is made is judged by the device's launch counter (Init's
 uploads are its only launches), by its allocated bytes and by the outputs following a change
-of the caller's memory after load."""
+of the caller's memory after load. Any subset of the weights may be external (the others are
+uploaded by Init as usual), on an ONNX source and on a lowered graph saved and loaded again."""
 
 import re
 
@@ -12,10 +13,11 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
+from rtsoa import load_graph, save_graph
 from rtsoa.errors import ModelInputError
 from rtsoa.lowering import lower
 from rtsoa.runtime import ModelResourceError, Session, load_executor
-from rtsoa.runtime.constants import ConstantMemoryError
+from rtsoa.runtime.constants import ConstantMemoryError, init_weights, weight_names
 from rtsoa.runtime.session import model_device
 from rtsoa.testing.models import FLOAT, mlp, model, run_onnxruntime
 
@@ -86,7 +88,7 @@ def test_outputs_match_onnxruntime_and_no_weight_is_uploaded(mlp_proto):
     assert allocated(device) == 0
 
 
-def test_handles_and_read_only_views_are_accepted_and_a_partial_mapping_refused(mlp_proto):
+def test_handles_and_read_only_views_are_accepted(mlp_proto):
     weights = initializers(mlp_proto)
     x = np.linspace(-1, 1, 3 * 16, dtype=np.float32).reshape(3, 16)
     want = run_onnxruntime(mlp_proto, {"x": x})["y"]
@@ -97,12 +99,104 @@ def test_handles_and_read_only_views_are_accepted_and_a_partial_mapping_refused(
     with load_executor(mlp_proto, device=device, constant_memory=memory) as executor:
         np.testing.assert_allclose(executor.execute_sync({"x": x})["y"], want, RTOL, ATOL)
     np.testing.assert_array_equal(views["b1"], weights["b1"])
-    with pytest.raises(
-        ConstantMemoryError, match=r"must give every weight .* missing \['W1', 'Wout', 'b0'"
-    ):
-        load_executor(
-            mlp_proto, device=device, constant_memory={"W0": views["W0"], "b1": views["b1"]}
-        )
+
+
+def input_shape(proto, symbolic=3):
+    """The shape of the model's input `x`, `symbolic` for each dim without a value."""
+    dims = proto.graph.input[0].type.tensor_type.shape.dim
+    return tuple(dim.dim_value if dim.HasField("dim_value") else symbolic for dim in dims)
+
+
+def check_mixed_load(source, proto, external, seed):
+    """Load `source` with the weights named in `external` given by the caller (new values)
+    and the others uploaded by Init: outputs as onnxruntime's with those values, the given
+    blocks used in place (slot = the caller's block, no upload launch, a change after load
+    read by the next run), the others uploaded, and unload frees only Init's blocks."""
+    rng = np.random.default_rng(seed)
+    own = initializers(proto)
+    values = {name: rng.standard_normal(own[name].shape).astype(np.float32) for name in external}
+    x = rng.standard_normal(input_shape(proto)).astype(np.float32)
+    graph = lower(proto)
+    device = model_device(graph)
+    views = on_device(device, values)
+    caller_bytes = allocated(device)
+    output = proto.graph.output[0].name
+    with load_executor(source, device=device, constant_memory=views) as executor:
+        blocks = {name: weight.block for name, weight in weight_names(executor.graph).items()}
+        assert device.stats()["num_launches"] == len(blocks) - len(external)  # the others
+        slots = executor.values.slots
+        for name, view in views.items():
+            assert slots[blocks[name]] == device.handle_of(view)  # in place
+        for name in set(blocks) - set(external):
+            assert slots[blocks[name]] not in {device.handle_of(v) for v in views.values()}
+        want = run_onnxruntime(with_initializers(proto, values), {"x": x})[output]
+        got = executor.execute_sync({"x": x})[output]
+        np.testing.assert_allclose(got, want, RTOL, ATOL)
+        changed = sorted(external)[0]
+        views[changed] *= -1
+        values[changed] = -values[changed]
+        want = run_onnxruntime(with_initializers(proto, values), {"x": x})[output]
+        np.testing.assert_allclose(executor.execute_sync({"x": x})[output], want, RTOL, ATOL)
+        assert device.hazard_count == 0
+    assert allocated(device) == caller_bytes  # Init's uploads freed, the caller's kept
+    for name, view in views.items():
+        np.testing.assert_array_equal(view, values[name])
+
+
+MLP_WEIGHTS = ("W0", "W1", "Wout", "b0", "b1", "bout")
+
+
+@pytest.mark.parametrize(
+    "external",
+    [
+        ("W0",),  # one weight, the first Init uploads
+        ("bout",),  # one weight, the last
+        tuple(w for w in MLP_WEIGHTS if w != "W0"),  # all but one
+        tuple(w for w in MLP_WEIGHTS if w != "bout"),
+        ("W1", "b0"),
+        ("W0", "Wout", "b1"),
+    ],
+    ids=lambda names: "+".join(names),
+)
+def test_a_mix_of_external_and_uploaded_weights_matches_onnxruntime(mlp_proto, external):
+    assert sorted(initializers(mlp_proto)) == list(MLP_WEIGHTS)
+    check_mixed_load(mlp_proto, mlp_proto, set(external), seed=len(external))
+
+
+def shared_weights_model():
+    """A and B each read by two ops (A by an Add and a Mul, B by a Mul and a Sub), C by one."""
+    rng = np.random.default_rng(7)
+    proto = model(
+        [
+            helper.make_node("Add", ["x", "A"], ["p"]),
+            helper.make_node("Mul", ["p", "A"], ["q"]),
+            helper.make_node("Mul", ["q", "B"], ["r"]),
+            helper.make_node("Sub", ["r", "B"], ["s"]),
+            helper.make_node("Add", ["s", "C"], ["y"]),
+        ],
+        [("x", FLOAT, ["n", 6])],
+        [("y", FLOAT, ["n", 6])],
+        [(name, rng.standard_normal(6).astype(np.float32)) for name in "ABC"],
+    )
+    return proto
+
+
+@pytest.mark.parametrize("external", [("A",), ("B",), ("A", "C"), ("B", "C"), ("A", "B")])
+def test_weights_read_by_two_ops_can_be_external_or_uploaded(external):
+    proto = shared_weights_model()
+    check_mixed_load(proto, proto, set(external), seed=11)
+
+
+@pytest.mark.parametrize("external", [("W0",), ("b0", "W1", "Wout", "bout"), MLP_WEIGHTS])
+def test_a_saved_lowered_graph_names_its_weights(mlp_proto, tmp_path, external):
+    """Lowering records the weights' names: a lowered graph saved and loaded again takes
+    constant_memory by name (no ONNX model needed)."""
+    path = save_graph(lower(mlp_proto), tmp_path / "mlp.rtsoa")
+    names = weight_names(load_graph(path))
+    assert sorted(names) == list(MLP_WEIGHTS)
+    assert all(names[name].shape == array.shape for name, array in initializers(mlp_proto).items())
+    check_mixed_load(path, mlp_proto, set(external), seed=3)
+    check_mixed_load(load_graph(path), mlp_proto, set(external), seed=5)
 
 
 def test_initializers_of_equal_contents_are_told_apart_by_name():
@@ -123,8 +217,20 @@ def test_initializers_of_equal_contents_are_told_apart_by_name():
     np.testing.assert_array_equal(got["z"], want["z"])
 
 
-def test_every_misuse_names_the_weight(mlp_proto):
+def without_weight_names(graph):
+    """`graph` as saved by an rtsoa whose lowering did not name the weights."""
+    keep = ~np.isin(graph.tensor_value, [weight.block for weight in init_weights(graph)])
+    return graph._replace(
+        tensor_value=graph.tensor_value[keep],
+        tensor_name=tuple(np.asarray(graph.tensor_name, dtype=object)[keep]),
+        tensor_rank=graph.tensor_rank[keep],
+        tensor_dim_start=graph.tensor_dim_start[keep],
+    )
+
+
+def test_every_misuse_names_the_weight(mlp_proto, tmp_path):
     graph = lower(mlp_proto)
+    saved = save_graph(graph, tmp_path / "mlp.rtsoa")
     weights = initializers(mlp_proto)
     device = model_device(graph)
     good = on_device(device, {"W0": weights["W0"]})["W0"]
@@ -147,17 +253,23 @@ def test_every_misuse_names_the_weight(mlp_proto):
         ({"W0": [1.0]}, "must be a device array (device.view) or a block handle, got list"),
         ({"W0": True}, "got bool"),
         ({"W0": freed}, "constant_memory['W0'] is not a live block of the model's device"),
+        ({"W0": other.handle_of(foreign)}, "['W0'] is not a live block of the model's device: "),
+        ({"W0": other.handle_of(foreign)}, "belongs to another device"),
         ({"W0": small}, "is a block of 16 bytes; the weight needs 2048 (float32 [16, 32])"),
         ({"W0": host}, "constant_memory['W0'] is host memory; weights live in hbm"),
         ({"W0": good, "b0": device.handle_of(good)}, "is the block of constant_memory['W0']"),
     ]
-    for memory, message in cases:
-        with pytest.raises(ConstantMemoryError, match=re.escape(message)) as error:
-            load_executor(mlp_proto, device=device, constant_memory=memory)
-        assert error.value.weight == (None if isinstance(memory, list) else list(memory)[-1])
-        assert isinstance(error.value, ModelInputError)
-    with pytest.raises(ConstantMemoryError, match="the graph does not name its weights"):
-        load_executor(graph, device=device, constant_memory={"W0": good})
+    for source in (mlp_proto, saved):  # by name from the ONNX model or the saved graph
+        for memory, message in cases:
+            with pytest.raises(ConstantMemoryError, match=re.escape(message)) as error:
+                load_executor(source, device=device, constant_memory=memory)
+            assert error.value.weight == (None if isinstance(memory, list) else list(memory)[-1])
+            assert isinstance(error.value, ModelInputError)
+    unnamed = without_weight_names(graph)
+    assert weight_names(unnamed) is None and sorted(weight_names(graph)) == sorted(weights)
+    with pytest.raises(ConstantMemoryError, match="the graph does not name its weights") as error:
+        load_executor(unnamed, device=device, constant_memory={"W0": good})
+    assert "lower the ONNX model again" in str(error.value)
     with pytest.raises(ModelResourceError, match="pass the device it was allocated on"):
         load_executor(mlp_proto, constant_memory={"W0": good})
     with pytest.raises(ModelResourceError, match="give that device"):
@@ -180,5 +292,10 @@ def test_a_weight_folded_at_lowering_is_not_a_weight_of_the_model():
     )
     device = model_device(lower(proto))
     view = on_device(device, {"W": w})["W"]
-    with pytest.raises(ConstantMemoryError, match=r"no weight 'W' uploaded by Init .* are \[\]"):
+    with pytest.raises(ConstantMemoryError, match=r"no weight 'W' uploaded by Init .* \['Wt'\]"):
         load_executor(proto, device=device, constant_memory={"W": view})
+    # the folded constant is the model's weight, under its own name
+    folded = on_device(device, {"Wt": np.ascontiguousarray(w.T)})
+    with load_executor(proto, device=device, constant_memory=folded) as executor:
+        x = np.arange(8, dtype=np.float32).reshape(2, 4)
+        np.testing.assert_array_equal(executor.execute_sync({"x": x})["y"], x @ w.T)

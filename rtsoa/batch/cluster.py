@@ -15,6 +15,7 @@ import re
 import uuid
 
 from rtsoa.batch.jobs import BatchError
+from rtsoa.batch.results import rows_batch
 from rtsoa.batch.worker import run_job
 
 _ADDRESS = re.compile(r"^(tcp|tls)://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
@@ -41,7 +42,7 @@ def _run_on_worker(job, settings):
 
 
 class DaskPool:
-    """Jobs as Dask tasks; `run(jobs)` yields one row per job, like `LocalPool`."""
+    """Jobs as Dask tasks; `run(jobs)` yields record batches of rows, like `LocalPool`."""
 
     def __init__(self, cluster, workers, settings, connect_timeout=10):
         if cluster != "local" and not _ADDRESS.match(cluster):
@@ -91,7 +92,7 @@ class DaskPool:
         self._distributed = distributed
 
     def run(self, jobs):
-        """Yield the result row of every job (completion order)."""
+        """Yield a record batch (RESULT_SCHEMA) per job with its row (completion order)."""
         distributed = self._distributed
         token = uuid.uuid4().hex[:12]
         pending = iter(enumerate(jobs))
@@ -118,7 +119,7 @@ class DaskPool:
         submit(self.size * _IN_FLIGHT_PER_WORKER)
         for future in completed:
             job = futures.pop(future.key)
-            yield self._row(future, job)
+            yield rows_batch([self._row(future, job)])
             future.release()
             submit(1)
 

@@ -49,6 +49,22 @@ RESULT_SCHEMA = pa.schema(
 )
 
 
+def rows_batch(rows):
+    """A record batch of result rows (dicts; a column a row lacks is null)."""
+    return pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+def rows_message(rows):
+    """Result rows as the bytes a local worker sends (one Arrow IPC record batch: the parent
+    reads it without a per-row Python step)."""
+    return rows_batch(rows).serialize().to_pybytes()
+
+
+def read_rows_message(data):
+    """The record batch of a worker's `rows_message`."""
+    return pa.ipc.read_record_batch(pa.py_buffer(data), RESULT_SCHEMA)
+
+
 def is_parquet(path):
     return str(path).endswith(".parquet")
 
@@ -78,8 +94,7 @@ class ResultsFile:
     def __init__(self, path, resume=False, force=False, flush_seconds=1.0, retry_failed=False):
         self.path = os.fspath(path)
         self.flush_seconds = flush_seconds
-        self._batches = []  # record batches already in the file or flushed
-        self._pending = []  # rows added, not yet in a record batch
+        self._batches = []  # record batches: those in the file, then those added
         self._dirty = False  # rows added since the last rewrite
         self.done = set()
         self._check_target(resume, force, retry_failed)
@@ -159,19 +174,21 @@ class ResultsFile:
                 os.unlink(leftover)
 
     def add(self, row):
-        """Record one job's row; the file is rewritten when the flush interval has passed."""
-        self._pending.append(row)
+        """Record one job's row (a dict); see `add_batch`."""
+        self.add_batch(rows_batch([row]))
+
+    def add_batch(self, batch):
+        """Record a record batch of rows (RESULT_SCHEMA); the file is rewritten when the flush
+        interval has passed."""
+        self._batches.append(batch)
         self._dirty = True
-        self.done.add(row["job"])
+        self.done.update(batch.column("job").to_pylist())
         interval = max(self.flush_seconds, 50 * self._write_cost)
         if time.monotonic() - self._last_flush >= interval:
             self.flush()
 
     def table(self):
         """Every row so far (file and added) as one table."""
-        if self._pending:
-            self._batches.append(pa.RecordBatch.from_pylist(self._pending, schema=RESULT_SCHEMA))
-            self._pending = []
         return pa.Table.from_batches(self._batches, schema=RESULT_SCHEMA)
 
     def flush(self, if_changed=False):

@@ -339,6 +339,7 @@ class _Emitter:
         self.edge(shape_node, alloc)
         self.edge(alloc, upload)
         self.node("FreeMemory", GraphKind.DEINIT, priority, [block])
+        self.builder.add_tensor_info(block, tensor.name, dims)  # weights by name (constants.py)
         self.shape_value[tensor.name] = shape
         self.block_value[tensor.name] = block
 

@@ -64,14 +64,7 @@ def load_executor(
         return StreamExecutor(source, executor, session=session, **options)
     graph = graph_of(source)
     if constant_memory is not None:
-        from rtsoa.graph.graph import ExecuteGraph
-        from rtsoa.runtime.constants import weight_names
-
-        onnx_source = not isinstance(source, ExecuteGraph) and not (
-            isinstance(source, str | os.PathLike) and os.path.isdir(source)
-        )
         options["constant_memory"] = constant_memory
-        options["weight_names"] = weight_names(graph, source if onnx_source else None)
     model = ModelExecutor(graph, executor, device, hbm_bytes, session=session, **options)
     return model.load() if load else model
 

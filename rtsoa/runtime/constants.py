@@ -12,25 +12,26 @@ memory is memory of the model's device:
 
 `constant_memory` maps a weight's name (its ONNX initializer name) to a view of a live block
 of that device (as `device.view` returns, of the weight's dtype and shape) or to the block's
-handle. Init then skips the weight's AllocMemory and UploadConstant (its shape is still set)
-and the value slot holds the caller's block; DeInit does not free it: the caller owns it,
-and must keep it alive and unchanged while the model is loaded.
+handle. Any subset of the weights may be given: Init skips the given weights' AllocMemory and
+UploadConstant (their shapes are still set) and uploads the others as usual, in the order it
+would run them all; the value slot of a given weight holds the caller's block. DeInit does not
+free the caller's blocks: the caller owns them, and must keep them alive and unchanged while
+the model is loaded.
 
-Names. A lowered graph names only its inputs, outputs and intermediates, so the weights'
-names come from the graph's tensors table when it names them, and else, for an ONNX source,
-from the model's initializers: each is the Init constant of the same dtype, shape and bytes
-(lowering uploads an initializer's bytes unchanged; initializers of equal contents are taken
-in name order, the order lowering emits them). A weight folded at lowering into another
-constant, or unused, is not a weight of the lowered model.
+Names. Lowering names each constant it uploads in the graph's tensors table by its tensor's
+name (an initializer's, or a Constant node's or a folded value's output), so a lowered graph,
+in memory or saved and loaded again, names its weights. An initializer folded at lowering into
+another constant (e.g. through a Transpose), or unused, is not a weight of the lowered model;
+the folded constant is, under its own name. A graph saved by an rtsoa that did not record the
+names is refused (lower the model again).
 """
 
-import hashlib
-import os
 from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa.errors import ModelInputError
+from rtsoa.errors import GraphFormatError, ModelInputError
+from rtsoa.executors.sequential import SequentialExecutor
 from rtsoa.graph.schema import GraphKind
 from rtsoa.runtime.checks import numpy_dtype, show_dims
 
@@ -89,49 +90,18 @@ def init_weights(graph):
     return weights
 
 
-def weight_names(graph, source=None):
-    """{name: Weight} of `graph`: names from its tensors table, else (`source` an ONNX path,
-    bytes or ModelProto) from the model's initializers (see the module docstring); None when
-    neither names them."""
+def weight_names(graph):
+    """{name: Weight} of `graph`'s Init weights, named by its tensors table; None when it
+    names none of them (lowered before lowering recorded weight names)."""
     weights = init_weights(graph)
     named = {}
     for weight in weights:
         info = graph.tensor_info(weight.block)
         if info is not None:
             named[info[0]] = weight
-    if named:
-        return named
-    if source is None:
+    if weights and not named:
         return None
-    by_content = {}
-    for weight in weights:
-        data = graph.constants[weight.offset : weight.offset + weight.nbytes]
-        by_content.setdefault(_content_key(weight.dtype, weight.shape, data), []).append(weight)
-    initializers = {}
-    for name, array in sorted(_initializers(source).items()):
-        data = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
-        initializers.setdefault(_content_key(array.dtype, array.shape, data), []).append(name)
-    for key, names in initializers.items():
-        for name, weight in zip(names, by_content.get(key, ()), strict=False):
-            named[name] = weight
     return named
-
-
-def _content_key(dtype, shape, data):
-    return np.dtype(dtype).str, tuple(shape), hashlib.sha256(data).digest()
-
-
-def _initializers(source):
-    import onnx
-    from onnx import numpy_helper
-
-    if isinstance(source, bytes | bytearray):
-        proto = onnx.load_from_string(bytes(source))
-    elif isinstance(source, str | os.PathLike):
-        proto = onnx.load(os.fspath(source))
-    else:
-        proto = source
-    return {init.name: numpy_helper.to_array(init) for init in proto.graph.initializer}
 
 
 def resolve(constant_memory, weights, device):
@@ -147,8 +117,8 @@ def resolve(constant_memory, weights, device):
         )
     if weights is None:
         raise ConstantMemoryError(
-            "the graph does not name its weights (a lowered graph names inputs and outputs "
-            "only): load the ONNX model itself to give constant_memory by initializer name"
+            "the graph does not name its weights (it was lowered by an rtsoa that did not "
+            "record their names): lower the ONNX model again, or load the model itself"
         )
     alignment = int(device.state.placement_config[PLACEMENT_HBM, PCFG_ALIGNMENT])
     resolved = {}
@@ -194,15 +164,6 @@ def resolve(constant_memory, weights, device):
             )
         owners[handle] = name
         resolved[weight.block] = handle
-    missing = sorted(set(weights) - set(constant_memory))
-    if missing:
-        # known defect: with some weights uploaded and others external, Init ran only part of
-        # its uploads (the outputs were wrong); refused until that is fixed
-        raise ConstantMemoryError(
-            f"constant_memory must give every weight of the model; missing {missing} (a mix of "
-            "uploaded and external weights is not supported yet)",
-            missing[0],
-        )
     return resolved
 
 
@@ -247,9 +208,17 @@ def _array_handle(where, name, array, weight, device, alignment):
 
 def prepare_root(graph, root, skipped, **prepare):
     """The sequential executor of `root` (Init or DeInit) without the `skipped` nodes (those
-    of the caller's weights): the others run in their usual order."""
+    of the caller's weights): the others run in the order the whole root would run them.
+
+    The order is computed over the whole root and the skipped nodes are then dropped from it
+    (a subsequence of a topological order is one of the nodes kept, as none of them waits for
+    a skipped node). Filtering the root's nodes before ordering is wrong: Kahn's order walks
+    every successor edge, so a kept ConstTensor made its skipped AllocMemory ready again, the
+    skipped nodes took places in the order and the last uploads were cut off (with every
+    weight external they happened to come last, so only mixes showed it)."""
     from rtsoa.executors import prepare_executor
-    from rtsoa.executors.base import EXECUTORS, bind
+    from rtsoa.executors.base import bind
+    from rtsoa.executors.sequential import priority_order
 
     if not skipped:
         return prepare_executor(graph, "sequential", root=root, **prepare)
@@ -262,8 +231,23 @@ def prepare_root(graph, root, skipped, **prepare):
                 f"node {int(waiting[0])} of {root.name} waits for node {node}, which "
                 "external constant memory skips"
             )
+    order = priority_order(graph, binding.nodes, binding.starts)
+    if order is None:
+        raise GraphFormatError(f"the {root.name} graph has a cycle", "edges", "target")
+    order = order[~np.isin(order, skipped)]
     binding = binding._replace(
         nodes=np.setdiff1d(binding.nodes, skipped).astype(binding.nodes.dtype),
         starts=np.setdiff1d(binding.starts, skipped).astype(binding.starts.dtype),
     )
-    return EXECUTORS["sequential"](graph, binding, **prepare)
+    return _OrderedSequential(graph, binding, order, **prepare)
+
+
+class _OrderedSequential(SequentialExecutor):
+    """The sequential executor on an order given to it (prepare_root's), not computed."""
+
+    def __init__(self, graph, binding, order, **prepare):
+        self._given_order = np.ascontiguousarray(order, dtype=np.int32)
+        super().__init__(graph, binding, **prepare)
+
+    def _prepare(self):
+        return (self._given_order,)

@@ -53,8 +53,8 @@ class ModelExecutor:
     blocks of this executor's device: the compiled kernels read device blocks only);
     `stream_allocator`, `event_allocator`, `notify_allocator`: external allocators, all or none
     (see resources.py). `constant_memory`: {weight name: device array or block handle} of
-    weights the caller holds in `device`'s memory, used in place (see constants.py);
-    `weight_names`: the model's {name: Weight} when the graph's tables do not name them.
+    weights the caller holds in `device`'s memory, used in place (any subset of the weights
+    named by the graph; see constants.py).
     """
 
     def __init__(
@@ -70,7 +70,6 @@ class ModelExecutor:
         event_allocator=None,
         notify_allocator=None,
         constant_memory=None,
-        weight_names=None,
     ):
         if not is_model(graph):
             raise ModelInputError(
@@ -96,10 +95,9 @@ class ModelExecutor:
                     "constant_memory is memory of the model's device: pass the device it was "
                     "allocated on (device=...)"
                 )
-            if weight_names is None:
-                weight_names = constants.weight_names(graph)
-            caller_blocks = constants.resolve(constant_memory, weight_names, device)
-            weights = {weight.block: weight for weight in weight_names.values()}
+            named = constants.weight_names(graph)
+            caller_blocks = constants.resolve(constant_memory, named, device)
+            weights = {weight.block: weight for weight in named.values()}
             pairs = [(weights[block], handle) for block, handle in caller_blocks.items()]
             self.home = ModelHome(graph, device, external=pairs)
         else:
