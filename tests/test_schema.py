@@ -4,6 +4,7 @@ Each test's docstring names the mutations of rtsoa/graph (schema.py, io.py, vali
 catches, so a reader can see that every check of the field table can fail.
 """
 
+import re
 import shutil
 
 import numpy as np
@@ -263,6 +264,20 @@ def test_offsets_errors_name_the_offsets_column_and_row(saved, copy, offsets, ta
     with pytest.raises(GraphFormatError, match=targets.where) as info:
         load_graph(copy)
     assert where(info.value) == (offsets.table, offsets.column, n)
+
+
+@pytest.mark.parametrize("offsets,targets", CSRS, ids=lambda field: field.name)
+def test_a_last_offset_short_of_its_targets_is_refused(offsets, targets):
+    """Offsets capped one below the targets' length: still monotone, but the last entry of the
+    targets column belongs to no node. Caught mutant (mutation testing, 2026-12-02): the last
+    offset check `offsets[n] != length` -> `>`, which only refused a last offset past the end."""
+    graph = every_table_graph()
+    length = len(getattr(graph, targets.name))
+    capped = np.minimum(getattr(graph, offsets.name), length - 1)
+    message = f"last offset {length - 1} does not match {targets.where} length {length}"
+    with pytest.raises(GraphFormatError, match=re.escape(message)) as info:
+        validate_graph(graph._replace(**{offsets.name: capped}))
+    assert where(info.value) == (offsets.table, offsets.column, graph.num_nodes)
 
 
 def test_a_too_large_offset_is_reported_at_its_own_row(tmp_path):

@@ -137,6 +137,18 @@ def test_a_short_offsets_column_names_the_expected_row_count():
     assert where(info.value)[:2] == ("node_offsets", "successors")
 
 
+def test_a_long_offsets_column_is_refused():
+    """One offset too many, repeating the last (so the offsets alone look fine: monotone, from
+    0 to the targets' length). Caught mutant (mutation testing, 2026-12-02): the offsets length
+    check `length != n + 1` -> `<`, which accepted a longer column."""
+    graph = small_graph(nodes=3)
+    longer = np.append(graph.succ_offsets, graph.succ_offsets[-1])
+    with pytest.raises(GraphFormatError) as info:
+        validate_graph(graph._replace(succ_offsets=longer))
+    assert "has 5 rows, expected nodes + 1 = 4" in str(info.value)
+    assert where(info.value) == ("node_offsets", "successors", None)
+
+
 def test_kernel_names_are_required_only_when_there_are_nodes():
     """One node and no kernel name is refused; no node and no kernel name is a valid empty
     graph. Caught mutants: `graph.num_nodes > 0` -> `> 1` / `>= 0`."""
