@@ -416,10 +416,13 @@ def test_in_degree_template_must_fit_the_incoming_edges(copy, template):
     assert where(info.value) == ("nodes", "in_degree", node)
 
 
-def test_a_bad_io_role_names_its_row(copy):
+@pytest.mark.parametrize("row", [0, 2])
+def test_a_bad_io_role_names_its_row(copy, row):
     """graph_io.role is checked before the split by role (load_graph's check_ids). Caught
-    mutant (mutation testing): check_ids raising only for row 0 (`row >= 0` -> `row == 0`)."""
-    set_value(copy, IO_TABLE, ROLE_COLUMN, 2, 7)
-    with pytest.raises(GraphFormatError, match="value 7 out of range") as info:
+    mutants (mutation testing): check_ids raising only for row 0 (`row >= 0` -> `row == 0`),
+    and never for row 0 (`row >= 0` -> `row > 0`, 2026-12-02)."""
+    set_value(copy, IO_TABLE, ROLE_COLUMN, row, 7)
+    with pytest.raises(GraphFormatError) as info:
         load_graph(copy)
-    assert where(info.value) == (IO_TABLE, ROLE_COLUMN, 2)
+    assert str(info.value).endswith(": value 7 out of range [0, 2)")
+    assert where(info.value) == (IO_TABLE, ROLE_COLUMN, row)

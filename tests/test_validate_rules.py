@@ -180,3 +180,37 @@ def test_graph_parents_of_roots_and_subgraphs():
     with pytest.raises(GraphFormatError, match="earlier graph") as info:
         validate_graph(graph._replace(graph_parent=parents))
     assert where(info.value) == ("graphs", "parent", 3)
+
+
+@pytest.mark.parametrize(("graph_id", "kind"), [(1, GraphKind.INIT), (2, GraphKind.MAIN)])
+def test_a_root_graph_of_an_earlier_root_kind_is_refused(graph_id, kind):
+    """Main marked Init, DeInit marked Main: kinds below the root's own. Caught mutant
+    (mutation testing, 2026-12-02): `kinds[graph_id] != root` -> `>`, which refused only kinds
+    above the root's (a branch in Main's place, the case test_schema.py checks)."""
+    graph = small_graph()
+    kinds = graph.graph_kind.copy()
+    kinds[graph_id] = kind
+    with pytest.raises(GraphFormatError) as info:
+        validate_graph(graph._replace(graph_kind=kinds))
+    root = GraphKind(graph_id).name
+    assert str(info.value).endswith(f": graph {graph_id} must be the root {root}")
+    assert where(info.value) == ("graphs", "kind", graph_id)
+
+
+def test_a_subgraph_whose_parent_comes_later_is_refused():
+    """Two branches of Init; the first given the second as its parent: no cycle (the second's
+    parent is Init), but a parent with a larger id, which root_graphs cannot resolve in one
+    pass. Caught mutant (mutation testing, 2026-12-02): `0 <= parents[graph_id] < graph_id` ->
+    `!= graph_id`, which refused a graph as its own parent only."""
+    b = GraphBuilder(stream_count=1)
+    first = b.add_subgraph(GraphKind.BRANCH, parent=GraphKind.INIT)
+    second = b.add_subgraph(GraphKind.BRANCH, parent=GraphKind.INIT)
+    b.add_node("A", graph=first)
+    b.add_node("B", graph=second)
+    graph = b.finalize()
+    parents = graph.graph_parent.copy()
+    parents[first] = second
+    with pytest.raises(GraphFormatError) as info:
+        validate_graph(graph._replace(graph_parent=parents))
+    assert str(info.value).endswith(": a subgraph's parent must be an earlier graph")
+    assert where(info.value) == ("graphs", "parent", first)
