@@ -309,14 +309,29 @@ SHORTENED = [
 ] + [fields[0] for fields in TABLE_FIELDS.values() if isinstance(fields[0].ids, Offsets)]
 
 
+@pytest.mark.parametrize("change", ["shorter", "longer"])
 @pytest.mark.parametrize("field", SHORTENED, ids=lambda field: field.name)
-def test_wrong_length_names_the_field(field):
-    """A column shorter than its table (or than nodes + 1 for offsets). Catches: a field left
-    out of _check_lengths, or the error naming the table's first column instead."""
+def test_wrong_length_names_the_field(field, change):
+    """A column one row shorter or longer than its table (or than nodes + 1 for offsets).
+    Catches: a field left out of _check_lengths, or the error naming the table's first column
+    instead; a longer column accepted (mutation testing, 2026-12-02: `length != len(first)` ->
+    `<` survived when only shorter columns were tried)."""
     graph = every_table_graph()
-    value = getattr(graph, field.name)[:-1]
-    with pytest.raises(GraphFormatError, match="rows") as info:
+    value = getattr(graph, field.name)
+    if change == "shorter":
+        value = value[:-1]
+    elif field.dtype is None:
+        value = value + (value[-1],)
+    else:
+        value = np.append(value, value[-1])
+    with pytest.raises(GraphFormatError) as info:
         validate_graph(graph._replace(**{field.name: value}))
+    if isinstance(field.ids, Offsets):
+        expected = f"has {len(value)} rows, expected nodes + 1 = {graph.num_nodes + 1}"
+    else:
+        first = TABLE_FIELDS[field.table][0]
+        expected = f"has {len(value)} rows, {first.where} has {len(getattr(graph, first.name))}"
+    assert str(info.value).endswith(": " + expected)
     assert where(info.value) == (field.table, field.column, None)
 
 
