@@ -4,6 +4,7 @@ Each test's docstring names the mutations of rtsoa/graph (schema.py, io.py, vali
 catches, so a reader can see that every check of the field table can fail.
 """
 
+import re
 import shutil
 
 import numpy as np
@@ -265,6 +266,20 @@ def test_offsets_errors_name_the_offsets_column_and_row(saved, copy, offsets, ta
     assert where(info.value) == (offsets.table, offsets.column, n)
 
 
+@pytest.mark.parametrize("offsets,targets", CSRS, ids=lambda field: field.name)
+def test_a_last_offset_short_of_its_targets_is_refused(offsets, targets):
+    """Offsets capped one below the targets' length: still monotone, but the last entry of the
+    targets column belongs to no node. Caught mutant (mutation testing, 2026-12-02): the last
+    offset check `offsets[n] != length` -> `>`, which only refused a last offset past the end."""
+    graph = every_table_graph()
+    length = len(getattr(graph, targets.name))
+    capped = np.minimum(getattr(graph, offsets.name), length - 1)
+    message = f"last offset {length - 1} does not match {targets.where} length {length}"
+    with pytest.raises(GraphFormatError, match=re.escape(message)) as info:
+        validate_graph(graph._replace(**{offsets.name: capped}))
+    assert where(info.value) == (offsets.table, offsets.column, graph.num_nodes)
+
+
 def test_a_too_large_offset_is_reported_at_its_own_row(tmp_path):
     """The issue's case on a generated graph: node_offsets.successors row 4 set to 10**9."""
     path = tmp_path / "g.rtsoa"
@@ -294,14 +309,29 @@ SHORTENED = [
 ] + [fields[0] for fields in TABLE_FIELDS.values() if isinstance(fields[0].ids, Offsets)]
 
 
+@pytest.mark.parametrize("change", ["shorter", "longer"])
 @pytest.mark.parametrize("field", SHORTENED, ids=lambda field: field.name)
-def test_wrong_length_names_the_field(field):
-    """A column shorter than its table (or than nodes + 1 for offsets). Catches: a field left
-    out of _check_lengths, or the error naming the table's first column instead."""
+def test_wrong_length_names_the_field(field, change):
+    """A column one row shorter or longer than its table (or than nodes + 1 for offsets).
+    Catches: a field left out of _check_lengths, or the error naming the table's first column
+    instead; a longer column accepted (mutation testing, 2026-12-02: `length != len(first)` ->
+    `<` survived when only shorter columns were tried)."""
     graph = every_table_graph()
-    value = getattr(graph, field.name)[:-1]
-    with pytest.raises(GraphFormatError, match="rows") as info:
+    value = getattr(graph, field.name)
+    if change == "shorter":
+        value = value[:-1]
+    elif field.dtype is None:
+        value = value + (value[-1],)
+    else:
+        value = np.append(value, value[-1])
+    with pytest.raises(GraphFormatError) as info:
         validate_graph(graph._replace(**{field.name: value}))
+    if isinstance(field.ids, Offsets):
+        expected = f"has {len(value)} rows, expected nodes + 1 = {graph.num_nodes + 1}"
+    else:
+        first = TABLE_FIELDS[field.table][0]
+        expected = f"has {len(value)} rows, {first.where} has {len(getattr(graph, first.name))}"
+    assert str(info.value).endswith(": " + expected)
     assert where(info.value) == (field.table, field.column, None)
 
 
@@ -401,10 +431,13 @@ def test_in_degree_template_must_fit_the_incoming_edges(copy, template):
     assert where(info.value) == ("nodes", "in_degree", node)
 
 
-def test_a_bad_io_role_names_its_row(copy):
+@pytest.mark.parametrize("row", [0, 2])
+def test_a_bad_io_role_names_its_row(copy, row):
     """graph_io.role is checked before the split by role (load_graph's check_ids). Caught
-    mutant (mutation testing): check_ids raising only for row 0 (`row >= 0` -> `row == 0`)."""
-    set_value(copy, IO_TABLE, ROLE_COLUMN, 2, 7)
-    with pytest.raises(GraphFormatError, match="value 7 out of range") as info:
+    mutants (mutation testing): check_ids raising only for row 0 (`row >= 0` -> `row == 0`),
+    and never for row 0 (`row >= 0` -> `row > 0`, 2026-12-02)."""
+    set_value(copy, IO_TABLE, ROLE_COLUMN, row, 7)
+    with pytest.raises(GraphFormatError) as info:
         load_graph(copy)
-    assert where(info.value) == (IO_TABLE, ROLE_COLUMN, 2)
+    assert str(info.value).endswith(": value 7 out of range [0, 2)")
+    assert where(info.value) == (IO_TABLE, ROLE_COLUMN, row)

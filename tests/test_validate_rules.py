@@ -137,6 +137,18 @@ def test_a_short_offsets_column_names_the_expected_row_count():
     assert where(info.value)[:2] == ("node_offsets", "successors")
 
 
+def test_a_long_offsets_column_is_refused():
+    """One offset too many, repeating the last (so the offsets alone look fine: monotone, from
+    0 to the targets' length). Caught mutant (mutation testing, 2026-12-02): the offsets length
+    check `length != n + 1` -> `<`, which accepted a longer column."""
+    graph = small_graph(nodes=3)
+    longer = np.append(graph.succ_offsets, graph.succ_offsets[-1])
+    with pytest.raises(GraphFormatError) as info:
+        validate_graph(graph._replace(succ_offsets=longer))
+    assert "has 5 rows, expected nodes + 1 = 4" in str(info.value)
+    assert where(info.value) == ("node_offsets", "successors", None)
+
+
 def test_kernel_names_are_required_only_when_there_are_nodes():
     """One node and no kernel name is refused; no node and no kernel name is a valid empty
     graph. Caught mutants: `graph.num_nodes > 0` -> `> 1` / `>= 0`."""
@@ -168,3 +180,37 @@ def test_graph_parents_of_roots_and_subgraphs():
     with pytest.raises(GraphFormatError, match="earlier graph") as info:
         validate_graph(graph._replace(graph_parent=parents))
     assert where(info.value) == ("graphs", "parent", 3)
+
+
+@pytest.mark.parametrize(("graph_id", "kind"), [(1, GraphKind.INIT), (2, GraphKind.MAIN)])
+def test_a_root_graph_of_an_earlier_root_kind_is_refused(graph_id, kind):
+    """Main marked Init, DeInit marked Main: kinds below the root's own. Caught mutant
+    (mutation testing, 2026-12-02): `kinds[graph_id] != root` -> `>`, which refused only kinds
+    above the root's (a branch in Main's place, the case test_schema.py checks)."""
+    graph = small_graph()
+    kinds = graph.graph_kind.copy()
+    kinds[graph_id] = kind
+    with pytest.raises(GraphFormatError) as info:
+        validate_graph(graph._replace(graph_kind=kinds))
+    root = GraphKind(graph_id).name
+    assert str(info.value).endswith(f": graph {graph_id} must be the root {root}")
+    assert where(info.value) == ("graphs", "kind", graph_id)
+
+
+def test_a_subgraph_whose_parent_comes_later_is_refused():
+    """Two branches of Init; the first given the second as its parent: no cycle (the second's
+    parent is Init), but a parent with a larger id, which root_graphs cannot resolve in one
+    pass. Caught mutant (mutation testing, 2026-12-02): `0 <= parents[graph_id] < graph_id` ->
+    `!= graph_id`, which refused a graph as its own parent only."""
+    b = GraphBuilder(stream_count=1)
+    first = b.add_subgraph(GraphKind.BRANCH, parent=GraphKind.INIT)
+    second = b.add_subgraph(GraphKind.BRANCH, parent=GraphKind.INIT)
+    b.add_node("A", graph=first)
+    b.add_node("B", graph=second)
+    graph = b.finalize()
+    parents = graph.graph_parent.copy()
+    parents[first] = second
+    with pytest.raises(GraphFormatError) as info:
+        validate_graph(graph._replace(graph_parent=parents))
+    assert str(info.value).endswith(": a subgraph's parent must be an earlier graph")
+    assert where(info.value) == ("graphs", "parent", first)
