@@ -150,37 +150,61 @@ class DaskBatch(_Pools):
     track_jobs_per_second.unit = "jobs/s"
 
 
+def _print_round(one, two):
+    ratio = one.wall / two.wall
+    overhead_one = (one.wall / JOBS - one.run) * 1e3
+    overhead_two = (2 * two.wall / JOBS - two.run) * 1e3
+    for workers, batch in ((1, one), (2, two)):
+        print(
+            f"  {workers} local worker(s) {JOBS / batch.wall:7.1f} jobs/s (run "
+            f"{batch.run * 1e3:.3f} ms, parent CPU {batch.parent_cpu * 1e6:.1f} us/job)"
+        )
+    print(f"  2 / 1 workers    {ratio:7.2f}x   ({_verdict(ratio, 1.8, True)})")
+    print(
+        f"  per-job overhead {overhead_one:7.2f} ms with 1 worker "
+        f"({_verdict(overhead_one, 5, False)}), {overhead_two:.2f} ms with 2"
+    )
+
+
 def _verdict(value, target, higher_is_better):
     met = value >= target if higher_is_better else value < target
     return f"target {'>=' if higher_is_better else '<'} {target}: {'met' if met else 'NOT met'}"
 
 
-def main():
-    """Print the figures with the machine's load (1-minute average before each round)."""
+def main(rounds=2):
+    """Print the figures with the machine's load (1-minute average before each round), and
+    with several rounds their medians (a batch lasts a fraction of a second: one busy moment
+    of another process moves a round's ratio a lot)."""
     print(f"{JOBS} jobs of {GRAPH.name}, warm pools, every row checked (status, checksum)")
     local = LocalBatch()
     local.setup()
+    measured = []
     try:
-        for round_number in range(2):
+        for round_number in range(rounds):
             load = os.getloadavg()[0]
             one, two = local._rates()
-            ratio = one.wall / two.wall
-            overhead_one = (one.wall / JOBS - one.run) * 1e3
-            overhead_two = (2 * two.wall / JOBS - two.run) * 1e3
+            measured.append((one, two))
             print(f"round {round_number + 1}, load average {load:.1f}:")
-            for workers, measured in ((1, one), (2, two)):
-                print(
-                    f"  {workers} local worker(s) {JOBS / measured.wall:7.1f} jobs/s (run "
-                    f"{measured.run * 1e3:.3f} ms, parent CPU {measured.parent_cpu * 1e6:.1f} "
-                    "us/job)"
-                )
-            print(f"  2 / 1 workers    {ratio:7.2f}x   ({_verdict(ratio, 1.8, True)})")
-            print(
-                f"  per-job overhead {overhead_one:7.2f} ms with 1 worker "
-                f"({_verdict(overhead_one, 5, False)}), {overhead_two:.2f} ms with 2"
-            )
+            _print_round(one, two)
     finally:
         local.teardown()
+    if rounds > 2:
+        ones = [one for one, _ in measured]
+        twos = [two for _, two in measured]
+        ratio = statistics.median(one.wall / two.wall for one, two in measured)
+        print(f"medians of {rounds} rounds, load average now {os.getloadavg()[0]:.1f}:")
+        for workers, batches in ((1, ones), (2, twos)):
+            rate = statistics.median(JOBS / batch.wall for batch in batches)
+            cpu = statistics.median(batch.parent_cpu for batch in batches)
+            print(
+                f"  {workers} local worker(s) {rate:7.1f} jobs/s "
+                f"(parent CPU {cpu * 1e6:.1f} us/job)"
+            )
+        print(
+            f"  2 / 1 workers    {ratio:7.2f}x   ({_verdict(ratio, 1.8, True)}; per-round ratios "
+            f"{min(o.wall / t.wall for o, t in measured):.2f} .. "
+            f"{max(o.wall / t.wall for o, t in measured):.2f})"
+        )
     dask = DaskBatch()
     try:
         dask.setup()
@@ -196,4 +220,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
