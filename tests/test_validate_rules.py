@@ -214,3 +214,27 @@ def test_a_subgraph_whose_parent_comes_later_is_refused():
         validate_graph(graph._replace(graph_parent=parents))
     assert str(info.value).endswith(": a subgraph's parent must be an earlier graph")
     assert where(info.value) == ("graphs", "parent", first)
+
+
+def test_an_unsound_join_is_refused_when_every_node_is_clamped():
+    """Three wait-anyone nodes, each fed by the other two (template 1 of 2 edges): every node is
+    clamped, none is a start node, and no join is sound (no branch or loop body makes the
+    predecessors exclusive). Caught mutant (mutation testing, 2026-12-02, validate-jit):
+    `_check_edges`' `clamped = clamped or template < actual[v]` -> `template == actual[v]`, which
+    ran the join check only in graphs with some unclamped node (every other graph has one: a
+    start node's 0 of 0 edges)."""
+    b = GraphBuilder(stream_count=1)
+    nodes = [b.add_node("A", wait_anyone=True) for _ in range(3)]
+    for source in nodes:
+        for target in nodes:
+            if source != target:
+                b.add_edge(source, target)
+    b.has_loops = True  # the cycles are allowed; the joins are not
+    with pytest.raises(GraphFormatError) as info:
+        b.finalize()
+    assert str(info.value).endswith(
+        ": node 0 has in-degree template 1 below its edge count (a wait-anyone join), but its "
+        "predecessors are not in branch or loop-body subgraphs, so nothing makes them exclusive "
+        "and it would run once per predecessor"
+    )
+    assert where(info.value) == ("nodes", "in_degree", 0)
