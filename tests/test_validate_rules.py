@@ -238,3 +238,43 @@ def test_an_unsound_join_is_refused_when_every_node_is_clamped():
         "and it would run once per predecessor"
     )
     assert where(info.value) == ("nodes", "in_degree", 0)
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        (GraphKind.INIT, GraphKind.MAIN),
+        (GraphKind.MAIN, GraphKind.INIT),
+        (GraphKind.DEINIT, GraphKind.MAIN),
+    ],
+)
+def test_an_edge_between_root_graphs_is_refused_in_either_direction(source, target):
+    """Caught mutant (mutation testing, 2026-12-02, validate-jit): `_check_edges`'
+    `node_root[t] != node_root[u]` -> `>`, which refused only edges into a later root graph
+    (test_graph.py tries Init -> Main alone)."""
+    b = GraphBuilder(stream_count=1)
+    b.add_node("A", graph=target)
+    b.add_node("B", graph=source)
+    b.add_edge(1, 0)
+    with pytest.raises(GraphFormatError) as info:
+        b.finalize()
+    message = "edge from node 1 crosses from one root graph (Init/Main/DeInit) to another"
+    assert str(info.value).endswith(": " + message)
+    assert where(info.value) == ("edges", "target", 0)
+
+
+def test_a_duplicate_successor_is_named_at_its_edge_row():
+    """The builder merges duplicate edges, so only a file or an in-memory graph has one: node 0
+    listing node 1 twice (node 1's template 2 fits its two incoming edges). Caught mutants
+    (mutation testing, 2026-12-02, validate-jit): `stamp[t] == u` -> `>` (never true: the
+    stamp of a target is at most the current node), which accepted every duplicate."""
+    graph = small_graph(nodes=3)  # 0 -> 1 -> 2
+    duplicated = graph._replace(
+        succ_offsets=np.array([0, 2, 3, 3], dtype=graph.succ_offsets.dtype),
+        succ_targets=np.array([1, 1, 2], dtype=graph.succ_targets.dtype),
+        in_degree=np.array([0, 2, 1], dtype=graph.in_degree.dtype),
+    )
+    with pytest.raises(GraphFormatError) as info:
+        validate_graph(duplicated)
+    assert str(info.value).endswith(": duplicate successor of node 0")
+    assert where(info.value) == ("edges", "target", 1)
