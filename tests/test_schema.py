@@ -418,16 +418,26 @@ def test_in_memory_tables_match_saved_tables(saved):
         assert read(path, name).equals(table), name
 
 
-@pytest.mark.parametrize("template", [0, 3, -1])
+@pytest.mark.parametrize("template", [0, 2, 3, -1])
 def test_in_degree_template_must_fit_the_incoming_edges(copy, template):
     """A node with incoming edges must wait for 1 .. (its edge count) of them: 0 would start it
     at once, more would never start it. Catches: the `template == 0 with edges` rule dropped
-    from _check_edges (mutation testing: `template == 0` mutated to `template < 0` survived)."""
+    from _check_edges (mutation testing: `template == 0` mutated to `template < 0` survived;
+    2026-12-02: `template == 0` -> `== -1` / `< 0` and `template < 0` -> `< -1` survived while
+    the test matched only "in-degree template", because the join check then refused the 0 or
+    -1 as a clamped template with its own message; `actual[t] += 1` -> `+= 2`, which doubled
+    every edge count, is caught by the template 2 and by the quoted edge count)."""
     graph = load_graph(copy)
     node = int(np.flatnonzero(graph.in_degree == 1)[0])
+    edges = int(np.count_nonzero(graph.succ_targets == node))
     set_value(copy, "nodes", "in_degree", node, template)
-    with pytest.raises(GraphFormatError, match="in-degree template") as info:
+    with pytest.raises(GraphFormatError) as info:
         load_graph(copy)
+    # the edge pass's message, not the join check's (which refuses a clamped template of 0 too)
+    assert str(info.value).endswith(
+        f": in-degree template {template} does not fit the {edges} incoming edge(s) (must be 0 "
+        "for start nodes, else between 1 and the edge count)"
+    )
     assert where(info.value) == ("nodes", "in_degree", node)
 
 

@@ -85,6 +85,22 @@ def test_control_flow_graphs_validate():
     assert (graph.in_degree < incoming).any()  # some node is clamped: the join check ran
 
 
+def test_values_ordered_by_backward_edges_validate():
+    """Every edge goes from a larger id to a smaller one, and each use is ordered after its
+    producer by them: a valid graph. The race check takes the ids as the topological order only
+    when every edge goes forward. Caught mutants (mutation testing, 2026-12-02, validate-jit):
+    `_check_edges`' `forward and t > u` -> `t < u` / `t <= u`, which called an all-backward
+    graph forward and so made the race check refuse these uses as unordered."""
+    b = GraphBuilder(stream_count=1)
+    nodes = [b.add_node("A") for _ in range(3)]
+    for source, target in ((2, 1), (1, 0)):
+        b.add_edge(nodes[source], nodes[target])
+        value = b.add_value(ValueKind.INT, producer=nodes[source])
+        b.add_input(nodes[target], value)
+    graph = b.finalize()
+    assert (graph.succ_targets < np.repeat(np.arange(3), np.diff(graph.succ_offsets))).all()
+
+
 def test_backward_edges_without_a_cycle_validate_and_a_cycle_through_node_0_is_named():
     """Edges from larger to smaller ids: acyclic, but not provably so by the edge pass, so the
     Kahn pass runs and finds nothing. A cycle through node 0 is named at node 0's successor
@@ -214,3 +230,67 @@ def test_a_subgraph_whose_parent_comes_later_is_refused():
         validate_graph(graph._replace(graph_parent=parents))
     assert str(info.value).endswith(": a subgraph's parent must be an earlier graph")
     assert where(info.value) == ("graphs", "parent", first)
+
+
+def test_an_unsound_join_is_refused_when_every_node_is_clamped():
+    """Three wait-anyone nodes, each fed by the other two (template 1 of 2 edges): every node is
+    clamped, none is a start node, and no join is sound (no branch or loop body makes the
+    predecessors exclusive). Caught mutant (mutation testing, 2026-12-02, validate-jit):
+    `_check_edges`' `clamped = clamped or template < actual[v]` -> `template == actual[v]`, which
+    ran the join check only in graphs with some unclamped node (every other graph has one: a
+    start node's 0 of 0 edges)."""
+    b = GraphBuilder(stream_count=1)
+    nodes = [b.add_node("A", wait_anyone=True) for _ in range(3)]
+    for source in nodes:
+        for target in nodes:
+            if source != target:
+                b.add_edge(source, target)
+    b.has_loops = True  # the cycles are allowed; the joins are not
+    with pytest.raises(GraphFormatError) as info:
+        b.finalize()
+    assert str(info.value).endswith(
+        ": node 0 has in-degree template 1 below its edge count (a wait-anyone join), but its "
+        "predecessors are not in branch or loop-body subgraphs, so nothing makes them exclusive "
+        "and it would run once per predecessor"
+    )
+    assert where(info.value) == ("nodes", "in_degree", 0)
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        (GraphKind.INIT, GraphKind.MAIN),
+        (GraphKind.MAIN, GraphKind.INIT),
+        (GraphKind.DEINIT, GraphKind.MAIN),
+    ],
+)
+def test_an_edge_between_root_graphs_is_refused_in_either_direction(source, target):
+    """Caught mutant (mutation testing, 2026-12-02, validate-jit): `_check_edges`'
+    `node_root[t] != node_root[u]` -> `>`, which refused only edges into a later root graph
+    (test_graph.py tries Init -> Main alone)."""
+    b = GraphBuilder(stream_count=1)
+    b.add_node("A", graph=target)
+    b.add_node("B", graph=source)
+    b.add_edge(1, 0)
+    with pytest.raises(GraphFormatError) as info:
+        b.finalize()
+    message = "edge from node 1 crosses from one root graph (Init/Main/DeInit) to another"
+    assert str(info.value).endswith(": " + message)
+    assert where(info.value) == ("edges", "target", 0)
+
+
+def test_a_duplicate_successor_is_named_at_its_edge_row():
+    """The builder merges duplicate edges, so only a file or an in-memory graph has one: node 0
+    listing node 1 twice (node 1's template 2 fits its two incoming edges). Caught mutants
+    (mutation testing, 2026-12-02, validate-jit): `stamp[t] == u` -> `>` (never true: the
+    stamp of a target is at most the current node), which accepted every duplicate."""
+    graph = small_graph(nodes=3)  # 0 -> 1 -> 2
+    duplicated = graph._replace(
+        succ_offsets=np.array([0, 2, 3, 3], dtype=graph.succ_offsets.dtype),
+        succ_targets=np.array([1, 1, 2], dtype=graph.succ_targets.dtype),
+        in_degree=np.array([0, 2, 1], dtype=graph.in_degree.dtype),
+    )
+    with pytest.raises(GraphFormatError) as info:
+        validate_graph(duplicated)
+    assert str(info.value).endswith(": duplicate successor of node 0")
+    assert where(info.value) == ("edges", "target", 1)
