@@ -28,6 +28,7 @@ import warnings
 import numba
 from numba import njit
 from numba.core import caching
+from numba.core import types as numba_types
 from numba.core.registry import CPUDispatcher
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "boundscheck": False}
@@ -206,6 +207,21 @@ class InternalDispatcher(CPUDispatcher):
     does not record the wrapper flags)."""
 
     _python_twin = None
+    # Whether jitted callers' constant arguments stay literal types. Numba compiles one
+    # specialisation per literal value a jitted caller passes (`f(x, True)` and `f(x, False)`
+    # are two compiles of `f` and of everything it calls with that argument): 335 of the 823
+    # signatures a full test run cached had a literal argument (op codes, hazard kinds, a
+    # `device_malloc(dev, 0, 64, 1)` that compiled the allocator tree a second time). Types
+    # are widened to their plain type instead, so one compile serves every constant; LLVM
+    # still folds a constant where the callee is inlined. `@jit_internal(literal_args=True)`
+    # keeps them, for a function whose typing needs the value (none does today).
+    keeps_literals = False
+
+    def get_call_template(self, args, kws):
+        if not self.keeps_literals:
+            args = tuple(numba_types.unliteral(a) for a in args)
+            kws = {k: numba_types.unliteral(v) for k, v in kws.items()}
+        return super().get_call_template(args, kws)
 
     def __call__(self, *args, **kwargs):
         twin = self._python_twin
@@ -239,9 +255,11 @@ def jit_internal(fn=None, **overrides):
     returns an `InternalDispatcher`. Usable as `@jit_internal` or `@jit_internal(...)`."""
     options = {**JIT_OPTIONS, **NO_WRAPPER, **overrides, "nopython": True}
     cache = options.pop("cache")
+    keeps_literals = bool(options.pop("literal_args", False))
 
     def decorate(function):  # what numba.njit does, with this dispatcher class
         dispatcher = InternalDispatcher(py_func=function, locals={}, targetoptions=options)
+        dispatcher.keeps_literals = keeps_literals
         if cache:
             dispatcher.enable_caching()
         return dispatcher
