@@ -2,11 +2,12 @@
 # Run one mutation-testing config on a scratch copy of this checkout (cosmic-ray edits the
 # sources it mutates, so never point it at a working tree you care about).
 #   [MUTATION_ONLY=f,g] mutation/run.sh validate|validate-jit|executors|allocator [SCRATCH_DIR]
-#   MUTATION_RERUN=1 [MUTATION_RERUN_TIMEOUTS=1] mutation/run.sh NAME [SCRATCH_DIR]
+#   MUTATION_RERUN=1 [MUTATION_RERUN_TIMEOUTS=1] [MUTATION_RERUN_JOBS=id,id] mutation/run.sh NAME [SCRATCH_DIR]
 # The first form starts a fresh session; the second re-runs the survivors of the session in
 # SCRATCH_DIR against the tree as now committed (after a test was added to kill them) and
 # runs whatever the first left pending (an interrupted run resumes); with
-# MUTATION_RERUN_TIMEOUTS=1 the mutants stopped by the timeout too.
+# MUTATION_RERUN_TIMEOUTS=1 the mutants stopped by the timeout too; with MUTATION_RERUN_JOBS only
+# the survivors with those cosmic-ray job ids (summary.py prints them).
 # Needs the dev extra (pip install -e ".[dev]"). Writes the session database, cr-report's
 # report and mutation/summary.py's table per function (with the survivors' diffs) into
 # SCRATCH_DIR (default /tmp/rtsoa-mutation-NAME), and prints how long each stage took.
@@ -38,7 +39,8 @@ stage() {  # stage NAME COMMAND...: run it and print its wall time
     echo "$name: $1 took $((SECONDS - start)) s"
 }
 if [ -n "${MUTATION_RERUN:-}" ]; then
-    stage "reset survivors" python mutation/rerun_survivors.py "$session" ${MUTATION_RERUN_TIMEOUTS:+--timeouts}
+    stage "reset survivors" python mutation/rerun_survivors.py "$session" ${MUTATION_RERUN_TIMEOUTS:+--timeouts} \
+        ${MUTATION_RERUN_JOBS:+--jobs "$MUTATION_RERUN_JOBS"}
 else
     stage init cosmic-ray init "$config" "$session"
     cr-filter-operators "$session" "$config"

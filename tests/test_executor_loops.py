@@ -340,3 +340,23 @@ def test_three_nested_whiles_follow_the_reference():
     builder = RecordingBuilder()
     build(builder, program, GraphKind.MAIN, [], None, [])
     check_against_reference(builder, ("topological", "priority"))
+
+
+def test_a_clamped_template_is_never_taken_as_the_order():
+    """`_priorities_are_the_order` answers no when a template is below its edge count (a
+    wait-anyone join, ready after its first predecessor): the listed order assumes every node
+    waits for all its predecessors. Validation lets such a template through only in control
+    flow, which the sequential executor refuses, so the check is called directly. Caught mutant
+    (mutation testing, 2026-12-03, executors): `templates == edges` -> `templates <= edges`."""
+    builder = RecordingBuilder()
+    for priority in (0, 1, 2):
+        builder.add_node("Checksum3", priority=priority)
+    builder.add_edge(0, 2)
+    builder.add_edge(1, 2)
+    graph = builder.finalize()
+    nodes = np.arange(3, dtype=np.int32)
+    edges = (graph.succ_offsets, graph.succ_targets)
+    assert sequential._priorities_are_the_order(*edges, graph.in_degree, graph.node_priority, nodes)
+    clamped = graph.in_degree.copy()
+    clamped[2] = 1  # 1 of its 2 edges
+    assert not sequential._priorities_are_the_order(*edges, clamped, graph.node_priority, nodes)

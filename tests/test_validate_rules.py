@@ -294,3 +294,59 @@ def test_a_duplicate_successor_is_named_at_its_edge_row():
         validate_graph(duplicated)
     assert str(info.value).endswith(": duplicate successor of node 0")
     assert where(info.value) == ("edges", "target", 1)
+
+
+def spy_on(monkeypatch, name):
+    """Wrap validate.py's `name` (a pass validate_graph calls) to count its calls."""
+    from rtsoa.graph import validate
+
+    original = getattr(validate, name)
+    calls = []
+
+    def spy(*args):
+        calls.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(validate, name, spy)
+    return calls
+
+
+def test_the_cycle_pass_runs_only_when_some_edge_goes_backward(monkeypatch):
+    """Edges that all go to larger ids prove a graph acyclic (`_check_edges`' `forward`), so
+    the Kahn cycle pass is skipped; one backward edge makes it run. Caught mutants (mutation
+    testing, 2026-12-03, validate-jit): `forward = True` -> `False` and `forward and t > u` ->
+    `t == u`, which ran the Kahn pass on every graph with edges: the same verdicts, only slower,
+    so no verdict could show them."""
+    calls = spy_on(monkeypatch, "first_node_on_cycle")
+    small_graph(nodes=4)  # 0 -> 1 -> 2 -> 3
+    assert calls == []
+    b = GraphBuilder(stream_count=1)
+    for _ in range(3):
+        b.add_node("A")
+    b.add_edge(0, 2)
+    b.add_edge(2, 1)
+    b.finalize()
+    assert len(calls) == 1
+
+
+def test_the_join_check_runs_only_when_some_node_is_clamped(monkeypatch):
+    """A graph whose every template equals its edge count skips the join check; a wait-anyone
+    join (template 1 of 2 edges) runs it. Caught mutants (mutation testing, 2026-12-03,
+    validate-jit): `clamped = False` -> `True` and `clamped or template < actual[v]` -> `<=`,
+    which ran the join check on every graph (it finds nothing on unclamped ones: the same
+    verdicts, only slower)."""
+    calls = spy_on(monkeypatch, "first_unsound_join")
+    b = GraphBuilder(stream_count=1)
+    for _ in range(3):
+        b.add_node("A")
+    b.add_edge(0, 2)
+    b.add_edge(1, 2)  # node 2 waits for both: template 2 of 2
+    graph = b.finalize()
+    assert graph.in_degree.tolist() == [0, 0, 2]
+    assert calls == []
+    b = GraphBuilder(stream_count=1)
+    const, condition = add_const_int(b, 1)
+    joined = add_if(b, condition, [None, None], after=[const])
+    b.add_edge(joined.join, b.add_node("Checksum1"))
+    b.finalize()
+    assert len(calls) == 1
