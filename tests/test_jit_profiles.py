@@ -104,7 +104,8 @@ def test_constant_arguments_from_jitted_callers_share_one_compile():
     """A jitted caller's constant arguments reach a wrapper-less callee as plain types: Numba
     would otherwise compile the callee (and everything it calls with that argument) once per
     constant value, `f(x, True)` and `f(x, False)` twice. Caught cost: 335 of 823 cached
-    signatures of a test run had a literal argument; the op library compiled 28 % longer.
+    signatures of a test run had a literal argument; the op library compiled in 285 s of CPU
+    instead of 212 s.
     `literal_args=True` keeps Numba's behaviour for a function whose typing needs the value."""
     from numba import njit
 
