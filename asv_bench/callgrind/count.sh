@@ -6,9 +6,11 @@
 #   asv_bench/callgrind/count.sh TREE pairs K
 # TREE: a checkout to import rtsoa from (a `git worktree` of the commit to measure). Prints the
 # instructions of K churn rounds of 200,000 malloc + free pairs (trace on, quick lists). Numba's
-# disk cache is keyed by the CPU and valgrind's emulated CPU is another one, so the set-up
-# compiles what it runs under valgrind: ~7 minutes a count on this machine. (A model workload
-# would compile the op library under valgrind: hours.) Compare trees by the same K.
+# disk cache is keyed by the CPU and valgrind's emulated CPU is another one, so the first count
+# of a tree compiles what it runs under valgrind (~7 minutes here) and writes those entries;
+# later counts load them (~20 s). (A model workload would compile the op library under
+# valgrind: hours.) The workload is asv's `MallocFreePair` from this checkout's asv_bench.
+# Compare trees by the same K.
 set -euo pipefail
 tree="$(cd "$1" && pwd)"; workload="$2"; k="$3"
 here="$(cd "$(dirname "$0")" && pwd)"

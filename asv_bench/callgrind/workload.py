@@ -1,24 +1,23 @@
 """Workloads for count.sh: set up, signal `ready`, wait for `go`, run K rounds, signal `done`,
-wait for `exit` (count.sh switches callgrind's instrumentation on and off in between)."""
+wait for `exit` (count.sh switches callgrind's instrumentation on and off in between).
+
+`pairs` is the asv benchmark `MallocFreePair` (trace on, quick lists), set up by the
+benchmark itself: one round is its `time_pairs`."""
 
 import os
 import sys
 import time
+from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # asv_bench: the benchmarks
 
 
 def pairs():
-    from rtsoa.device import AllocatorConfig, Device
-    from rtsoa.testing.workloads import churn_fill, churn_run, churn_workload
+    from benchmarks.bench_device import MallocFreePair
 
-    initial, victims, sizes = churn_workload(0, 200_000)
-    device = Device(hbm_bytes=4 << 30, trace=True, allocator=AllocatorConfig())
-    handles = np.zeros(initial.size, dtype=np.int64)
-    state = device.state
-    assert churn_fill(state, 0, initial, handles, 0) == 0
-    assert churn_run(state, 0, victims, sizes, handles, 0) == 0
-    return lambda: churn_run(state, 0, victims, sizes, handles, 0)
+    benchmark = MallocFreePair()
+    benchmark.setup(True, True)
+    return lambda: benchmark.time_pairs(True, True)
 
 
 def main():
