@@ -34,9 +34,10 @@ Design (PyTorch's CUDA caching allocator and the reference's page allocator, on 
 Every block is one row of `dev.blocks` (columns `layout.BLK_*`), so the few cache lines of a
 block are all a malloc or free touches. Handles are `tag << 48 | generation << 24 | slot`
 (`handles.py`), so stale handles (double free, use after free) and other devices' handles are
-caught. Requests above 2**48 (more than any arena) are refused before any arithmetic on them
-(negative sizes with STATUS_INVALID_SIZE, others as out of memory), so rounding never
-overflows; larger-than-arena requests below that take the ordinary out-of-memory path.
+caught. Negative sizes are refused (STATUS_INVALID_SIZE); a request above 2**48 (more than any
+arena) is clamped to 2**48 + 1 for the arithmetic, so rounding never overflows: its one attempt
+fails and it is refused as out of memory without a retry. Larger-than-arena requests below that
+take the ordinary out-of-memory path.
 
 Files: this one holds malloc / free and the out-of-memory path; `tables.py` the slot stacks and
 statistics, `blocks.py` split / merge / quick-list flush, `segments.py` and `growth.py` the
@@ -215,11 +216,9 @@ def _malloc_after_oom(dev, placement, size, nbytes, stream):
 
 @jit_out_of_line
 def _refuse_size(dev, placement, nbytes, stream):
-    """A request outside 0 .. 2**48: negative is invalid; larger than any arena can never be
-    served, so it is out of memory without a retry, but leaves the device as every out of
-    memory does (streams synchronised, cache released, quick lists flushed; counted, traced)."""
-    if nbytes < 0:
-        return -STATUS_INVALID_SIZE
+    """A request above 2**48, larger than any arena, can never be served: out of memory without
+    a retry, but the device is left as every out of memory leaves it (streams synchronised,
+    cache released, quick lists flushed; counted, traced)."""
     dev.counters[CNT_SUBMISSION_WAITS] += 1
     stream_synchronize(dev, stream)
     device_synchronize(dev)
@@ -235,7 +234,7 @@ def device_malloc(dev, placement, nbytes, stream):
     """Allocate `nbytes` of `placement` for use on `stream`.
 
     Returns a block handle (>= 0) or the negated status (-STATUS_OUT_OF_MEMORY after the
-    wait -> sync -> release -> retry path, or at once for more than the arena;
+    wait -> sync -> release -> retry path, or without the retry above 2**48 bytes;
     -STATUS_INVALID_SIZE for a negative size). Callable from any njit code.
     """
     if placement < 0 or placement > NUM_PLACEMENTS:
@@ -244,23 +243,28 @@ def device_malloc(dev, placement, nbytes, stream):
         return -STATUS_INVALID_STREAM
     assume_layout(dev)
     placement = resolve_placement(placement)
-    # one unsigned compare with a constant refuses negative sizes and sizes no arena can hold
-    # (MAX_UNIT_BYTES, 256 TiB: arenas fit the machine): every later sum (padding, rounding,
-    # segment sizes, each term at most 2**48) then stays far below 2**63
-    if np.uint64(nbytes) <= np.uint64(MAX_UNIT_BYTES):
-        handle = _try_malloc(dev, placement, round_request(dev, placement, nbytes), nbytes, stream)
-        if handle != -STATUS_OUT_OF_MEMORY:
-            return handle
-    # one out-of-line call for both rare paths (a second call site cost the pair ~1 ns)
-    return _malloc_slow(dev, placement, nbytes, stream)
+    if nbytes < 0:
+        return -STATUS_INVALID_SIZE
+    # a size no arena can hold (above MAX_UNIT_BYTES, 256 TiB: arenas fit the machine) is
+    # clamped for the arithmetic: every later sum (padding, rounding, segment sizes, each term
+    # at most 2**48) stays far below 2**63, the attempt fails, and `_malloc_slow` refuses it.
+    # This shape (one slow call, the size computed before the attempt) costs 379.0 instructions
+    # a malloc + free pair; an unsigned range check around the attempt with the rounding inside
+    # it cost 388.1, a second out-of-line call site 386.1-387.7 (callgrind, count.sh)
+    size = round_request(dev, placement, min(nbytes, MAX_UNIT_BYTES + 1))
+    handle = _try_malloc(dev, placement, size, nbytes, stream)
+    if handle != -STATUS_OUT_OF_MEMORY:
+        return handle
+    return _malloc_slow(dev, placement, size, nbytes, stream)
 
 
 @jit_out_of_line
-def _malloc_slow(dev, placement, nbytes, stream):
-    """A request the fast path did not serve: refused sizes, or the out-of-memory path."""
-    if np.uint64(nbytes) > np.uint64(MAX_UNIT_BYTES):
+def _malloc_slow(dev, placement, size, nbytes, stream):
+    """A request the fast path did not serve: a size no arena can hold, or the out-of-memory
+    path."""
+    if nbytes > MAX_UNIT_BYTES:
         return _refuse_size(dev, placement, nbytes, stream)
-    return _malloc_after_oom(dev, placement, round_request(dev, placement, nbytes), nbytes, stream)
+    return _malloc_after_oom(dev, placement, size, nbytes, stream)
 
 
 @jit_inline_llvm  # see device_malloc
