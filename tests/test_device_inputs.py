@@ -20,7 +20,18 @@ from rtsoa.device import (
     InvalidBlock,
     replay_trace,
 )
-from rtsoa.device.layout import EV_ALLOC, EV_FREE, EV_LAUNCH, NUM_TRACE_COLUMNS
+from rtsoa.device.layout import (
+    BLK_GENERATION,
+    EV_ALLOC,
+    EV_FREE,
+    EV_LAUNCH,
+    HANDLE_GEN_BITS,
+    HANDLE_GEN_MASK,
+    HANDLE_GEN_SHIFT,
+    HANDLE_SLOT_MASK,
+    HANDLE_TAG_SHIFT,
+    NUM_TRACE_COLUMNS,
+)
 from rtsoa.device.status import STATUS_INVALID_COST, STATUS_INVALID_SIZE, STATUS_OUT_OF_MEMORY
 from rtsoa.device.trace import trace_rows
 from rtsoa.graph.schema import DType, Placement, ValueKind
@@ -141,6 +152,45 @@ def test_stale_handles_stay_refused_and_reused_slots_get_new_handles():
     device.access(0, first, False)  # a stale handle of this device is a hazard, not an error
     assert device.hazards()[0]["kind"] == "use_after_free"
     device.free(second)
+
+
+def test_a_generation_wraps_within_its_bits_and_keeps_the_tag():
+    """A row's stored generation is `tag << 24 | count`; a malloc counts up within the count's
+    bits and ORs the device's tag above, so after 2**24 allocations of a row the count wraps
+    to 0 with the tag intact (the handle stays non-negative and this device's). Mutations
+    caught: no mask in `handles.next_generation` (the count carries into the tag: the handle
+    is refused as another device's), no tag (the same)."""
+    device = small_device()
+    first = device.malloc(512)
+    slot = first & HANDLE_SLOT_MASK
+    device.free(first)
+    blocks = device.state.blocks
+    assert int(blocks[slot, BLK_GENERATION]) >> HANDLE_GEN_BITS == device.handle_tag
+    # the row's count at its largest: the next malloc of the row wraps it
+    blocks[slot, BLK_GENERATION] = (device.handle_tag << HANDLE_GEN_BITS) | HANDLE_GEN_MASK
+    again = device.malloc(512)  # the quick list hands the same row out again
+    assert again & HANDLE_SLOT_MASK == slot
+    assert again >> HANDLE_GEN_SHIFT == device.handle_tag << HANDLE_GEN_BITS  # count 0, tag kept
+    assert device.location(again)[2] == 512
+    device.free(again)
+    with pytest.raises(InvalidBlock):  # a double free
+        device.free(again)
+
+
+def test_rows_reused_after_a_reset_carry_the_new_tag():
+    """After `reset()` (every row back on its stack, a new tag) the same row's handles carry
+    the new tag, and the row's handle from before the reset is refused as such."""
+    device = small_device()
+    before = device.malloc(4096)
+    device.free(before)
+    device.reset()
+    after = device.malloc(4096)
+    assert after & HANDLE_SLOT_MASK == before & HANDLE_SLOT_MASK
+    assert after >> HANDLE_TAG_SHIFT == device.handle_tag
+    assert device.location(after)[2] == 4096
+    with pytest.raises(InvalidBlock, match="before this device's reset"):
+        device.free(before)
+    device.free(after)
 
 
 def test_handles_never_match_across_many_devices_of_one_process():
