@@ -135,6 +135,58 @@ def _install_locators():
 PACKAGE_LOCATORS = _install_locators()
 
 
+def _install_cheap_flag_lookups():
+    """Make Numba's compile-flag objects cheap to hash and compare; returns True if installed.
+
+    Every typing of an `@overload`ed function (`np.empty`, `len`, `max`, ... and rtsoa's own)
+    looks its implementation up in a dict keyed by (context, argument types, flags). Numba's
+    `TargetConfig.__hash__` and `__eq__` rebuild a dict of all options through their property
+    getters on each call, so a cold `rtsoa run datasets/lowered-4k.rtsoa` spent ~12 % of its
+    profiled time (9.4 million getter calls, 170,000 comparisons) in them. The hash Numba
+    computes depends on the option names only (it sorts the dict's keys), so it is memoised per
+    class with the same value; equality first takes the cases it can answer from the set
+    values alone (the same object, or the same class with the same set values: then every
+    option's value is the same), and otherwise asks Numba's own comparison. Results are
+    unchanged: only the lookups get cheaper (cold `lowered-4k` in alternated runs: 68.8 / 68.0 s
+    user before, 62.8 / 65.2 s after). Skipped when Numba's internals are not the expected
+    ones."""
+    try:
+        from numba.core import targetconfig
+
+        config_class = targetconfig.TargetConfig
+        numba_eq = config_class.__eq__
+        numba_hash = config_class.__hash__
+        if "_values" not in config_class.__init__.__code__.co_names:
+            return False  # set options no longer kept in `_values`
+    except (ImportError, AttributeError):
+        return False
+    if getattr(config_class, "_rtsoa_cheap_lookups", False):
+        return True
+    hashes = {}
+
+    def __hash__(self):
+        cls = type(self)
+        value = hashes.get(cls)
+        if value is None:
+            value = hashes[cls] = numba_hash(self)
+        return value
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if type(self) is type(other) and self._values == other._values:
+            return True
+        return numba_eq(self, other)
+
+    config_class.__hash__ = __hash__
+    config_class.__eq__ = __eq__
+    config_class._rtsoa_cheap_lookups = True
+    return True
+
+
+CHEAP_FLAG_LOOKUPS = _install_cheap_flag_lookups()
+
+
 def jit(fn=None, **overrides):
     """`numba.njit` with rtsoa's options; usable as `@jit` or `@jit(fastmath=True)`."""
     options = {**JIT_OPTIONS, **overrides}

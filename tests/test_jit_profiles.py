@@ -128,3 +128,48 @@ def test_constant_arguments_from_jitted_callers_share_one_compile():
     assert not any("Literal" in str(t) for t in widened.signatures[0])
     # Literal[bool](True), Literal[bool](False) and the computed bool: three compiles
     assert len(literal.signatures) == 3
+
+
+def test_cheap_flag_lookups_keep_numbas_hash_and_equality():
+    """`_install_cheap_flag_lookups` (installed on import) answers as Numba's own `__hash__` /
+    `__eq__` do, on pairs that exercise each of its shortcuts and its fallback. Mutations it
+    catches: the same-class shortcut without the set-values compare (the `released` /
+    `nowrapper` pair compares equal), a hash per object instead of per class (equal flags
+    hash apart), a fallback that answers False (`plain` vs `default_set`)."""
+    from numba.core import targetconfig
+    from numba.core.compiler import Flags
+
+    assert _jit.CHEAP_FLAG_LOOKUPS
+    config_class = targetconfig.TargetConfig
+
+    def numba_values(flags):  # Numba's definition: every option, set or default
+        return {name: getattr(flags, name) for name in flags.options}
+
+    def numba_hash(flags):
+        return hash(tuple(sorted(numba_values(flags))))
+
+    plain, released, nowrapper = Flags(), Flags(), Flags()
+    released.release_gil = True
+    nowrapper.no_cpython_wrapper = True
+    default_set = Flags()
+    default_set.release_gil = Flags.options["release_gil"].default  # set, to its default
+    copied = Flags(released)
+    pairs = [
+        (plain, plain),
+        (plain, Flags()),
+        (released, copied),
+        (plain, default_set),  # different set values, equal values: the fallback's answer
+        (plain, released),
+        (released, nowrapper),
+    ]
+    for a, b in pairs:
+        assert (a == b) == (numba_values(a) == numba_values(b)), (a, b)
+        assert (a != b) == (numba_values(a) != numba_values(b)), (a, b)
+        assert hash(a) == numba_hash(a)
+        if a == b:
+            assert hash(a) == hash(b)
+    assert config_class._rtsoa_cheap_lookups
+    # a dict keyed by flags finds an equal, distinct key (what Numba's typing caches do)
+    cache = {("key", released): 1}
+    assert cache[("key", copied)] == 1
+    assert ("key", plain) not in cache
