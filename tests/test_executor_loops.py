@@ -386,8 +386,8 @@ def test_a_node_made_ready_by_the_one_just_taken_skips_the_heap():
     (size == 0 or best < heap[1])` -> `(size == 0 and best < heap[1])` (every held node pushed
     and popped again: the same order, slower); in that condition `best < heap[1]` -> `==`
     (keys are unique: never true) and `size == 0` -> `size == -1` (then compared with the stale
-    heap[1] of an empty heap); `elif ready < best` -> `>` and `==` (a better node made ready
-    is pushed and the worse one held: the same order, one push more here)."""
+    heap[1] of an empty heap); `elif ready < best` -> `>`, `>=`, `==` and `!=` (a better node
+    made ready is pushed and a worse one held: the same order, one push more here)."""
     order_of, pushes = _counting_heap_pushes(sequential._kahn_priority_order)
     chain = _chain(["Checksum3"] * 5, {i: {"priority": i} for i in range(5)}).finalize()
     fan = RecordingBuilder()
