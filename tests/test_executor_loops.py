@@ -385,9 +385,10 @@ def test_a_node_made_ready_by_the_one_just_taken_skips_the_heap():
     the heap) do. Caught mutant (mutation testing, 2026-12-03, executors): `held and
     (size == 0 or best < heap[1])` -> `(size == 0 and best < heap[1])` (every held node pushed
     and popped again: the same order, slower); in that condition `best < heap[1]` -> `==`
-    (keys are unique: never true) and `size == 0` -> `size == -1` (then compared with the stale
-    heap[1] of an empty heap); `elif ready < best` -> `>`, `>=`, `==` and `!=` (a better node
-    made ready is pushed and a worse one held: the same order, one push more here)."""
+    (keys are unique: never true) and `size == 0` -> `size == -1` or `size < 0` (then
+    compared with the stale heap[1] of an empty heap); `elif ready < best` -> `>`, `>=`, `==`
+    and `!=` (a better node made ready is pushed and a worse one held: the same order, one
+    push more here)."""
     order_of, pushes = _counting_heap_pushes(sequential._kahn_priority_order)
     chain = _chain(["Checksum3"] * 5, {i: {"priority": i} for i in range(5)}).finalize()
     fan = RecordingBuilder()
@@ -402,3 +403,25 @@ def test_a_node_made_ready_by_the_one_just_taken_skips_the_heap():
         result = order_of(*args, np.zeros(1, dtype=np.int32), graph.num_nodes)
         assert result.tolist() == order
         assert len(pushes) == pushed, pushes
+
+
+def test_priorities_that_order_the_graph_need_no_kahn_pass(monkeypatch):
+    """When `_priorities_are_the_order` says yes, `priority_order` returns `nodes` without
+    running either Kahn order (its docstring: the fast path of the 100k-node random DAG).
+    Caught mutant (mutation testing, 2026-12-03, executors): `if count and
+    _priorities_are_the_order(...)` -> `if not count and ...` (the fast path never taken for a
+    non-empty root: the same order from the heap, slower)."""
+
+    def not_called(*args):
+        raise AssertionError("a Kahn pass ran although the priorities order the graph")
+
+    builder = RecordingBuilder()
+    for priority in (-5, 0, 7):
+        builder.add_node("Checksum3", priority=priority)
+    for source, target in ((0, 1), (1, 2), (0, 2)):
+        builder.add_edge(source, target)
+    graph = builder.finalize()
+    monkeypatch.setattr(sequential, "_kahn_priority_order", not_called)
+    monkeypatch.setattr(sequential, "_kahn_fifo_order", not_called)
+    nodes = np.arange(3, dtype=np.int32)
+    assert sequential.priority_order(graph, nodes, nodes[:1]).tolist() == [0, 1, 2]
