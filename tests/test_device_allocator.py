@@ -519,3 +519,24 @@ def test_the_device_runs_as_plain_python_for_mutation_testing():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1"]
+
+
+@pytest.mark.parametrize("placement", ["hbm", "p2p", "host"])
+@pytest.mark.parametrize("size", [64 * KiB, 4 * MiB])
+def test_free_blocks_serve_only_requests_of_their_placement(placement, size):
+    """Free listed blocks of every placement and both pools (above the quick lists' sizes),
+    then a request of each size: it gets a block of its own placement, and a freed block of
+    its placement and size is found again (no new segment). Caught mutants (mutation testing,
+    2026-12-03, allocator): `_take_listed`'s `group = placement * 2 + pool` -> `placement **
+    2` (p2p's small pool searched hbm's large-pool lists) and `placement // 2` (p2p and host
+    searched the lists of hbm or of each other)."""
+    names = ["hbm", "p2p", "host"]
+    device = Device(hbm_bytes=64 * MiB, p2p_bytes=64 * MiB, host_bytes=64 * MiB)
+    held = [device.malloc(s, placement=name) for name in names for s in (64 * KiB, 4 * MiB)]
+    for handle in held:
+        device.free(handle)
+    reserved = {name: device.stats()[name]["reserved_bytes.current"] for name in names}
+    handle = device.malloc(size, placement=placement)
+    assert device.location(handle)[0] == placement
+    assert {name: device.stats()[name]["reserved_bytes.current"] for name in names} == reserved
+    check_invariants(device)
