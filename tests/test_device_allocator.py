@@ -587,3 +587,18 @@ def test_a_new_segment_of_exactly_max_split_is_never_split():
     handle = device.malloc(21 * MiB - 4 * KiB)
     assert block_size(device, handle) == 21 * MiB
     check_invariants(device)
+
+
+def test_only_a_reused_whole_large_segment_is_handed_out_unsplit():
+    """With the default slack rule (1/8), a wholly free large segment reused by a request that
+    wastes less than an eighth of it is handed out whole; a wholly free small segment is split
+    like any block. Caught mutant (mutation testing, 2026-12-03, allocator): `_take_listed`'s
+    `pool != POOL_SMALL` -> `==` (the rule applied to the small pool instead)."""
+    device = Device(hbm_bytes=64 * MiB)
+    device.free(device.malloc(8 * MiB))
+    large = device.malloc(8 * MiB - 512 * KiB)
+    assert block_size(device, large) == 8 * MiB
+    device.free(device.malloc(64 * KiB))
+    small = device.malloc(64 * KiB)
+    assert block_size(device, small) == 64 * KiB
+    check_invariants(device)
