@@ -592,8 +592,9 @@ def test_a_new_segment_of_exactly_max_split_is_never_split():
 def test_only_a_reused_whole_large_segment_is_handed_out_unsplit():
     """With the default slack rule (1/8), a wholly free large segment reused by a request that
     wastes less than an eighth of it is handed out whole; a wholly free small segment is split
-    like any block. Caught mutant (mutation testing, 2026-12-03, allocator): `_take_listed`'s
-    `pool != POOL_SMALL` -> `==` (the rule applied to the small pool instead)."""
+    like any block. Caught mutants (mutation testing, 2026-12-03, allocator): `_take_listed`'s
+    `pool != POOL_SMALL` -> `==` (the rule applied to the small pool instead) and `>=` (to
+    both pools)."""
     device = Device(hbm_bytes=64 * MiB)
     device.free(device.malloc(8 * MiB))
     large = device.malloc(8 * MiB - 512 * KiB)
