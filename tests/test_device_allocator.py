@@ -593,8 +593,8 @@ def test_only_a_reused_whole_large_segment_is_handed_out_unsplit():
     """With the default slack rule (1/8), a wholly free large segment reused by a request that
     wastes less than an eighth of it is handed out whole; a wholly free small segment is split
     like any block. Caught mutants (mutation testing, 2026-12-03, allocator): `_take_listed`'s
-    `pool != POOL_SMALL` -> `==` (the rule applied to the small pool instead) and `>=` (to
-    both pools)."""
+    `pool != POOL_SMALL` -> `==` (the rule applied to the small pool instead), `>=` (to both
+    pools) and `<` (to neither)."""
     device = Device(hbm_bytes=64 * MiB)
     device.free(device.malloc(8 * MiB))
     large = device.malloc(8 * MiB - 512 * KiB)
@@ -602,4 +602,17 @@ def test_only_a_reused_whole_large_segment_is_handed_out_unsplit():
     device.free(device.malloc(64 * KiB))
     small = device.malloc(64 * KiB)
     assert block_size(device, small) == 64 * KiB
+    check_invariants(device)
+
+
+def test_a_one_byte_remainder_is_split_off_with_a_one_byte_unit():
+    """alignment_device=1 (a power of two, so allowed): the unit and so the default minimum
+    remainder are 1 byte, and a block one byte larger than the request is split. Caught
+    mutant (mutation testing, 2026-12-03, allocator): `_take_listed`'s `remainder > 0` -> `> 1`
+    (equivalent only while every unit is at least 2 bytes)."""
+    config = AllocatorConfig(alignment_device=1, quick_depth=0)
+    device = Device(hbm_bytes=64 * MiB, allocator=config)
+    device.malloc(1 * MiB)
+    handle = device.malloc(1 * MiB - 1)
+    assert block_size(device, handle) == 1 * MiB - 1
     check_invariants(device)
