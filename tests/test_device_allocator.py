@@ -593,8 +593,8 @@ def test_only_a_reused_whole_large_segment_is_handed_out_unsplit():
     """With the default slack rule (1/8), a wholly free large segment reused by a request that
     wastes less than an eighth of it is handed out whole; a wholly free small segment is split
     like any block. Caught mutants (mutation testing, 2026-12-03, allocator): `_take_listed`'s
-    `pool != POOL_SMALL` -> `==` (the rule applied to the small pool instead), `>=` (to both
-    pools) and `<` (to neither)."""
+    `pool != POOL_SMALL` -> `==` and `<=` (the rule applied to the small pool instead), `>=`
+    (to both pools) and `<` (to neither)."""
     device = Device(hbm_bytes=64 * MiB)
     device.free(device.malloc(8 * MiB))
     large = device.malloc(8 * MiB - 512 * KiB)
