@@ -519,3 +519,100 @@ def test_the_device_runs_as_plain_python_for_mutation_testing():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1"]
+
+
+@pytest.mark.parametrize("placement", ["hbm", "p2p", "host"])
+@pytest.mark.parametrize("size", [64 * KiB, 4 * MiB])
+def test_free_blocks_serve_only_requests_of_their_placement(placement, size):
+    """Free listed blocks of every placement and both pools (above the quick lists' sizes),
+    then a request of each size: it gets a block of its own placement, and a freed block of
+    its placement and size is found again (no new segment). Caught mutants (mutation testing,
+    2026-12-03, allocator): `_take_listed`'s `group = placement * 2 + pool` -> `placement **
+    2` (p2p's small pool searched hbm's large-pool lists) and `placement // 2` (p2p and host
+    searched the lists of hbm or of each other)."""
+    names = ["hbm", "p2p", "host"]
+    device = Device(hbm_bytes=64 * MiB, p2p_bytes=64 * MiB, host_bytes=64 * MiB)
+    held = [device.malloc(s, placement=name) for name in names for s in (64 * KiB, 4 * MiB)]
+    for handle in held:
+        device.free(handle)
+    reserved = {name: device.stats()[name]["reserved_bytes.current"] for name in names}
+    handle = device.malloc(size, placement=placement)
+    assert device.location(handle)[0] == placement
+    assert {name: device.stats()[name]["reserved_bytes.current"] for name in names} == reserved
+    check_invariants(device)
+
+
+@pytest.mark.parametrize(("left", "split"), [(1 * MiB, True), (512 * KiB, False)])
+def test_a_large_block_is_split_when_at_least_the_large_minimum_remainder_is_left(left, split):
+    """large_min_remainder=1 MiB: a freed 8 MiB large-pool block serving 8 MiB - `left` is
+    split when 1 MiB is left, handed out whole when 512 KiB is. Caught mutant (mutation
+    testing, 2026-12-03, allocator): `_take_listed`'s `CFG_SMALL_MIN_REMAINDER + pool` ->
+    `- pool` (the large pool read the config row before the small pool's minimum:
+    num_events)."""
+    config = AllocatorConfig(
+        large_min_remainder=1 * MiB, segment_slack_shift=None, release_before_grow=False
+    )
+    device = Device(hbm_bytes=64 * MiB, allocator=config)
+    device.free(device.malloc(8 * MiB))
+    handle = device.malloc(8 * MiB - left)
+    assert block_size(device, handle) == (8 * MiB - left if split else 8 * MiB)
+    check_invariants(device)
+
+
+def test_a_listed_block_in_slot_zero_leaves_the_quick_lists_parked():
+    """The first block of the first segment sits in slot 0 of the block table: found by the
+    search (slot 0 is a slot, not a miss), it leaves the quick lists alone. Caught mutant
+    (mutation testing, 2026-12-03, allocator): `_take_listed`'s `slot < 0 and quick_flush(...)`
+    -> `slot <= 0` (a hit in slot 0 flushed the quick lists)."""
+    device = Device(hbm_bytes=64 * MiB)
+    first = device.malloc(1 * MiB - 512)  # slot 0, offset 0
+    parked = device.malloc(512)
+    device.malloc(1 * MiB)
+    assert device.location(first)[1] == 0
+    device.free(first)
+    device.free(parked)
+    assert device.state.quick_count.sum() == 1
+    handle = device.malloc(4096)  # the first block fits
+    assert device.location(handle)[1] == 0
+    assert device.state.quick_count.sum() == 1
+
+
+def test_a_new_segment_of_exactly_max_split_is_never_split():
+    """max_split = 21 MiB: a request of 21 MiB - 4 KiB gets a dedicated segment rounded up to
+    64 KiB, exactly max_split: "at least max_split", so oversize, and handed out whole rather
+    than split around the 4 KiB left over (the config's rule: blocks at least this big are
+    never split). Caught mutant (mutation testing, 2026-12-03, allocator): `_take_listed`'s
+    `block_size < max_split` -> `<=`."""
+    device = Device(hbm_bytes=64 * MiB, allocator=AllocatorConfig(max_split=21 * MiB))
+    handle = device.malloc(21 * MiB - 4 * KiB)
+    assert block_size(device, handle) == 21 * MiB
+    check_invariants(device)
+
+
+def test_only_a_reused_whole_large_segment_is_handed_out_unsplit():
+    """With the default slack rule (1/8), a wholly free large segment reused by a request that
+    wastes less than an eighth of it is handed out whole; a wholly free small segment is split
+    like any block. Caught mutants (mutation testing, 2026-12-03, allocator): `_take_listed`'s
+    `pool != POOL_SMALL` -> `==` and `<=` (the rule applied to the small pool instead), `>=`
+    (to both pools) and `<` (to neither)."""
+    device = Device(hbm_bytes=64 * MiB)
+    device.free(device.malloc(8 * MiB))
+    large = device.malloc(8 * MiB - 512 * KiB)
+    assert block_size(device, large) == 8 * MiB
+    device.free(device.malloc(64 * KiB))
+    small = device.malloc(64 * KiB)
+    assert block_size(device, small) == 64 * KiB
+    check_invariants(device)
+
+
+def test_a_one_byte_remainder_is_split_off_with_a_one_byte_unit():
+    """alignment_device=1 (a power of two, so allowed): the unit and so the default minimum
+    remainder are 1 byte, and a block one byte larger than the request is split. Caught
+    mutant (mutation testing, 2026-12-03, allocator): `_take_listed`'s `remainder > 0` -> `> 1`
+    (equivalent only while every unit is at least 2 bytes)."""
+    config = AllocatorConfig(alignment_device=1, quick_depth=0)
+    device = Device(hbm_bytes=64 * MiB, allocator=config)
+    device.malloc(1 * MiB)
+    handle = device.malloc(1 * MiB - 1)
+    assert block_size(device, handle) == 1 * MiB - 1
+    check_invariants(device)
