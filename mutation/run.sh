@@ -2,6 +2,8 @@
 # Run one mutation-testing config on a scratch copy of this checkout (cosmic-ray edits the
 # sources it mutates, so never point it at a working tree you care about).
 #   [MUTATION_ONLY=f,g] mutation/run.sh validate|validate-jit|executors|allocator [SCRATCH_DIR]
+#   MUTATION_NICE=1 (any form): each test run lowers itself to autogroup nice 19 (cosmic-ray
+#   starts it in a new session, out of reach of `nice` on this script)
 #   MUTATION_RERUN=1 [MUTATION_RERUN_TIMEOUTS=1] [MUTATION_RERUN_JOBS=id,id] mutation/run.sh NAME [SCRATCH_DIR]
 # The first form starts a fresh session; the second re-runs the survivors of the session in
 # SCRATCH_DIR against the tree as now committed (after a test was added to kill them) and
@@ -26,6 +28,22 @@ fi
 cd "$scratch"
 export PYTHONPATH="$scratch" RTSOA_CACHE_DIR="$scratch/.cache/rtsoa" NUMBA_CACHE_DIR="$scratch/.cache/numba"
 config="mutation/$name.toml"
+if [ -n "${MUTATION_NICE:-}" ]; then
+    # cosmic-ray starts each test run in a new session, so in a new autogroup at nice 0 that
+    # `nice` on this script never reaches: make the (scratch copy's) test command lower itself.
+    python - "$config" <<'PY'
+import sys
+import tomllib
+path = sys.argv[1]
+command = tomllib.load(open(path, "rb"))["cosmic-ray"]["test-command"]
+if "autogroup" not in command:
+    prefix = "sh -c 'echo 19 > /proc/self/autogroup; exec nice -n 19 \"$@\"' sh "
+    lines = open(path).read().split("\n")
+    i = next(k for k, line in enumerate(lines) if line.startswith("test-command"))
+    lines[i] = "test-command = '''" + prefix + command + "'''"
+    open(path, "w").write("\n".join(lines))
+PY
+fi
 # Bytecode of the unmutated sources: cosmic-ray runs the tests with PYTHONDONTWRITEBYTECODE=1,
 # so without it every test run compiles all of rtsoa's modules again. A mutated file is written
 # after the extraction (its mtime differs from the one its .pyc records), so it is compiled anew.
