@@ -8,11 +8,13 @@ from device_checks import check_invariants
 
 from rtsoa.device import AllocatorConfig, Device, DeviceError, DeviceOutOfMemory, InvalidBlock
 from rtsoa.device import device as device_module
-from rtsoa.device.layout import BLOCK_ALLOCATED, PLACEMENT_HBM
+from rtsoa.device.layout import BLOCK_ALLOCATED, MAX_UNIT_BYTES, PCFG_CAP, PLACEMENT_HBM
 from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
 from rtsoa.device.status import (
     STATUS_INVALID_PLACEMENT,
+    STATUS_INVALID_SIZE,
     STATUS_INVALID_STREAM,
+    STATUS_OUT_OF_MEMORY,
     STATUS_TOO_MANY_SEGMENTS,
 )
 from rtsoa.testing.workloads import OP_ALLOC, random_sequence
@@ -389,6 +391,52 @@ def test_requests_beyond_two_to_the_48_are_refused_before_rounding():
     with pytest.raises(DeviceOutOfMemory):
         device.malloc((1 << 48) + 1)
     assert (device.stats()["num_alloc_retries"], device.stats()["num_ooms"]) == (1, 2)
+
+
+@pytest.mark.parametrize("nbytes", [-1, -4096, -(1 << 62)])
+def test_a_negative_size_from_a_jitted_caller_is_refused(nbytes):
+    """`Device.malloc` refuses a negative size in Python, so `device_malloc`'s own check is
+    reached only by jitted callers: called directly, a negative size gives
+    -STATUS_INVALID_SIZE and touches nothing. Caught mutants (mutation testing, after c937952):
+    `nbytes < 0` -> `< -1`; the status returned positive, inverted, `not`-ed."""
+    device = Device(hbm_bytes=8 * MiB)
+    result = device_module._allocator.device_malloc(device.state, PLACEMENT_HBM, nbytes, 0)
+    assert int(result) == -STATUS_INVALID_SIZE
+    stats = device.stats()
+    assert stats["hbm"]["reserved_bytes.current"] == 0
+    assert (stats["num_alloc_retries"], stats["num_ooms"]) == (0, 0)
+
+
+def _claims_two_to_the_48_bytes(device):
+    """Make `device`'s HBM free-range table and cap claim 2**48 bytes (the largest arena the
+    configuration admits). malloc only does bookkeeping on offsets, so requests up to 2**48
+    are served from it; their blocks must never be written."""
+    device.state.range_size[PLACEMENT_HBM, 0] = MAX_UNIT_BYTES
+    device.state.placement_config[PLACEMENT_HBM, PCFG_CAP] = MAX_UNIT_BYTES
+    return device.state
+
+
+def test_requests_above_two_to_the_48_are_refused_even_by_an_arena_that_large():
+    """malloc clamps a size above 2**48 to 2**48 + 1 for the rounding (so no sum overflows);
+    the clamped request must still fail on an arena of 2**48 bytes, while 2**48 and 2**47 are
+    served from it (the arena really is that large). Caught mutants (mutation testing, after
+    c937952): the clamp `MAX_UNIT_BYTES + 1` -> `- 1`, `* 1`, `// 1`, `** 1`, `^ 1`, `+ 0`,
+    `>> 1` (each lets a clamped request of 2**48 + 1 B be served by a block of 2**48 or
+    2**47 B). The clamps `| 1`, `+ 2` and `<< 1` are equivalent: every clamp above 2**48
+    fails on every arena the configuration admits."""
+    malloc = device_module._allocator.device_malloc
+    for nbytes in ((1 << 48) + 1, (1 << 48) + (1 << 21), 1 << 60, (1 << 63) - 1):
+        device = Device(hbm_bytes=8 * MiB)
+        state = _claims_two_to_the_48_bytes(device)
+        assert int(malloc(state, PLACEMENT_HBM, nbytes, 0)) == -STATUS_OUT_OF_MEMORY
+        stats = device.stats()
+        assert stats["hbm"]["reserved_bytes.current"] == 0
+        assert (stats["num_alloc_retries"], stats["num_ooms"]) == (0, 1)
+    for nbytes in (1 << 48, (1 << 48) - 1, 1 << 47):
+        device = Device(hbm_bytes=8 * MiB)
+        state = _claims_two_to_the_48_bytes(device)
+        assert int(malloc(state, PLACEMENT_HBM, nbytes, 0)) >= 0
+        assert device.stats()["hbm"]["reserved_bytes.current"] >= nbytes
 
 
 def test_a_full_segment_table_is_not_an_out_of_memory():
