@@ -420,10 +420,10 @@ def test_requests_above_two_to_the_48_are_refused_even_by_an_arena_that_large():
     """malloc clamps a size above 2**48 to 2**48 + 1 for the rounding (so no sum overflows);
     the clamped request must still fail on an arena of 2**48 bytes, while 2**48 and 2**47 are
     served from it (the arena really is that large). Caught mutants (mutation testing, after
-    c937952): the clamp `MAX_UNIT_BYTES + 1` -> `- 1`, `* 1`, `// 1`, `** 1`, `^ 1`, `+ 0`,
-    `>> 1` (each lets a clamped request of 2**48 + 1 B be served by a block of 2**48 or
-    2**47 B). The clamps `| 1`, `+ 2` and `<< 1` are equivalent: every clamp above 2**48
-    fails on every arena the configuration admits."""
+    c937952): the clamp `MAX_UNIT_BYTES + 1` -> `- 1`, `* 1`, `// 1`, `** 1`, `+ 0`, `>> 1`
+    (each lets a clamped request of 2**48 + 1 B be served by a block of 2**48 or 2**47 B).
+    The clamps `| 1`, `^ 1` (both 2**48 + 1), `+ 2` and `<< 1` are equivalent: every clamp
+    above 2**48 fails on every arena the configuration admits."""
     malloc = device_module._allocator.device_malloc
     for nbytes in ((1 << 48) + 1, (1 << 48) + (1 << 21), 1 << 60, (1 << 63) - 1):
         device = Device(hbm_bytes=8 * MiB)
