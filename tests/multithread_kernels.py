@@ -4,10 +4,10 @@ on a shared value slot inside critical sections (a lost update would show a data
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir
-from rtsoa.kernels import KernelRegistry, attribute, builtin, input_value, kernel
+from rtsoa.kernels import KernelRegistry, attribute, builtin, input_value, kernel, workload
 
 MT_REGISTRY = KernelRegistry()
-for _name, _function in (("Checksum0", builtin.checksum0), ("Fail", builtin.fail)):
+for _name, _function in (("Checksum0", builtin.checksum0), ("Fail", workload.fail)):
     MT_REGISTRY.register(_name, _function)
 
 # WorkerState.scratch words the kernels count into (per thread, never shared)

@@ -12,7 +12,7 @@ from rtsoa import GraphBuilder
 from rtsoa.errors import UnknownKernelError
 from rtsoa.executors import prepare_executor
 from rtsoa.graph.schema import WorkerClass
-from rtsoa.kernels import REGISTRY, KernelRegistry, builtin, kernel
+from rtsoa.kernels import REGISTRY, KernelRegistry, builtin, kernel, workload
 from rtsoa.kernels.checksum import FOLD_SALTS, expected_checksum, fold, mix, mix_numpy
 from rtsoa.kernels.dispatch import generate_source, load_dispatch, registry_hash
 
@@ -88,7 +88,7 @@ def test_register_rejects_bad_metadata_and_duplicates():
     registry.register("X", builtin.noop)
     registry.register("X", builtin.noop)  # same place: allowed (module reloads)
     with pytest.raises(ValueError, match="already registered"):
-        registry.register("X", builtin.busy)
+        registry.register("X", workload.busy)
 
     def make():
         @kernel("Local", registry=registry)
@@ -220,6 +220,9 @@ def test_dispatch_holds_only_the_kernel_modules_a_graph_uses():
     included = included_kernels(REGISTRY, [checksum_id])
     assert names.index("Checksum15") in included and names.index("Noop") in included
     assert alloc_id not in included
+    # Busy / Fail / FailWhen live in their own module (rtsoa.kernels.workload): a graph of
+    # checksum kernels does not compile them.
+    assert names.index("Busy") not in included and names.index("FailWhen") not in included
     assert included_kernels(REGISTRY, None) == tuple(range(len(names)))
     assert checksum_ex.run().checksum == expected_checksum(checksum_graph)
     assert lowered_ex.run().checksum == expected_checksum(lowered_graph)

@@ -1,6 +1,7 @@
 """Kernels: the registry, the generated dispatch, the kernel ABI and the built-in kernels.
 
-Importing this package registers the built-ins: builtin, lowered-graph stand-ins, control flow
+Importing this package registers the built-ins: builtin, workload (busy work, faults),
+lowered-graph stand-ins, control flow
 (and the model control-flow kernels lowered ONNX If / Loop use).
 Dispatch ids are positions in the sorted kernel names, so import order does not matter.
 """
@@ -12,6 +13,7 @@ from rtsoa.kernels import (  # noqa: F401  (register built-ins)
     control_flow,
     lowered,
     model_control,
+    workload,
 )
 from rtsoa.kernels.checksum import FOLD_SALTS, expected_checksum, fold, mix
 from rtsoa.kernels.registry import REGISTRY, KernelInfo, KernelRegistry, KernelTables, kernel

@@ -1,48 +1,23 @@
-"""Built-in kernels for synthetic graphs: no-op, checksum folds, busy work, failure, end of run.
+"""Built-in kernels for synthetic graphs: no-op, checksum folds, end of run.
 
 Every kernel has the one signature `run(rt, node) -> int32` and never raises. The sixteen
 `ChecksumK` kernels differ only in their salt, so a graph using eight of them exercises an
-8-way dispatch the way a real graph's mix of kernels does.
+8-way dispatch the way a real graph's mix of kernels does. Busy work and fault injection are
+in `rtsoa.kernels.workload`: the generated dispatch holds whole kernel modules, and a graph of
+checksum kernels should not compile them (0.5 s of a cold run).
 """
 
 import numpy as np
 
 from rtsoa.kernels.checksum import FOLD_SALTS, fold
 from rtsoa.kernels.registry import kernel
-from rtsoa.kernels.runtime import attribute, input_value
 from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE
-
-_BUSY_SALT = np.uint64(FOLD_SALTS["Busy"])
-_BUSY_MULTIPLIER = np.uint64(6364136223846793005)
-_BUSY_INCREMENT = np.uint64(1442695040888963407)
 
 
 @kernel("Noop")
 def noop(rt, node):
     """Does nothing."""
     return np.int32(0)
-
-
-@kernel("Busy", requires={"attributes": 1})
-def busy(rt, node):
-    """attrs [iterations]: that many rounds of an LCG, then fold the node into the checksum."""
-    x = np.uint64(node)
-    for _ in range(attribute(rt, node, 0)):
-        x = x * _BUSY_MULTIPLIER + _BUSY_INCREMENT
-    rt.worker.scratch[0] ^= np.int64(x & np.uint64(0x7FFFFFFFFFFFFFFF))
-    return fold(rt, node, _BUSY_SALT)
-
-
-@kernel("Fail", requires={"attributes": 1})
-def fail(rt, node):
-    """attrs [status]: return that status (a failure unless 0)."""
-    return np.int32(attribute(rt, node, 0))
-
-
-@kernel("FailWhen", requires={"inputs": 1})
-def fail_when(rt, node):
-    """input: an INT value; returns it as the status (run-time fault injection)."""
-    return np.int32(rt.values.slots[input_value(rt, node, 0)])
 
 
 @kernel("EndOfSequence", ends_sequence=True)
