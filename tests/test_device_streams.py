@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 from device_checks import written_and_freed
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from rtsoa.device import AllocatorConfig, CostModel, Device, DeviceError, DeviceOutOfMemory
 from rtsoa.device.layout import BLK_OFFSET, HANDLE_SLOT_MASK
@@ -248,3 +250,61 @@ def test_kernels_call_the_device_from_njit_code():
     np.testing.assert_array_equal(
         device.state.arena_hbm[offset : offset + 64].view(np.float32), np.arange(16) * 0.5
     )
+
+
+_CLOCKS = ("stream_clock", "stream_vc", "host_clock", "host_vc")
+
+
+def _clocks(device):
+    return [getattr(device.state, name).copy() for name in _CLOCKS]
+
+
+def _synchronize_changes_a_clock(device):
+    """Synchronise a fresh device holding `device`'s clocks (a device synchronise reads and
+    writes nothing else) and say whether any clock changed; `device` is left alone."""
+    before = _clocks(device)
+    probe = Device(hbm_bytes=1 * MiB, cost=SIMPLE_COST, num_streams=device.num_streams)
+    for name, values in zip(_CLOCKS, before, strict=True):
+        getattr(probe.state, name)[...] = values
+    probe.synchronize()
+    return not all(np.array_equal(x, y) for x, y in zip(_clocks(probe), before, strict=True))
+
+
+@settings(max_examples=40, deadline=None)
+# stream 1's work ends before stream 0's, the host syncs stream 0 only: every clock is in the
+# past but the host has not seen stream 1's epoch (a predicate on clocks alone says True)
+@example([(0, 0, 3), (0, 1, 0), (3, 0, 0)])
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 3)), max_size=12))
+def test_is_synchronized_says_whether_a_synchronize_would_change_a_clock(program):
+    """`Device.is_synchronized()` (read in Python; the CLI skips its synchronise when it is
+    True) against what `synchronize()` does: True exactly when synchronising would leave every
+    stream clock, vector clock and the host's unchanged, after every step of programs mixing
+    launches (zero-byte ones too), events, waits, single-stream syncs and stream-ordered
+    malloc / free."""
+    device = Device(hbm_bytes=16 * MiB, cost=SIMPLE_COST, num_streams=4)
+    handles = []
+    for op, a, b in program:
+        if op == 0:
+            device.launch(a, bytes_moved=100 * b)
+        elif op == 1:
+            device.record_event(b, stream=a)
+        elif op == 2:
+            device.wait_event(a, b)
+        elif op == 3:
+            device.synchronize(a)
+        elif op == 4:
+            handles.append(device.malloc(4096 * (b + 1), stream=a))
+        elif handles:
+            device.free(handles.pop(), stream=a)
+        assert device.is_synchronized() == (not _synchronize_changes_a_clock(device)), (op, a, b)
+
+
+def test_a_fresh_device_is_synchronized_and_a_launch_makes_it_not():
+    device = Device(hbm_bytes=16 * MiB, cost=SIMPLE_COST)
+    assert device.is_synchronized()
+    assert not _synchronize_changes_a_clock(device)
+    device.launch(1, bytes_moved=10)
+    assert not device.is_synchronized()
+    assert _synchronize_changes_a_clock(device)
+    device.synchronize()
+    assert device.is_synchronized()
