@@ -8,6 +8,7 @@ import numpy as np
 
 from rtsoa.device import device_free, device_malloc
 from rtsoa.kernels import (
+    REGISTRY,
     KernelRegistry,
     attribute,
     builtin,
@@ -18,15 +19,15 @@ from rtsoa.kernels import (
     output_value,
     value_view,
 )
-from rtsoa.kernels.checksum import fold
+from rtsoa.kernels.checksum import fold, mix
 
 ABI_REGISTRY = KernelRegistry()
 for _name, _function in (
-    ("Checksum0", builtin.checksum0),
+    ("Checksum0", builtin.checksum),
     ("Noop", builtin.noop),
     ("ConstInt", control_flow.const_int),
 ):
-    ABI_REGISTRY.register(_name, _function)
+    ABI_REGISTRY.register(_name, _function, constants=REGISTRY[_name].constants)
 _SALT = np.uint64(777)
 
 
@@ -77,3 +78,21 @@ def view_stale(rt, node):
     status, view = value_view(rt, input_value(rt, node, 0), (attribute(rt, node, 0), 2), np.int64)
     rt.worker.scratch[1] = view.size
     return status
+
+
+# A kernel family: one function, three names, each with its own (salt, weight) constants.
+SCALED = {
+    "Scaled0": (np.uint64(11), 1.0),
+    "Scaled1": (np.uint64(12), 3.0),
+    "Scaled2": (np.uint64(13), 5.0),
+}
+
+
+def scaled(rt, node, salt, weight):
+    """Fold `mix(node, salt) * weight` into the checksum (wrapping uint64)."""
+    rt.worker.checksum[0] += mix(node, salt) * np.uint64(weight)
+    return np.int32(0)
+
+
+for _name, _constants in SCALED.items():
+    scaled = kernel(_name, registry=ABI_REGISTRY, constants=_constants)(scaled)

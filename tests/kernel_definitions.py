@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from rtsoa.kernels import KernelRegistry, builtin, kernel
+from rtsoa.kernels import REGISTRY, KernelRegistry, builtin, kernel
 
 ALLOCATING = KernelRegistry()  # an undeclared allocation next to a good kernel of its module
 FLOAT = KernelRegistry()
@@ -11,7 +11,7 @@ INT64 = KernelRegistry()
 UNTYPABLE = KernelRegistry()
 DECLARED = KernelRegistry()  # the same allocation, declared: fine
 for _registry in (ALLOCATING, FLOAT, INT64, UNTYPABLE, DECLARED):
-    _registry.register("Checksum0", builtin.checksum0)
+    _registry.register("Checksum0", builtin.checksum, constants=REGISTRY["Checksum0"].constants)
 
 
 @kernel("Scratch", registry=ALLOCATING)

@@ -4,11 +4,19 @@ on a shared value slot inside critical sections (a lost update would show a data
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir
-from rtsoa.kernels import KernelRegistry, attribute, builtin, input_value, kernel, workload
+from rtsoa.kernels import (
+    REGISTRY,
+    KernelRegistry,
+    attribute,
+    builtin,
+    input_value,
+    kernel,
+    workload,
+)
 
 MT_REGISTRY = KernelRegistry()
-for _name, _function in (("Checksum0", builtin.checksum0), ("Fail", workload.fail)):
-    MT_REGISTRY.register(_name, _function)
+MT_REGISTRY.register("Checksum0", builtin.checksum, constants=REGISTRY["Checksum0"].constants)
+MT_REGISTRY.register("Fail", workload.fail)
 
 # WorkerState.scratch words the kernels count into (per thread, never shared)
 SCRATCH_MEMORY = 1

@@ -59,8 +59,8 @@ def python_graph_passes():
 # The loops that run alone in one thread; the multithread loop is a protocol between workers
 # (atomics, several threads), checked compiled in tests/test_multithread.py.
 SINGLE_THREAD = tuple(name for name, cls in EXECUTORS.items() if not cls.uses_threads)
-KERNELS = {info.name: info.function for info in REGISTRY.entries()}
-KERNELS["NotifyAttr"] = ABI_REGISTRY["NotifyAttr"].function
+KERNELS = {info.name: info for info in REGISTRY.entries()}
+KERNELS["NotifyAttr"] = ABI_REGISTRY["NotifyAttr"]
 CONTROL_FLOW = {info.name: info.control_flow for info in REGISTRY.entries()}
 CONTROL_FLOW["NotifyAttr"] = ABI_REGISTRY["NotifyAttr"].control_flow
 
@@ -70,10 +70,14 @@ class Run:
 
     # A bounded step count: a loop mutated never to stop ends with a failure, not a hang.
     def __init__(self, graph, name, max_steps=100_000, slots=None):
-        kernels = [pure(KERNELS[kernel]) for kernel in graph.kernel_names]
+        kernels = [
+            (pure(KERNELS[kernel].function), KERNELS[kernel].constants)
+            for kernel in graph.kernel_names
+        ]
 
-        def dispatch(rt, kernel, node):
-            return kernels[kernel](rt, node)
+        def dispatch(rt, kernel, node):  # as the generated dispatch calls them
+            function, constants = kernels[kernel]
+            return function(rt, node, *constants)
 
         loop = pure(EXECUTORS[name].loop)
         loop.__globals__["dispatch"] = dispatch

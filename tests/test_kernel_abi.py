@@ -4,8 +4,10 @@ loops specialised on the generated dispatch without text surgery."""
 
 import sys
 
+import numba
+import numpy as np
 import pytest
-from abi_kernels import ABI_REGISTRY
+from abi_kernels import ABI_REGISTRY, SCALED
 from numba import types
 
 from rtsoa import GraphBuilder
@@ -17,7 +19,13 @@ from rtsoa.graph.schema import Placement, ValueKind
 from rtsoa.kernels import REGISTRY, KernelRegistry, builtin, control_flow, lowered
 from rtsoa.kernels.checksum import expected_checksum, mix_numpy
 from rtsoa.kernels.control_flow import add_const_int, add_if
-from rtsoa.kernels.dispatch import dispatch, load_dispatch, specialise
+from rtsoa.kernels.dispatch import (
+    dispatch,
+    generate_source,
+    load_dispatch,
+    registry_hash,
+    specialise,
+)
 from rtsoa.kernels.status import STATUS_BAD_NOTIFY, STATUS_NOTIFY_BASE
 
 QUEUE_EXECUTORS = ("topological", "priority")
@@ -159,14 +167,14 @@ def test_dispatch_ids_do_not_depend_on_registration_order():
     forward, backward = KernelRegistry(), KernelRegistry()
     kernels = [
         ("Noop", builtin.noop),
-        ("Checksum3", builtin.checksum3),
+        ("Checksum3", builtin.checksum),
         ("AllocMemory", lowered.alloc_memory),
         ("ConstInt", control_flow.const_int),
     ]
     for name, function in kernels:
-        forward.register(name, function)
+        forward.register(name, function, constants=REGISTRY[name].constants)
     for name, function in reversed(kernels):
-        backward.register(name, function)
+        backward.register(name, function, constants=REGISTRY[name].constants)
     assert forward.names() == backward.names() == tuple(sorted(name for name, _ in kernels))
     names = ("ConstInt", "Noop", "AllocMemory")
     assert forward.bind(names).tolist() == backward.bind(names).tolist()
@@ -216,3 +224,80 @@ def test_notify_is_obeyed_only_from_control_flow_kernels(executor, successors):
         ex.run()
     assert caught.value.status == STATUS_BAD_NOTIFY
     assert caught.value.node == fail
+
+
+def _scaled_graph(names):
+    builder = GraphBuilder()
+    previous = None
+    for name in names:
+        node = builder.add_node(name)
+        if previous is not None:
+            builder.add_edge(previous, node)
+        previous = node
+    return builder.finalize()
+
+
+def _scaled_checksum(names):
+    total = 0
+    for node, name in enumerate(names):
+        salt, weight = SCALED[name]
+        total += int(mix_numpy([node], salt)[0]) * int(weight)
+    return total % 2**64
+
+
+def test_a_kernel_family_shares_one_function_and_one_compile():
+    """Kernels registered with constants: each name's dispatch passes its own constants (the
+    checksum weighs every node by its kernel's), on every executor; and the names share one
+    signature, so one compile: compiling the function for each name's argument types adds
+    one signature, not three. (The multithread loop passes node ids as int32, the others as
+    int64: a kernel used by both is compiled once for each.)"""
+    function = ABI_REGISTRY["Scaled0"].function
+    assert all(ABI_REGISTRY[name].function is function for name in SCALED)
+    names = ["Scaled1", "Scaled0", "Scaled2", "Scaled2", "Scaled1"]
+    for executor in EXECUTORS:
+        ex = prepare_executor(_scaled_graph(names), executor, registry=ABI_REGISTRY)
+        assert ex.run().checksum == _scaled_checksum(names), executor
+    before = set(function.overloads)
+    for name in SCALED:
+        constants = tuple(numba.typeof(value) for value in ABI_REGISTRY[name].constants)
+        function.compile((numba.typeof(ex.runtime), types.int64, *constants))
+    assert len(set(function.overloads) - before) <= 1
+    assert len(function.overloads) >= 1
+
+
+@pytest.mark.parametrize(
+    "constants, message",
+    [
+        ("ab", "constants must be a tuple"),
+        ((True,), "constant 0 \\(True\\)"),
+        ((1, 2**63), "constant 1 \\(9223372036854775808\\)"),
+        ((np.int32(1),), "constant 0"),
+        ((None,), "constant 0 \\(None\\)"),
+    ],
+)
+def test_bad_kernel_constants_are_refused_with_the_kernel_and_position(constants, message):
+    registry = KernelRegistry()
+    with pytest.raises(ValueError, match=f"kernel 'Bad': {message}"):
+        registry.register("Bad", builtin.checksum, constants=constants)
+    assert "Bad" not in registry
+
+
+def test_constants_reach_the_generated_dispatch_exactly_and_change_its_key():
+    """The generated module holds each constant with its type and exact value (floats through
+    their hex form: 0.1, -0.0, inf and nan survive), and two registries that differ only in a
+    constant get different dispatch keys (so never each other's cached machine code)."""
+    values = (np.int64(-(2**63)), np.uint64(2**64 - 1), 0.1, -0.0, float("inf"), float("nan"))
+    registry, other = KernelRegistry(), KernelRegistry()
+    registry.register("Many", builtin.checksum, constants=values)
+    other.register("Many", builtin.checksum, constants=values[:-1] + (1.0,))
+    module = {"np": np}  # the generated module's constant lines (the rest needs a file)
+    for line in generate_source(registry, "key").splitlines():
+        if line.startswith("_constant"):
+            exec(line, module)
+    arguments = [module[f"_constant0_{position}"] for position in range(len(values))]
+    assert [type(a) for a in arguments] == [np.int64, np.uint64] + [np.float64] * 4
+    assert tuple(arguments[:2]) == values[:2]
+    for got, want in zip(arguments[2:], values[2:], strict=True):
+        assert float(got).hex() == float(want).hex()
+    assert registry_hash(registry) != registry_hash(other)
+    assert registry["Many"].constants[2] == np.float64(0.1)

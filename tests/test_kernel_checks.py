@@ -89,4 +89,6 @@ def test_return_type_of_the_builtins_is_int32():
     ex = prepare_executor(one_node_graph("Checksum0"))
     types = (numba.typeof(ex.runtime), numba.types.int64)
     for name in ("Checksum0", "Noop", "Fail"):
-        assert conformance.return_type(REGISTRY[name].function, types) == numba.types.int32
+        info = REGISTRY[name]
+        constants = tuple(numba.typeof(value) for value in info.constants)
+        assert conformance.return_type(info.function, types + constants) == numba.types.int32

@@ -18,7 +18,7 @@ from rtsoa.kernels.dispatch import generate_source, load_dispatch, registry_hash
 
 # A user registry with a user kernel defined here, in an importable module, as users would.
 USER_REGISTRY = KernelRegistry()
-USER_REGISTRY.register("Checksum0", builtin.checksum0)
+USER_REGISTRY.register("Checksum0", builtin.checksum, constants=REGISTRY["Checksum0"].constants)
 _TRIPLE_SALT = np.uint64(12345)
 
 

@@ -83,6 +83,9 @@ def _summary(error):
     return lines[0] if lines else type(error).__name__
 
 
+_CONSTANTS = {False: "", True: ", *constants"}  # how the error names the signature
+
+
 def check_kernel(info, argument_types):
     """KernelDefinitionError unless the kernel `info` (a KernelInfo) types as int32 for
     `argument_types` under its own options."""
@@ -105,7 +108,8 @@ def check_kernel(info, argument_types):
                     "graph provides (block_view / value_view)"
                 ) from None
         raise KernelDefinitionError(
-            f"{where} does not compile as run(rt, node): {_summary(error)}"
+            f"{where} does not compile as run(rt, node{_CONSTANTS[len(argument_types) > 2]}): "
+            f"{_summary(error)}"
         ) from None
     if result != numba.types.int32:
         raise KernelDefinitionError(
@@ -136,7 +140,8 @@ def check_kernels(registry, runtime, used=None):
             argument_types = (numba.typeof(runtime), numba.types.int64)
             entries = registry.entries()
             for index in included:
-                check_kernel(entries[index], argument_types)
+                constants = tuple(numba.typeof(value) for value in entries[index].constants)
+                check_kernel(entries[index], argument_types + constants)
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.touch()
         _passed.add(key)

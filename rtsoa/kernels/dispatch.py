@@ -2,7 +2,8 @@
 
 For a registry (and the kernels a graph uses), `load_dispatch` writes once a Python file
 `<cache dir>/rtsoa_dispatch_<key>.py` that imports each kernel by module and attribute name and
-defines `dispatch(rt, kernel_id, node)` as an if/elif chain over dispatch ids. It is the only
+defines `dispatch(rt, kernel_id, node)` as an if/elif chain over dispatch ids (a kernel
+registered with constants is called with them after `rt, node`). It is the only
 generated code in rtsoa.
 
 Executor loops are ordinary Python functions in `rtsoa/executors/<name>.py` that call the
@@ -29,6 +30,7 @@ import types
 from pathlib import Path
 
 import numba
+import numpy as np
 from numba import njit
 
 from rtsoa._jit import jit_out_of_line, package_source_stamp
@@ -117,7 +119,8 @@ def registry_hash(registry, included=None):
     digest.update(f"package {package_source_stamp()}\n".encode())
     for info in registry.entries():
         line = f"{info.name}|{info.module}|{info.attribute}|{int(info.worker)}|"
-        line += f"{info.critical_section}|{info.control_flow}\n"
+        constants = ",".join(map(_constant_source, info.constants))
+        line += f"{info.critical_section}|{info.control_flow}|{constants}\n"
         digest.update(line.encode())
     for path in paths:
         digest.update(f"module {path}\n".encode())
@@ -125,6 +128,14 @@ def registry_hash(registry, included=None):
     key = digest.hexdigest()[:20]
     _hashes[memo_key] = (stamps, key)
     return key
+
+
+def _constant_source(value):
+    """A numpy scalar as source text of its exact value and type (floats through their hex
+    form, so 0.1, -0.0, inf and nan survive)."""
+    if isinstance(value, np.floating):
+        return f"np.float64(float.fromhex({float(value).hex()!r}))"
+    return f"np.{value.dtype.name}({int(value)})"
 
 
 def generate_source(registry, key, included=None):
@@ -144,6 +155,11 @@ def generate_source(registry, key, included=None):
     for index in included:
         info = entries[index]
         lines.append(f"from {info.module} import {info.attribute} as _kernel{index}")
+    # constants as module globals (Numba freezes them into the code with their numpy types)
+    lines.append("")
+    for index in included:
+        for position, value in enumerate(entries[index].constants):
+            lines.append(f"_constant{index}_{position} = {_constant_source(value)}")
     # Inlined at IR level: LLVM will not inline a 30-way switch, and a call passes `rt` by
     # value. No reference counting of the runtime tuple's arrays around kernel calls.
     lines += [
@@ -156,7 +172,10 @@ def generate_source(registry, key, included=None):
     for position, index in enumerate(included):
         keyword = "if" if position == 0 else "elif"
         lines.append(f"    {keyword} kernel == {index}:  # {entries[index].name!r}")
-        lines.append(f"        return _kernel{index}(rt, node)")
+        arguments = "".join(
+            f", _constant{index}_{position}" for position in range(len(entries[index].constants))
+        )
+        lines.append(f"        return _kernel{index}(rt, node{arguments})")
     lines += ["    return np.int32(STATUS_UNKNOWN_KERNEL)", ""]
     return "\n".join(lines)
 

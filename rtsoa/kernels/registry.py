@@ -8,6 +8,13 @@ defined at module level in an importable module, registered with the `kernel` de
         ...
         return np.int32(0)
 
+A family of kernels that differ only in constants shares one function: registered with
+`constants=(...)`, the function is `run(rt, node, *constants)` and is compiled once for all of
+them (the sixteen built-in `ChecksumK` kernels are one function and sixteen salts):
+
+    for k, scale in enumerate((1, 2, 4)):
+        kernel(f"Scale{k}", constants=(np.int64(scale),))(scale_kernel)
+
 The generated dispatch (`rtsoa.kernels.dispatch`) imports every kernel by module and attribute
 name, so user kernels work exactly like the built-ins. A kernel's dispatch id is its position in
 the registry's names sorted, so ids do not depend on the order modules were imported in.
@@ -62,6 +69,31 @@ class KernelInfo(NamedTuple):
     requires: dict  # minimum inputs / outputs / attributes / successors, checked at load
     control_flow: bool  # switch / pivot / loop kernels: the graph needs a queue executor
     ends_sequence: bool  # may return STATUS_END_OF_SEQUENCE (obeyed from no other kernel)
+    constants: tuple = ()  # numpy scalars passed after (rt, node): run(rt, node, *constants)
+
+
+_CONSTANT_TYPES = (np.int64, np.uint64, np.float64)
+
+
+def _constants(name, constants):
+    """`constants` as a tuple of numpy int64 / uint64 / float64 scalars (ValueError naming the
+    kernel and the position of the first that is none of these or out of its range)."""
+    if isinstance(constants, (str, bytes)) or not isinstance(constants, (tuple, list)):
+        raise ValueError(f"kernel {name!r}: constants must be a tuple, got {constants!r}")
+    result = []
+    for position, value in enumerate(constants):
+        if isinstance(value, _CONSTANT_TYPES):
+            result.append(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+            result.append(np.int64(value))
+        elif isinstance(value, float):
+            result.append(np.float64(value))
+        else:
+            raise ValueError(
+                f"kernel {name!r}: constant {position} ({value!r}) is not an int64, uint64 "
+                "or float64 value"
+            )
+    return tuple(result)
 
 
 def default_trace(graph, node):
@@ -131,8 +163,13 @@ class KernelRegistry:
         requires=None,
         control_flow=False,
         ends_sequence=False,
+        constants=(),
     ):
         """Add (or re-register from the same place) a kernel; returns its KernelInfo.
+
+        `constants`: int64 / uint64 / float64 values (numpy scalars; a Python int is taken as
+        int64, a float as float64) the dispatch passes after (rt, node). Kernels that share a
+        function and the constants' types share one compile.
 
         The name must be identifier-like (KernelDefinitionError otherwise); the kernel's types
         (int32 status, no undeclared allocation) are checked at the first prepare that uses
@@ -151,6 +188,7 @@ class KernelRegistry:
         unknown = sorted(set(requires) - set(_REQUIREMENTS))
         if unknown:
             raise ValueError(f"kernel {name!r}: unknown requirement(s) {unknown}")
+        constants = _constants(name, constants)
         py_func = function.py_func
         info = KernelInfo(
             name=str(name),
@@ -164,6 +202,7 @@ class KernelRegistry:
             requires={key: int(requires.get(key, 0)) for key in _REQUIREMENTS},
             control_flow=bool(control_flow),
             ends_sequence=bool(ends_sequence),
+            constants=constants,
         )
         if "<locals>" in py_func.__qualname__:
             raise ValueError(f"kernel {name!r} must be a module-level function")
@@ -270,8 +309,10 @@ def kernel(
     registry=None,
     allocates=False,
     ends_sequence=False,
+    constants=(),
 ):
-    """Decorator: jit `run(rt, node) -> int32` (unless already jitted) and register it.
+    """Decorator: jit `run(rt, node) -> int32` (unless already jitted) and register it
+    (`run(rt, node, *constants)` with `constants`, see the module docstring).
 
     Kernels are compiled without Numba's reference-counting runtime (NRT) unless
     `allocates=True`: with NRT every call increfs and decrefs each array of the runtime tuple,
@@ -299,6 +340,7 @@ def kernel(
             requires=requires,
             control_flow=control_flow,
             ends_sequence=ends_sequence,
+            constants=constants,
         )
         return function
 
