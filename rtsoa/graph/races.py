@@ -98,7 +98,12 @@ def _queries(input_offsets, input_values, producer, node_root, frees, n, num_val
             if count + pairs > capacity:
                 capacity = max(2 * capacity, count + pairs, 64)
                 grown = np.empty((capacity, 4), dtype=np.int64)
-                grown[:count] = queries[:count]
+                # Not `grown[:count] = queries[:count]`: Numba's array-to-slice assignment
+                # compiles a shape-mismatch message built with f-strings and str.join, ~4 s of
+                # Unicode code in a cold load of a lowered graph (this was its only use there).
+                for row in range(count):
+                    for column in range(4):
+                        grown[row, column] = queries[row, column]
                 queries = grown
             if p >= 0 and p != c and node_root[p] == node_root[c]:
                 queries[count, 0] = p
