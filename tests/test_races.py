@@ -84,6 +84,34 @@ def test_pairs_beyond_the_search_budget_are_decided_by_the_bitset_sweep(joined):
             b.finalize()
 
 
+@pytest.mark.parametrize("bad", [None, 3, 66])
+def test_the_bitset_sweep_handles_more_than_64_sources(bad):
+    """70 producers all fan out to more nodes than a bounded search visits, so every pair goes
+    to the sweep, which takes 64 distinct sources at a time in topological order (a stable
+    counting sort by position groups each source's pairs): two chunks. With `bad`, that
+    producer's user is joined to nothing, in the first or the second chunk."""
+    b = GraphBuilder()
+    producers = [const(b) for _ in range(70)]
+    fan = [b.add_node("Checksum0") for _ in range(2 * SEARCH_BUDGET)]
+    for producer, _ in producers:
+        for node in fan:
+            b.add_edge(producer, node)
+    last = b.add_node("Checksum1")
+    b.add_edge(fan[-1], last)
+    lone = b.add_node("Checksum2")
+    users = []
+    for index, (_, value) in enumerate(producers):
+        user, _ = REGISTRY.add_node(b, "AddInt", inputs=[value, value])
+        b.add_edge(lone if index == bad else last, user)
+        users.append((user, value))
+    if bad is None:
+        b.finalize()
+    else:
+        user, value = users[bad]
+        with pytest.raises(GraphFormatError, match=f"node {user} uses value {value}"):
+            b.finalize()
+
+
 def block_graph(order):
     """Alloc -> Launch (reads the block) and a Free of the block, ordered as `order` says."""
     b = GraphBuilder()

@@ -181,10 +181,18 @@ def _first_unordered(offsets, targets, order, position, queries):
             pending += 1
     if pending > 0:
         # searches, 64 distinct sources at a time in topological order
-        keys = np.empty(pending, dtype=np.int64)
+        # a stable counting sort by the source's position (positions are 0..n-1); not
+        # np.argsort(kind="mergesort"), whose compile is ~1.5 s of a cold load
+        starts = np.zeros(n + 1, dtype=np.int64)
         for k in range(pending):
-            keys[k] = position[queries[unanswered[k], 0]]
-        by_source = unanswered[:pending][np.argsort(keys, kind="mergesort")]
+            starts[position[queries[unanswered[k], 0]] + 1] += 1
+        for i in range(n):
+            starts[i + 1] += starts[i]
+        by_source = np.empty(pending, dtype=np.int64)
+        for k in range(pending):
+            key = position[queries[unanswered[k], 0]]
+            by_source[starts[key]] = unanswered[k]
+            starts[key] += 1
         bits = np.zeros(n, dtype=np.uint64)
         start = 0
         while start < pending:
