@@ -135,7 +135,9 @@ def test_cheap_flag_lookups_keep_numbas_hash_and_equality():
     `__eq__` do, on pairs that exercise each of its shortcuts and its fallback. Mutations it
     catches: the same-class shortcut without the set-values compare (the `released` /
     `nowrapper` pair compares equal), a hash per object instead of per class (equal flags
-    hash apart), a fallback that answers False (`plain` vs `default_set`)."""
+    hash apart), a comparison of the set options that answers False when their values are
+    equal (`plain` vs `default_set`) or True when one is set on one side only (`plain` vs
+    `released`, `both` vs `released`)."""
     from numba.core import targetconfig
     from numba.core.compiler import Flags
 
@@ -154,7 +156,16 @@ def test_cheap_flag_lookups_keep_numbas_hash_and_equality():
     default_set = Flags()
     default_set.release_gil = Flags.options["release_gil"].default  # set, to its default
     copied = Flags(released)
+    both = Flags()
+    both.release_gil = True
+    both.no_cpython_wrapper = True
+    other_default = Flags()  # a set option at its default against another set one
+    other_default.no_cpython_wrapper = Flags.options["no_cpython_wrapper"].default
     pairs = [
+        (both, released),
+        (released, both),
+        (default_set, other_default),
+        (nowrapper, other_default),
         (plain, plain),
         (plain, Flags()),
         (released, copied),
