@@ -7,7 +7,7 @@ list, whose blocks `quick_flush` merges and lists later (before growing, on rele
 memory).
 """
 
-from rtsoa._jit import jit_inline_ir, jit_out_of_line
+from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_out_of_line
 from rtsoa.device.freelists import bin_push, bin_remove
 from rtsoa.device.hazards import history_copy, history_merge
 from rtsoa.device.layout import (
@@ -69,7 +69,7 @@ def _merge_next(dev, slot, after):
     push_block_slot(dev, after)
 
 
-@jit_inline_ir
+@jit_inline_llvm  # typed once, not at each of its two call sites (Numba-IR inlining: ~1 s each)
 def merge_and_list(dev, slot):
     """Merge a free block (in no list) with its free address neighbours and list the result."""
     blocks = dev.blocks

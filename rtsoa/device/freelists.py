@@ -20,7 +20,7 @@ BLOCK_FREE) and costs a push; a request of its size pops it when it is usable on
 stream. The allocator flushes them (`blocks.quick_flush`) before it grows or releases.
 """
 
-from rtsoa._jit import jit_inline_ir
+from rtsoa._jit import jit_inline_ir, jit_inline_llvm
 from rtsoa.device.bits import floor_log2, lowest_bit
 from rtsoa.device.hazards import reusable_on
 from rtsoa.device.layout import (
@@ -113,7 +113,7 @@ def eligible(dev, slot, size, stream, max_split):
     return reusable_on(dev, slot, stream)
 
 
-@jit_inline_ir
+@jit_inline_llvm  # typed once, not at each of its two call sites in _take_listed
 def find_block(dev, group, size, stream):
     """An eligible free block of at least `size` bytes in the group's lists, or -1."""
     blocks = dev.blocks
