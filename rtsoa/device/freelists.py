@@ -60,7 +60,7 @@ def size_class(size):
     return (exponent << SUB_BINS_LOG2) + sub
 
 
-@jit_inline_ir
+@jit_inline_llvm  # typed once, not at each call site (Numba-IR inlining)
 def bin_push(dev, slot, group):
     """Put a free block at the head of its class list (LIFO)."""
     blocks = dev.blocks
@@ -75,7 +75,7 @@ def bin_push(dev, slot, group):
     dev.bin_bitmap[index >> _WORD_SHIFT] |= 1 << (index & _WORD_MASK)
 
 
-@jit_inline_ir
+@jit_inline_llvm  # typed once, not at each call site (Numba-IR inlining)
 def bin_remove(dev, slot):
     """Unlink a free block from its class list (clearing the bitmap bit of an emptied class)."""
     blocks = dev.blocks
@@ -93,7 +93,7 @@ def bin_remove(dev, slot):
     # BLK_BIN and the links are left stale: they are read only while the block is listed
 
 
-@jit_inline_ir
+@jit_inline_llvm  # typed once, not at each call site (Numba-IR inlining)
 def eligible(dev, slot, size, stream, max_split):
     """The free block may serve a `size`-byte request on `stream` (see module docstring)."""
     blocks = dev.blocks

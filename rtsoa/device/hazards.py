@@ -12,7 +12,7 @@ An access by a task on stream `t` is a hazard when:
 Hazards are recorded (first `capacity` rows kept, all counted), never raised, like a sanitizer.
 """
 
-from rtsoa._jit import jit_inline_ir, jit_out_of_line
+from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_out_of_line
 from rtsoa.device.bits import lowest_bit
 from rtsoa.device.handles import foreign_handle
 from rtsoa.device.layout import (
@@ -130,7 +130,7 @@ def device_access(dev, stream, handle, is_write):
     return STATUS_OK
 
 
-@jit_inline_ir
+@jit_inline_llvm  # typed once, not at each call site (Numba-IR inlining)
 def history_merge(dev, into, source):
     """`into` takes the union of both blocks' histories (neighbour merge)."""
     blocks = dev.blocks
@@ -193,7 +193,7 @@ def history_on_free(dev, slot, stream):
         history[slot, other, HIST_WRITE] = history[slot, other, HIST_USE]
 
 
-@jit_inline_ir
+@jit_inline_llvm  # typed once, not at each call site (Numba-IR inlining)
 def reusable_on(dev, slot, stream):
     """True when every recorded use of the block's memory is ordered before `stream`'s next op."""
     blocks = dev.blocks

@@ -14,7 +14,7 @@ the device's life, as `Device(trace=...)` sets it.
 
 import numpy as np
 
-from rtsoa._jit import jit_inline_ir
+from rtsoa._jit import jit_inline_llvm
 from rtsoa.device.bits import float_bits
 from rtsoa.device.layout import (
     CFG_TRACE,
@@ -65,7 +65,7 @@ from rtsoa.device.layout import (
 TRACE_FORMAT_VERSION = 1  # of the decoded rows `dump_trace` writes (unchanged by the ring)
 
 
-@jit_inline_ir
+@jit_inline_llvm  # typed once, not at each call site (Numba-IR inlining)
 def trace_append(dev, kind, placement, handle, offset, size, requested, stream, start, end):
     """Write one event into the ring (overwrites the oldest once full); no-op if tracing is off.
 
