@@ -12,8 +12,11 @@ A family of kernels that differ only in constants shares one function: registere
 `constants=(...)`, the function is `run(rt, node, *constants)` and is compiled once for all of
 them (the sixteen built-in `ChecksumK` kernels are one function and sixteen salts):
 
-    for k, scale in enumerate((1, 2, 4)):
-        kernel(f"Scale{k}", constants=(np.int64(scale),))(scale_kernel)
+    def scale(rt, node, factor):
+        ...
+
+    for k, factor in enumerate((1, 2, 4)):  # keep the jitted function: every name shares it
+        scale = kernel(f"Scale{k}", constants=(np.int64(factor),))(scale)
 
 The generated dispatch (`rtsoa.kernels.dispatch`) imports every kernel by module and attribute
 name, so user kernels work exactly like the built-ins. A kernel's dispatch id is its position in
