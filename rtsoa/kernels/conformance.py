@@ -83,9 +83,6 @@ def _summary(error):
     return lines[0] if lines else type(error).__name__
 
 
-_CONSTANTS = {False: "", True: ", *constants"}  # how the error names the signature
-
-
 def check_kernel(info, argument_types):
     """KernelDefinitionError unless the kernel `info` (a KernelInfo) types as int32 for
     `argument_types` under its own options."""
@@ -107,9 +104,9 @@ def check_kernel(info, argument_types):
                     "register it with @kernel(..., allocates=True), or write into memory the "
                     "graph provides (block_view / value_view)"
                 ) from None
+        signature = "run(rt, node, *constants)" if len(argument_types) > 2 else "run(rt, node)"
         raise KernelDefinitionError(
-            f"{where} does not compile as run(rt, node{_CONSTANTS[len(argument_types) > 2]}): "
-            f"{_summary(error)}"
+            f"{where} does not compile as {signature}: {_summary(error)}"
         ) from None
     if result != numba.types.int32:
         raise KernelDefinitionError(
