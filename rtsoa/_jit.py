@@ -31,6 +31,8 @@ from numba.core import caching
 from numba.core import types as numba_types
 from numba.core.registry import CPUDispatcher
 
+from rtsoa import _linking
+
 JIT_OPTIONS = {"cache": True, "nogil": True, "boundscheck": False}
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -284,6 +286,11 @@ class InternalDispatcher(CPUDispatcher):
             kws = {k: numba_types.unliteral(v) for k, v in kws.items()}
         return super().get_call_template(args, kws)
 
+    def add_overload(self, cres):
+        super().add_overload(cres)
+        if not cres.objectmode and _linking.separately_linked(self):
+            _linking.link_by_symbol(self, cres)
+
     def __call__(self, *args, **kwargs):
         twin = self._python_twin
         if twin is None:
@@ -321,6 +328,8 @@ def jit_internal(fn=None, **overrides):
     def decorate(function):  # what numba.njit does, with this dispatcher class
         dispatcher = InternalDispatcher(py_func=function, locals={}, targetoptions=options)
         dispatcher.keeps_literals = keeps_literals
+        if options.get("forceinline") is False:  # LLVM would not inline it: link it once
+            _linking.register(dispatcher)
         if cache:
             dispatcher.enable_caching()
         return dispatcher

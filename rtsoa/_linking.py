@@ -1,0 +1,178 @@
+"""Out-of-line functions linked once: jitted callers call them by symbol instead of copying them.
+
+Numba links a jitted callee into its caller by copying the callee's LLVM module (and everything
+that module already copied from its own callees) into the caller's, then optimising and
+compiling the whole result to machine code again. A function called through n levels of
+out-of-line calls is therefore optimised and compiled n + 1 times, and the top of a deep tree
+(the op library's switch, an executor loop over the device's kernels) compiles everything
+below it once more. Measured on a cold cache (`asv_bench/compile_phases.py`): the op library
+spent 124 s of its 203 s in those repeated module passes and code generation, a cold run of
+`datasets/lowered-4k.rtsoa` 17.7 s of 44 s.
+
+A function compiled with `forceinline=False` by an rtsoa profile (`jit_out_of_line`,
+`jit_with_nrt`) is *separately linked* instead: callers declare its symbol and call it, and
+the JIT resolves the symbol to the one copy already loaded (the callee is compiled, or loaded
+from Numba's disk cache, when a caller is typed, before the caller is compiled). Only functions
+LLVM would not inline anyway are separately linked, so the machine code of the calls is the
+same.
+
+Disk cache. A cached caller refers to its callees by their mangled names, and Numba's mangled
+names carry a per-process counter, so a callee recompiled in a later process gets another name.
+Every cache entry whose machine code calls separately linked functions therefore records them
+(module, qualified name, argument types, mangled name, the callee's cache stamp), and loading
+the entry first loads each callee through its own dispatcher (from the cache or by compiling
+it) and checks that it is the one recorded: same mangled name, same stamp. Any mismatch, or a
+callee that cannot be found, makes the entry a cache miss, so the caller is compiled again
+against the callees of this process; a stale entry is never run and an unresolved symbol
+never reaches the JIT's linker (which would abort the process). This is done by wrapping
+Numba's `CompileResultCacheImpl.reduce` / `rebuild` (for every cached function, rtsoa's or a
+user kernel's that calls the device); if Numba's internals are not the expected ones, nothing
+is separately linked and calls are linked as before.
+"""
+
+import importlib
+import threading
+
+from numba.core import cgutils, imputils
+
+_MARKER = "rtsoa-separately-linked-v1"
+_by_name = {}  # (module, qualname) -> dispatcher, or None when the name is ambiguous
+_by_symbol = {}  # mangled name -> (module, qualname, argument types, mangled name, stamp)
+_loading = threading.local()
+
+
+def _install():
+    """Wrap Numba's compile-result cache so entries carry their separately linked callees;
+    returns False (and nothing is separately linked) if Numba's internals differ."""
+    try:
+        from numba.core import caching, compiler
+
+        impl = caching.CompileResultCacheImpl
+        numba_reduce = impl.reduce
+        numba_rebuild = impl.rebuild
+        compiler.CompileResult._rebuild  # noqa: B018 - present in the expected internals
+    except (ImportError, AttributeError):
+        return False
+    if getattr(impl, "_rtsoa_separate_linking", False):
+        return True
+
+    def reduce(self, cres):
+        payload = numba_reduce(self, cres)
+        callees = linked_callees(cres.library)
+        return (_MARKER, callees, payload) if callees else payload
+
+    def rebuild(self, target_context, payload):
+        if isinstance(payload, tuple) and payload and payload[0] == _MARKER:
+            _, callees, payload = payload
+            if not all(map(_load_callee, callees)):
+                return None  # a cache miss: the caller is compiled against today's callees
+        return numba_rebuild(self, target_context, payload)
+
+    impl.reduce = reduce
+    impl.rebuild = rebuild
+    impl._rtsoa_separate_linking = True
+    return True
+
+
+def linked_callees(library):
+    """The separately linked functions `library`'s machine code calls, as cache records."""
+    found = []
+    for function in library._final_module.functions:
+        if function.is_declaration:
+            record = _by_symbol.get(function.name)
+            if record is not None:
+                found.append(record)
+    return tuple(sorted(found, key=lambda record: record[3]))
+
+
+def _stamp(dispatcher):
+    cache = getattr(dispatcher, "_cache", None)
+    locator = getattr(getattr(cache, "_impl", None), "locator", None)
+    return locator.get_source_stamp() if locator is not None else None
+
+
+def _load_callee(record):
+    """Load (or compile) the callee of one cache record; True if it is the recorded one."""
+    module, qualname, argtypes, mangled, stamp = record
+    key = (module, qualname, argtypes)
+    loading = getattr(_loading, "keys", None)
+    if loading is None:
+        loading = _loading.keys = set()
+    if key in loading:
+        return False  # a cycle of cached callers: compile instead of recursing
+    dispatcher = _by_name.get((module, qualname))
+    if dispatcher is None and (module, qualname) not in _by_name:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return False
+        dispatcher = _by_name.get((module, qualname))
+    if dispatcher is None or _stamp(dispatcher) != stamp:
+        return False
+    loading.add(key)
+    try:
+        dispatcher.compile(argtypes)
+    except Exception:  # noqa: BLE001 - whatever stops the callee, the caller is recompiled
+        return False
+    finally:
+        loading.discard(key)
+    compiled = dispatcher.overloads.get(argtypes)
+    return compiled is not None and compiled.fndesc.mangled_name == mangled
+
+
+def register(dispatcher):
+    """Note a separately linked dispatcher by name (called when it is created). Two
+    dispatchers of one module and qualified name (functions made by a factory) cannot be told
+    apart by a cache record, so such a name is linked as usual."""
+    key = (dispatcher.py_func.__module__, dispatcher.py_func.__qualname__)
+    _by_name[key] = None if key in _by_name else dispatcher
+
+
+def separately_linked(dispatcher):
+    """Whether calls to `dispatcher` from jitted code go by symbol (see the module docstring)."""
+    if not INSTALLED:
+        return False
+    key = (dispatcher.py_func.__module__, dispatcher.py_func.__qualname__)
+    return _by_name.get(key) is dispatcher
+
+
+def link_by_symbol(dispatcher, cres):
+    """Make jitted callers of the overload `cres` call it by symbol: replaces the call that
+    Numba registered for it (which copies `cres.library` into every caller)."""
+    fndesc = cres.fndesc
+    args = tuple(cres.signature.args)
+    _by_symbol[fndesc.mangled_name] = (
+        dispatcher.py_func.__module__,
+        dispatcher.py_func.__qualname__,
+        args,
+        fndesc.mangled_name,
+        _stamp(dispatcher),
+    )
+    context = dispatcher.targetctx
+    context.remove_user_function(cres.entry_point)
+    call = _call_by_symbol(fndesc)
+    context._defns[cres.entry_point].append(call, call.signature)
+
+
+def _call_by_symbol(fndesc):
+    """Numba's `imputils.user_function` without the library to link: the call declares the
+    callee's symbol, which the JIT resolves to the callee's loaded machine code."""
+
+    def call(context, builder, sig, args):
+        function = context.declare_function(builder.module, fndesc)
+        status, value = context.call_conv.call_function(
+            builder, function, fndesc.restype, fndesc.argtypes, args
+        )
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        value = imputils.fix_returning_optional(context, builder, sig, status, value)
+        if value.type != context.get_value_type(sig.return_type):
+            raise TypeError(f"function returned {value.type} but expect {sig.return_type}")
+        return imputils.impl_ret_new_ref(context, builder, fndesc.restype, value)
+
+    call.signature = fndesc.argtypes
+    call.libs = ()
+    return call
+
+
+INSTALLED = _install()
