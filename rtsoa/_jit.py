@@ -240,14 +240,16 @@ jit_inline_llvm = JitProfile(
 )
 jit_out_of_line = JitProfile(
     "jit_out_of_line",
-    "Real calls without the reference-counting runtime: cold paths and entry points.",
+    "Real calls without the reference-counting runtime: cold paths and entry points. Linked "
+    "once: callers call it by symbol (`rtsoa._linking`), so LLVM never inlines it.",
     wrapperless=True,
     _nrt=False,
     forceinline=False,
 )
 jit_with_nrt = JitProfile(
     "jit_with_nrt",
-    "Real calls that create or return arrays, so they need the reference-counting runtime.",
+    "Real calls that create or return arrays, so they need the reference-counting runtime. "
+    "Linked once, like `jit_out_of_line`.",
     wrapperless=True,
     forceinline=False,
 )

@@ -4,7 +4,7 @@ use to reach a live block's memory."""
 
 import numpy as np
 
-from rtsoa._jit import jit_inline_ir, jit_out_of_line, jit_with_nrt
+from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_with_nrt
 from rtsoa.device.arena import arena_of
 from rtsoa.device.layout import (
     BLK_GENERATION,
@@ -57,7 +57,7 @@ def block_slot(dev, handle):
     return slot
 
 
-@jit_out_of_line
+@jit_inline_llvm  # per launch: a real call would copy `dev` (34 arrays)
 def block_location(dev, handle):
     """(placement, offset, requested bytes) of a live block; placement -1 if stale."""
     slot = block_slot(dev, handle)

@@ -72,7 +72,7 @@ def record_hazard(dev, kind, handle, task, stream, other_task, other_stream, is_
         dev.hazard_time[index, 1] = t1
 
 
-@jit_out_of_line
+@jit_inline_llvm  # per launch: a real call would copy `dev` (34 arrays)
 def device_access(dev, stream, handle, is_write):
     """Declare that the last task launched on `stream` reads (or writes) block `handle`.
 
