@@ -6,6 +6,9 @@
 - `Lowering.time_lower`: lowering a ~1,000-op model (target < 1 s).
 - `ModelStart.timeraw_load_and_first_inference`: a fresh process with warm caches loads the
   committed example model and runs one inference (target < 2 s).
+- `OpLibraryCold.timeraw_compile`: a fresh process with empty caches compiles the whole op
+  library (`rtsoa.ops.library.op_library`), with this machine's cores (`jobs` 2 here) and with
+  one (target < 60 s; paid once per machine and version).
 
 Reproduce: `cd asv_bench && asv run --python=same --quick -b bench_models`.
 """
@@ -123,3 +126,24 @@ class ModelStart:
 
     def timeraw_load_and_first_inference(self):
         return self._code()
+
+
+class OpLibraryCold:
+    """Cold compile of every op function and the op switch, in a fresh process with empty
+    Numba and rtsoa caches (helper processes included, as a user's first model run pays it)."""
+
+    params = (("cores", "one"),)
+    param_names = ("jobs",)
+    number = 1
+    repeat = (1, 1, 1200.0)
+    warmup_time = 0
+    timeout = 1200
+
+    def timeraw_compile(self, jobs):
+        lines = process_preamble(True)
+        lines += [
+            "from rtsoa.ops.library import compile_jobs, op_library",
+            f"module = op_library({'compile_jobs()' if jobs == 'cores' else '1'})",
+            "assert module.entry is not None",
+        ]
+        return "\n".join(lines) + "\n"

@@ -125,11 +125,25 @@ def _argument_types():
     )
 
 
+def shares(functions, jobs):
+    """Split op functions into `jobs` lists, whole modules together: the ops of one module share
+    most of their out-of-line helpers, and a helper two processes both need is compiled by both
+    (each is linked once per process, `rtsoa._linking`). Modules go, largest first, to the
+    list with the fewest functions."""
+    modules = {}
+    for function in functions:
+        modules.setdefault(function.py_func.__module__, []).append(function)
+    split = [[] for _ in range(jobs)]
+    for name in sorted(modules, key=lambda module: (-len(modules[module]), module)):
+        min(split, key=len).extend(modules[name])
+    return split
+
+
 def compile_share(share, jobs):
-    """Compile op functions `share`, `share + jobs`, ... of `op_functions()` into Numba's disk
-    cache (loading those already there). Returns how many."""
+    """Compile share `share` of `shares(op_functions(), jobs)` into Numba's disk cache (loading
+    those already there). Returns how many."""
     argument_types = _argument_types()
-    functions = op_functions()[share::jobs]
+    functions = shares(op_functions(), jobs)[share]
     for function in functions:
         function.compile(argument_types)
     return len(functions)
