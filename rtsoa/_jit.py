@@ -198,6 +198,51 @@ def _install_cheap_flag_lookups():
 CHEAP_FLAG_LOOKUPS = _install_cheap_flag_lookups()
 
 
+def _install_lazy_cache_refresh():
+    """Load cached machine code without first setting up Numba's whole compiler; returns True
+    if installed.
+
+    Before each disk-cache load Numba calls `target_context.refresh()`: it imports some twenty
+    of its modules (`numba.np.arraymath` among them, whose BLAS check imports scipy.linalg),
+    installs every lowering registry and refreshes the typing context. A warm process that
+    only loads cached functions needs none of that: about 0.45 s of a warm `rtsoa run
+    datasets/random-10k.rtsoa` (~1.0 s -> ~0.55 s). What loaded machine code does need is
+    every symbol it may call: Numba's C helpers and exception objects (registered when the
+    target context is created), the reference-counting runtime (`rtsys.initialize`) and the
+    hash secrets `numba.cpython.hashing` registers when imported; those are set up here.
+    The first real compile still runs the full refresh (Numba's compiler calls it), and a load
+    that fails on the short path is retried after a full refresh. Skipped when Numba's
+    internals are not the expected ones."""
+    try:
+        from numba.core.runtime import rtsys
+
+        cache_class = caching.Cache
+        numba_load = cache_class.load_overload
+        cache_class._load_overload  # noqa: B018 - present in the expected internals
+        cache_class._guard_against_spurious_io_errors  # noqa: B018
+    except (ImportError, AttributeError):
+        return False
+    if getattr(cache_class, "_rtsoa_lazy_refresh", False):
+        return True
+
+    def load_overload(self, sig, target_context):
+        try:
+            import numba.cpython.hashing  # noqa: F401 - registers the hash-secret symbols
+
+            rtsys.initialize(target_context)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+        except Exception:  # noqa: BLE001 - retried the way Numba does it, which reports errors
+            return numba_load(self, sig, target_context)
+
+    cache_class.load_overload = load_overload
+    cache_class._rtsoa_lazy_refresh = True
+    return True
+
+
+LAZY_CACHE_REFRESH = _install_lazy_cache_refresh()
+
+
 def jit(fn=None, **overrides):
     """`numba.njit` with rtsoa's options; usable as `@jit` or `@jit(fastmath=True)`."""
     options = {**JIT_OPTIONS, **overrides}

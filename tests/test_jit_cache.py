@@ -55,3 +55,81 @@ def test_unexpected_numba_internals_warn_and_keep_numbas_stamps(monkeypatch):
     monkeypatch.setattr(_jit, "caching", types.SimpleNamespace())  # no CacheImpl at all
     with pytest.warns(RuntimeWarning, match="clear rtsoa's __pycache__"):
         assert _jit._install_locators() == ()
+
+
+LAZY_SCRIPT = """
+import contextlib, io, json, sys
+from rtsoa.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as report:
+    status = main(["run", sys.argv[1], "--no-progress"])
+loaded_only = "numba.np.arraymath" not in sys.modules
+from numba import njit
+@njit
+def total(values):  # a compile after the short loads: Numba's full set-up runs now
+    return values.sum()
+import numpy as np
+print(json.dumps({"status": status, "report": report.getvalue(), "loaded_only": loaded_only,
+                  "total": int(total(np.arange(5)))}))
+"""
+
+HASHING_MODULE = """
+from numba import njit
+
+@njit(cache=True)
+def digest(text, values):
+    seen = set()
+    for value in values:
+        seen.add(value)
+    return hash(text), len(seen)
+"""
+
+HASHING_SCRIPT = """
+import json, sys
+import numpy as np
+import rtsoa._jit  # installs the short cache load
+sys.path.insert(0, sys.argv[1])
+import hashing_module
+print(json.dumps({"digest": list(hashing_module.digest("rtsoa", np.array([3, 1, 3, 2]))),
+                  "hits": sum(hashing_module.digest.stats.cache_hits.values()),
+                  "arraymath": "numba.np.arraymath" in sys.modules}))
+"""
+
+
+def _python(code, *args, env=None):
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_warm_process_loads_cached_code_without_numbas_whole_set_up():
+    from pathlib import Path
+
+    assert _jit.LAZY_CACHE_REFRESH
+    graph = Path(__file__).parents[1] / "datasets" / "random-10k.rtsoa"
+    _python(LAZY_SCRIPT, graph)  # fills the cache if this run has not yet
+    warm = _python(LAZY_SCRIPT, graph)
+    assert warm["status"] == 0 and "checksum" in warm["report"], warm["report"]
+    assert warm["loaded_only"]  # no compiler set-up (arraymath, scipy) for cached code
+    assert warm["total"] == 10
+
+
+def test_cached_code_that_hashes_loads_on_the_short_path(tmp_path):
+    import os
+
+    (tmp_path / "hashing_module.py").write_text(HASHING_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONHASHSEED="7")
+    first = _python(HASHING_SCRIPT, tmp_path, env=env)
+    second = _python(HASHING_SCRIPT, tmp_path, env=env)
+    assert first["hits"] == 0 and second["hits"] == 1
+    assert not second["arraymath"]  # loaded without Numba's whole set-up
+    assert second["digest"] == first["digest"] and first["digest"][1] == 3
