@@ -201,7 +201,10 @@ def _busy_manifest(tmp_path, count):
 
 
 def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys):
-    manifest = _busy_manifest(tmp_path, 60)
+    JOBS = 300  # noqa: N806
+    # enough jobs that the batch outlasts the first rewrite of the file (~1 s after it starts)
+    # by seconds: a warm worker starts in ~0.5 s and a Busy job takes ~10-40 ms
+    manifest = _busy_manifest(tmp_path, JOBS)
     out = tmp_path / "results.arrow"
     argv = ["batch", "--manifest", str(manifest), "-o", str(out), "--workers", "1"]
     # a terminal's Ctrl-C: SIGINT to the whole process group, workers included
@@ -220,16 +223,47 @@ def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys
     assert process.returncode == 130, err
     assert "interrupted" in err and "--resume" in err and err.count("\n") == 1
     partial = read_results(out)
-    assert 0 < partial.num_rows < 60
+    assert 0 < partial.num_rows < JOBS
     assert set(partial.column("status").to_pylist()) == {"ok"}
 
     assert main([*argv, "--resume", "--no-progress", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["skipped"] == partial.num_rows
-    assert summary["recorded"] == 60 - partial.num_rows
+    assert summary["recorded"] == JOBS - partial.num_rows
     table = pl.read_ipc(out)
-    assert table.height == 60 and table["job"].n_unique() == 60
+    assert table.height == JOBS and table["job"].n_unique() == JOBS
     assert table["checksum"].n_unique() == 1 and (table["status"] == "ok").all()
+
+
+def test_ctrl_c_while_the_pool_closes_ends_as_an_interrupt(tmp_path, monkeypatch):
+    """A Ctrl-C that lands while the workers are being stopped (here: as the last job's
+    batch came in) is held until they are stopped, then reported like any Ctrl-C: no
+    traceback, every worker gone, the rows so far in a valid file."""
+    from rtsoa.batch import runner
+    from rtsoa.batch.local import LocalPool
+
+    class InterruptedWhileClosing(LocalPool):
+        def close(self):
+            os.kill(os.getpid(), signal.SIGINT)  # delivered during the close below
+            self.processes = [worker.process for worker in self._workers]
+            super().close()
+
+    pools = []
+    monkeypatch.setattr(
+        runner,
+        "_pool",
+        lambda cluster, workers, settings: (
+            pools.append(InterruptedWhileClosing(workers, settings)) or pools[-1]
+        ),
+    )
+    jobs = collect_jobs([str(DATASETS / "chain-1k.rtsoa")])
+    out = tmp_path / "results.arrow"
+    with pytest.raises(runner.BatchInterrupted) as raised:
+        run_batch(jobs, out, workers=1, progress=False)
+    assert raised.value.summary.recorded == 1
+    assert read_results(out).column("status").to_pylist() == ["ok"]
+    assert not any(process.is_alive() for process in pools[0].processes)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
 def test_workers_wait_for_the_first_compile_lock(tmp_path):

@@ -2,6 +2,8 @@
 progress bar; Ctrl-C leaves a valid results file with the rows done so far."""
 
 import os
+import signal
+import threading
 import time
 from collections import Counter
 from typing import NamedTuple
@@ -113,6 +115,7 @@ def run_batch(
         smoothing=0.1,
     )
     bar.set_postfix(failed=0, crashed=0, refresh=False)
+    interrupted = False
     try:
         if todo and own_pool:
             pool = _pool(cluster, min(workers, len(todo)), settings)
@@ -127,15 +130,37 @@ def run_batch(
                     failed = sum(count for status, count in statuses.items() if status != "ok")
                     bar.set_postfix(failed=failed, crashed=statuses["crashed"], refresh=False)
     except KeyboardInterrupt:
-        results.flush(if_changed=True)
-        raise BatchInterrupted(summary()) from None
+        interrupted = True
     finally:
         bar.close()
         if own_pool and pool is not None:
-            pool.close()
+            interrupted = _close_holding_interrupts(pool) or interrupted
         results.flush(if_changed=True)
         results.close()
+    if interrupted:
+        raise BatchInterrupted(summary())
     return summary()
+
+
+def _close_holding_interrupts(pool):
+    """`pool.close()` with Ctrl-C and SIGTERM held back until it returns (it is bounded: a
+    short join, then the workers are killed); returns whether one arrived meanwhile. A Ctrl-C
+    that lands while the pool closes, at the end of a batch or after an earlier Ctrl-C, would
+    otherwise leave the workers running and end the process with a traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        pool.close()
+        return False
+    arrived = []
+    held = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    held = {number: handler for number, handler in held.items() if handler is not None}
+    for number in held:
+        signal.signal(number, lambda received, frame: arrived.append(received))
+    try:
+        pool.close()
+    finally:
+        for number, handler in held.items():
+            signal.signal(number, handler)
+    return bool(arrived)
 
 
 def _pool(cluster, workers, settings):
