@@ -145,8 +145,8 @@ def run_batch(
 def _close_holding_interrupts(pool):
     """`pool.close()` with Ctrl-C and SIGTERM held back until it returns (it is bounded: a
     short join, then the workers are killed); returns whether one arrived meanwhile. A Ctrl-C
-    that lands while the pool closes, at the end of a batch or after an earlier Ctrl-C, would
-    otherwise leave the workers running and end the process with a traceback."""
+    that lands while the pool closes (at the end of a batch, or while the first one is being
+    handled) would otherwise cut the close short and end the process with a traceback."""
     if threading.current_thread() is not threading.main_thread():
         pool.close()
         return False

@@ -1,7 +1,7 @@
 """Loading the compiled op library (`rtsoa.ops.entry`), in parallel on a cold cache.
 
 The op library is the largest compile rtsoa has (every op's shape inference and compute, for
-every dtype it takes: about five minutes of one core on a cold cache). `op_library()` returns
+every dtype it takes: about 1.5 minutes of one core on a cold cache). `op_library()` returns
 the loaded `rtsoa.ops.entry` module and is how rtsoa reaches it (kernels' runtime, lowering's
 constant folding). It makes two promises:
 
@@ -10,9 +10,10 @@ constant folding). It makes two promises:
   (batch workers, test runs, a user's shells) wait for it and then load its machine code from
   Numba's disk cache instead of compiling the same functions side by side.
 * **Both cores.** On a cold cache the op functions are first compiled by `jobs` processes,
-  each taking every `jobs`-th function (this process one share, `jobs - 1` helper processes the
-  others, all writing Numba's disk cache); the entry is compiled last and finds them there.
-  That leaves only the entry itself (the switch over op codes, ~1 minute) on one core.
+  each taking whole op modules (`shares`; this process one share, `jobs - 1` helper processes
+  the others, all writing Numba's disk cache); the entry is compiled last and finds them there.
+  That leaves only the entry itself (the switch over op codes, ~5 s: it calls the op functions
+  by symbol, `rtsoa._linking`) on one core.
 
 Whether the op functions are already compiled is read from Numba's cache indexes (each op
 function's index holds the switch's argument types for this machine and these sources), so a
