@@ -214,6 +214,7 @@ def _install_lazy_cache_refresh():
     that fails on the short path is retried after a full refresh. Skipped when Numba's
     internals are not the expected ones."""
     try:
+        import numba.cpython.hashing  # noqa: F401 - registers the hash-secret symbols
         from numba.core.runtime import rtsys
 
         cache_class = caching.Cache
@@ -227,8 +228,6 @@ def _install_lazy_cache_refresh():
 
     def load_overload(self, sig, target_context):
         try:
-            import numba.cpython.hashing  # noqa: F401 - registers the hash-secret symbols
-
             rtsys.initialize(target_context)
             with self._guard_against_spurious_io_errors():
                 return self._load_overload(sig, target_context)
@@ -375,7 +374,7 @@ def jit_internal(fn=None, **overrides):
     def decorate(function):  # what numba.njit does, with this dispatcher class
         dispatcher = InternalDispatcher(py_func=function, locals={}, targetoptions=options)
         dispatcher.keeps_literals = keeps_literals
-        if options.get("forceinline") is False:  # LLVM would not inline it: link it once
+        if options.get("forceinline") is False:  # a real call: link it once (by symbol)
             _linking.register(dispatcher)
         if cache:
             dispatcher.enable_caching()

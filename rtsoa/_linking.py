@@ -13,9 +13,9 @@ side on the two cores of the development machine, it took 215 s of CPU before th
 A function compiled with `forceinline=False` by an rtsoa profile (`jit_out_of_line`,
 `jit_with_nrt`) is *separately linked* instead: callers declare its symbol and call it, and
 the JIT resolves the symbol to the one copy already loaded (the callee is compiled, or loaded
-from Numba's disk cache, when a caller is typed, before the caller is compiled). Only functions
-LLVM would not inline anyway are separately linked, so the machine code of the calls is the
-same.
+from Numba's disk cache, when a caller is typed, before the caller is compiled). LLVM can no
+longer inline such a function into its callers, so a small function on a per-call path (the
+device calls every launch makes) belongs in `jit_inline_llvm` instead.
 
 Disk cache. A cached caller refers to its callees by their mangled names, and Numba's mangled
 names carry a per-process counter, so a callee recompiled in a later process gets another name.

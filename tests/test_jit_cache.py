@@ -5,6 +5,7 @@ import shutil
 import types
 
 import pytest
+from subprocess_json import run_json
 
 from rtsoa import _jit
 from rtsoa.device import allocator, freelists
@@ -95,29 +96,13 @@ print(json.dumps({"digest": list(hashing_module.digest("rtsoa", np.array([3, 1, 
 """
 
 
-def _python(code, *args, env=None):
-    import json
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def test_a_warm_process_loads_cached_code_without_numbas_whole_set_up():
     from pathlib import Path
 
     assert _jit.LAZY_CACHE_REFRESH
     graph = Path(__file__).parents[1] / "datasets" / "random-10k.rtsoa"
-    _python(LAZY_SCRIPT, graph)  # fills the cache if this run has not yet
-    warm = _python(LAZY_SCRIPT, graph)
+    run_json(LAZY_SCRIPT, graph)  # fills the cache if this run has not yet
+    warm = run_json(LAZY_SCRIPT, graph)
     assert warm["status"] == 0 and "checksum" in warm["report"], warm["report"]
     assert warm["loaded_only"]  # no compiler set-up (arraymath, scipy) for cached code
     assert warm["total"] == 10
@@ -128,8 +113,8 @@ def test_cached_code_that_hashes_loads_on_the_short_path(tmp_path):
 
     (tmp_path / "hashing_module.py").write_text(HASHING_MODULE)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONHASHSEED="7")
-    first = _python(HASHING_SCRIPT, tmp_path, env=env)
-    second = _python(HASHING_SCRIPT, tmp_path, env=env)
+    first = run_json(HASHING_SCRIPT, tmp_path, env=env)
+    second = run_json(HASHING_SCRIPT, tmp_path, env=env)
     assert first["hits"] == 0 and second["hits"] == 1
     assert not second["arraymath"]  # loaded without Numba's whole set-up
     assert second["digest"] == first["digest"] and first["digest"][1] == 3

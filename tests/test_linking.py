@@ -2,13 +2,12 @@
 symbol instead of copying its code, and a cached caller loads only against the very callees it
 was compiled with (else it is compiled again: never a stale call, never an unresolved symbol)."""
 
-import json
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from subprocess_json import run_json
 
 from rtsoa import _jit, _linking
 from rtsoa.device import allocator, streams
@@ -71,15 +70,7 @@ def module_dir(tmp_path):
 
 def _run(module_dir, cache_dir, mode="plain"):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(module_dir), mode],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_json(SCRIPT, module_dir, mode, env=env, timeout=300)
 
 
 def test_the_device_functions_are_separately_linked():
@@ -97,9 +88,8 @@ def test_a_caller_declares_its_out_of_line_callees_instead_of_copying_them(modul
     finally:
         sys.path.remove(str(module_dir))
     assert m.top(5) == 9 * 5 + 6
-    leaf_symbol = _library(m.leaf).get_defined_functions().__next__().name
-    (middle_cres,) = m.middle.overloads.values()
-    middle_symbol = middle_cres.fndesc.mangled_name
+    ((leaf_cres,), (middle_cres,)) = m.leaf.overloads.values(), m.middle.overloads.values()
+    leaf_symbol, middle_symbol = leaf_cres.fndesc.mangled_name, middle_cres.fndesc.mangled_name
     defined, declared = _defined_and_declared(_library(m.top))
     assert {leaf_symbol, middle_symbol} <= declared
     assert not {leaf_symbol, middle_symbol} & defined
