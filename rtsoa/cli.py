@@ -115,9 +115,9 @@ def _run(args):
 
     start = time.perf_counter()
     if is_onnx_path(args.file):
-        from rtsoa.lowering import lower
+        from rtsoa.lowering.cache import lower_cached
 
-        return run_model(args, lower(args.file))
+        return run_model(args, lower_cached(args.file))
     graph = load_graph(args.file)
     if is_model(graph):
         return run_model(args, graph)

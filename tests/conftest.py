@@ -19,6 +19,8 @@
   last, and a background process compiles the op library (`rtsoa.ops.library`, about five
   minutes of one core) while the rest of the suite runs on the other core; the first op test
   waits on the library's lock for it, then loads its machine code from the disk cache.
+* Lowered models (`rtsoa.lowering.cache`) go to a directory of this session
+  (RTSOA_LOWERED_DIR, inherited by the suite's subprocesses), not the user's cache.
 """
 
 import os
@@ -37,6 +39,14 @@ if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):
 
     with open(os.environ["RTSOA_MUTATION_STAMP_FILE"]) as stamp_file:
         rtsoa._jit._stamp = stamp_file.read().strip()
+
+if "RTSOA_LOWERED_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["RTSOA_LOWERED_DIR"] = tempfile.mkdtemp(prefix="rtsoa-lowered-tests-")
+    atexit.register(shutil.rmtree, os.environ["RTSOA_LOWERED_DIR"], True)
 
 settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.load_profile(os.environ.get("RTSOA_HYPOTHESIS_PROFILE", "default"))
@@ -70,6 +80,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_batch",
         "test_conformance",
         "test_constant_memory",
+        "test_lowering_cache",
         "test_model_api",
         "test_model_cli",
         "test_model_format",

@@ -286,7 +286,7 @@ def run_model(job, settings):
     inputs). The checksum column is a 64-bit digest of the outputs' bytes."""
     import numpy as np
 
-    from rtsoa.lowering import lower
+    from rtsoa.lowering.cache import lower_cached
     from rtsoa.runtime.commands import read_inputs
     from rtsoa.runtime.model import ModelExecutor
 
@@ -294,7 +294,7 @@ def run_model(job, settings):
     with first_compile_lock(("model",)):
         graph = _lowered.get(job.path)
         if graph is None:
-            graph = _lowered[job.path] = lower(job.path)
+            graph = _lowered[job.path] = lower_cached(job.path)
         model = ModelExecutor(graph, executor=job.executor or settings.executor)
         model.load()
     inputs = read_inputs(job.inputs) if job.inputs else {}

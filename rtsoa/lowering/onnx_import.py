@@ -159,9 +159,10 @@ def _convert_graph(graph_proto, opsets, where="graph"):
     return graph
 
 
-def load_onnx(source):
+def load_onnx(source, external_files=None):
     """The ModelProto of a path, bytes, or a ModelProto (external data loaded from the
-    model's directory)."""
+    model's directory). For a path, the real paths of the external-data files it reads are
+    appended to `external_files` (a list) when one is given."""
     import onnx
 
     if isinstance(source, onnx.ModelProto):
@@ -172,9 +173,42 @@ def load_onnx(source):
     if not os.path.isfile(path):
         raise LoweringError(f"{path}: no such ONNX file")
     try:
-        return onnx.load(path, load_external_data=True)
+        model = onnx.load(path, load_external_data=False)
+        base = os.path.dirname(path)
+        if external_files is not None:
+            external_files.extend(external_data_paths(model, base))
+        onnx.load_external_data_for_model(model, base)
+        return model
     except Exception as error:  # protobuf errors have many types
         raise LoweringError(f"{path}: not a readable ONNX model ({error})") from None
+
+
+def _tensors(graph):
+    """Every TensorProto of a GraphProto: initializers and attribute tensors, subgraphs too."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            if attribute.HasField("g"):
+                yield from _tensors(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _tensors(subgraph)
+
+
+def external_data_paths(model, base):
+    """Sorted real paths of the external-data files `model`'s tensors name (relative to
+    `base`, the model file's directory)."""
+    import onnx
+
+    paths = set()
+    for tensor in _tensors(model.graph):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    paths.add(os.path.realpath(os.path.join(base, entry.value)))
+    return sorted(paths)
 
 
 def import_onnx(source, infer_shapes=True):

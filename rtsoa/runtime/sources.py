@@ -7,7 +7,8 @@ from rtsoa.errors import ModelInputError
 
 def graph_of(source):
     """The lowered graph of an ExecuteGraph, saved .rtsoa directory or ONNX model (path,
-    bytes, ModelProto: lowered on the fly)."""
+    bytes, ModelProto: lowered on the fly; a path or bytes lowered before comes from the disk
+    cache, `rtsoa.lowering.cache`)."""
     from rtsoa.graph.graph import ExecuteGraph
 
     if isinstance(source, ExecuteGraph):
@@ -16,20 +17,24 @@ def graph_of(source):
         from rtsoa.graph.io import load_graph
 
         return load_graph(source)
-    import onnx
-    from google.protobuf.message import DecodeError
+    from rtsoa.lowering.cache import lower_cached
 
-    from rtsoa.lowering import lower
+    if not isinstance(source, str | os.PathLike | bytes | bytearray):
+        import onnx  # only now: importing it costs ~1 s, and a cached model does not need it
 
-    if not isinstance(source, str | os.PathLike | bytes | bytearray | onnx.ModelProto):
-        raise ModelInputError(
-            "a model is an ExecuteGraph, a saved .rtsoa directory or an ONNX model (path, bytes, "
-            f"ModelProto), got {type(source).__name__}"
-        )
+        if not isinstance(source, onnx.ModelProto):
+            raise ModelInputError(
+                "a model is an ExecuteGraph, a saved .rtsoa directory or an ONNX model (path, "
+                f"bytes, ModelProto), got {type(source).__name__}"
+            )
     try:
-        return lower(bytes(source) if isinstance(source, bytearray) else source)
-    except DecodeError as error:
-        raise ModelInputError(f"not an ONNX model: {error}") from None
+        return lower_cached(source)
+    except Exception as error:
+        from google.protobuf.message import DecodeError
+
+        if isinstance(error, DecodeError):
+            raise ModelInputError(f"not an ONNX model: {error}") from None
+        raise
 
 
 def load_model(source, executor="auto", device=None, hbm_bytes=None, load=True, **options):

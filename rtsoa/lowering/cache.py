@@ -1,0 +1,230 @@
+"""Lowered models kept on disk: a process runs an ONNX model lowered before without importing
+`onnx` or lowering it again.
+
+`load_model`, `rtsoa run` and batch model jobs given an ONNX file (or its bytes) call
+`lower_cached`. It looks up `<dir>/<key>/` ($RTSOA_LOWERED_DIR, else `lowered` in the cache
+dir of `rtsoa.kernels.dispatch.cache_dir`: $RTSOA_CACHE_DIR, else ~/.cache/rtsoa), which holds
+the lowered graph saved by `save_graph` and `entry.json`. The key is a SHA-256 over:
+- the model's bytes and, for a file, the real path of its directory (external-data files are
+  read relative to it, so one model file in two directories is two entries);
+- the lowering options (`streams`);
+- every source file of the rtsoa package, and the `onnx` and `numpy` versions;
+- the converter and op registries: every registered name with the module and qualified name
+  of its functions, and the content of every module outside rtsoa that registered one.
+
+`entry.json` lists the external-data files the lowering read (real path, size, SHA-256); a hit
+hashes them again and is a miss if one changed. A hit is loaded by `load_graph`, which
+validates it like any saved graph. An entry that is unreadable, fails validation, is not owned
+by this user or is writable by others is a miss: the model is lowered again, and the entry is
+replaced when it is this user's. Entries are written to a temporary directory and renamed
+into place, so a concurrent process sees a whole entry or none. `RTSOA_LOWERING_CACHE=0` turns
+the cache off. Nothing evicts entries: delete the `lowered` directory to reclaim the space.
+"""
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from rtsoa.errors import GraphFormatError
+
+ENTRY_VERSION = 1
+_GRAPH = "graph.rtsoa"
+_ENTRY = "entry.json"
+_package_digest = None
+_lock = threading.Lock()
+
+
+def enabled():
+    """Whether `lower_cached` uses the disk (RTSOA_LOWERING_CACHE=0 turns it off)."""
+    return os.environ.get("RTSOA_LOWERING_CACHE", "1").strip() not in ("0", "false", "no", "off")
+
+
+def lowered_dir():
+    """Where lowered models are kept: $RTSOA_LOWERED_DIR, else `lowered` in the cache dir."""
+    configured = os.environ.get("RTSOA_LOWERED_DIR")
+    if configured:
+        return Path(configured)
+    from rtsoa.kernels.dispatch import cache_dir
+
+    return cache_dir() / "lowered"
+
+
+def _file_digest(path, chunk=1 << 20):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _rtsoa_digest():
+    """SHA-256 over the names and contents of every source file of the rtsoa package (once per
+    process: lowering depends on far more than the jitted files of the Numba stamp)."""
+    global _package_digest
+    if _package_digest is None:
+        root = Path(__file__).resolve().parent.parent
+        digest = hashlib.sha256()
+        for path in sorted(root.rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(root)).encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+        _package_digest = digest.hexdigest()
+    return _package_digest
+
+
+def _function_identity(fn, foreign):
+    """`module:qualname` of a registered function; the module's file is added to `foreign`
+    when it lies outside rtsoa (its content is part of the key)."""
+    module = getattr(fn, "__module__", None) or "?"
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    if module != "rtsoa" and not module.startswith("rtsoa."):
+        path = getattr(sys.modules.get(module), "__file__", None)
+        foreign.add(path or f"<no file: {module}>")
+    return f"{module}:{qualname}"
+
+
+def _registries_digest():
+    """SHA-256 of what the converter and op registries hold now (see the module docstring)."""
+    from rtsoa.lowering.converters import _CONVERTERS
+    from rtsoa.ops import OPS
+
+    foreign = set()
+    lines = []
+    for (domain, op_type), entries in sorted(_CONVERTERS.items()):
+        for since, fn in entries:
+            lines.append(f"converter {domain} {op_type} {since} {_function_identity(fn, foreign)}")
+    for name, op in sorted(OPS.items()):
+        functions = [_function_identity(fn, foreign) for fn in (op.infer, op.compute, op.encode)]
+        lines.append(f"op {name} {' '.join(functions)} {op.inputs} {op.outputs} {op.data_inputs}")
+    for path in sorted(foreign):
+        content = _file_digest(path) if os.path.isfile(path) else "missing"
+        lines.append(f"module {path} {content}")
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def _version(package):
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def entry_key(model_bytes, directory, streams):
+    """The cache key of a model's bytes read from `directory` (None for bytes), lowered with
+    `streams`."""
+    digest = hashlib.sha256()
+    digest.update(f"rtsoa-lowered {ENTRY_VERSION}\n".encode())
+    digest.update(f"rtsoa {_rtsoa_digest()}\nregistries {_registries_digest()}\n".encode())
+    digest.update(f"onnx {_version('onnx')} numpy {_version('numpy')}\n".encode())
+    digest.update(f"directory {directory!s}\nstreams {int(streams)}\n".encode())
+    digest.update(hashlib.sha256(model_bytes).digest())
+    return digest.hexdigest()
+
+
+def _ours(path):
+    """Is `path` owned by this user and writable by no one else (and not a symlink)?"""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        return False
+    owner_ok = not hasattr(os, "getuid") or info.st_uid == os.getuid()
+    return owner_ok and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _entry_trusted(entry):
+    """Every directory and file of an entry is this user's and writable by no one else."""
+    if not _ours(entry):
+        return False
+    for root, dirs, files in os.walk(entry):
+        for name in dirs + files:
+            if not _ours(os.path.join(root, name)):
+                return False
+    return True
+
+
+def _read_entry(entry):
+    """The graph of a cache entry, or None if it is missing, foreign, stale or broken."""
+    from rtsoa.graph.io import load_graph
+
+    try:
+        if not _entry_trusted(entry):
+            return None
+        record = json.loads((entry / _ENTRY).read_text())
+        if record.get("version") != ENTRY_VERSION:
+            return None
+        for path, size, digest in record["external"]:
+            if not os.path.isfile(path) or os.path.getsize(path) != size:
+                return None
+            if _file_digest(path) != digest:
+                return None
+        return load_graph(entry / _GRAPH)
+    except (OSError, ValueError, KeyError, TypeError, GraphFormatError):
+        return None
+
+
+def _write_entry(entry, graph, external):
+    """Save `graph` as `entry` (a temp directory renamed into place); an entry this user
+    already has there is replaced. Failures are ignored: the cache is an optimisation."""
+    from rtsoa.graph.io import save_graph
+
+    temp = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
+        save_graph(graph, temp / _GRAPH, durable=False)
+        records = [[path, os.path.getsize(path), _file_digest(path)] for path in external]
+        (temp / _ENTRY).write_text(json.dumps({"version": ENTRY_VERSION, "external": records}))
+        try:
+            os.rename(temp, entry)
+        except OSError:  # an entry is there: a concurrent writer's, or a broken one of ours
+            if not _ours(entry):
+                return
+            shutil.rmtree(entry, ignore_errors=True)
+            os.rename(temp, entry)
+        temp = None
+    except OSError:
+        pass
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def lower_cached(source, streams=1):
+    """`rtsoa.lowering.lower(source, streams=streams)` for an ONNX file path or ONNX bytes,
+    served from the disk cache when this model was lowered before (see the module docstring).
+    Other sources (a ModelProto, a ComputeGraph) are lowered as usual."""
+    from rtsoa.lowering import lower
+
+    if isinstance(source, bytearray):
+        source = bytes(source)
+    if not enabled() or not isinstance(source, str | os.PathLike | bytes):
+        return lower(source, streams=streams)
+    if isinstance(source, bytes):
+        model_bytes, directory = source, None
+    else:
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            return lower(source, streams=streams)  # the lowering's own error
+        with open(path, "rb") as handle:
+            model_bytes = handle.read()
+        directory = os.path.dirname(os.path.realpath(path))
+    entry = lowered_dir() / entry_key(model_bytes, directory, streams)
+    graph = _read_entry(entry) if entry.exists() else None
+    if graph is not None:
+        return graph
+    external = []
+    if directory is None:
+        graph = lower(model_bytes, streams=streams)
+    else:
+        from rtsoa.lowering.onnx_import import load_onnx
+
+        graph = lower(load_onnx(path, external_files=external), streams=streams)
+    with _lock:  # one writer per process; processes are kept apart by the rename
+        _write_entry(entry, graph, external)
+    return graph
