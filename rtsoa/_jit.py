@@ -31,7 +31,7 @@ from numba.core import caching
 from numba.core import types as numba_types
 from numba.core.registry import CPUDispatcher
 
-from rtsoa import _linking
+from rtsoa import _lazy_bitcode, _linking
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "boundscheck": False}
 
@@ -240,6 +240,7 @@ def _install_lazy_cache_refresh():
 
 
 LAZY_CACHE_REFRESH = _install_lazy_cache_refresh()
+LAZY_BITCODE = _lazy_bitcode.install()  # cached entries load without parsing their bitcode
 
 
 def jit(fn=None, **overrides):

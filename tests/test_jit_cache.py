@@ -4,10 +4,14 @@ edit to a helper another file inlines can never load stale machine code."""
 import shutil
 import types
 
+import numba
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from subprocess_json import run_json
 
-from rtsoa import _jit
+from rtsoa import _jit, _lazy_bitcode
 from rtsoa.device import allocator, freelists
 from rtsoa.graph import csr
 
@@ -118,3 +122,110 @@ def test_cached_code_that_hashes_loads_on_the_short_path(tmp_path):
     assert first["hits"] == 0 and second["hits"] == 1
     assert not second["arraymath"]  # loaded without Numba's whole set-up
     assert second["digest"] == first["digest"] and first["digest"][1] == 3
+
+
+def _serialized(dispatcher, *args):
+    """(object code, bitcode) of a fresh compile of `dispatcher` for `args`' types."""
+    dispatcher.compile(tuple(numba.typeof(a) for a in args))
+    (cres,) = dispatcher.overloads.values()
+    name, kind, (obj, bitcode) = cres.library.serialize_using_object_code()
+    assert kind == "object"
+    return obj, bitcode
+
+
+def _bitcode_symbols(bitcode):
+    """The symbols Numba's own load notes for an entry (its walk over the parsed module)."""
+    import llvmlite.binding as ll
+
+    module = ll.parse_bitcode(bitcode)
+    return {
+        g.name
+        for group in (module.functions, module.global_variables)
+        for g in group
+        if not g.is_declaration
+    }
+
+
+def test_elf_symbols_are_numbas_defined_symbols_less_llvms_private_tables():
+    from numba import njit
+
+    @njit
+    def mixed(values, k):  # a switch (LLVM may build a lookup table), a constant array, a loop
+        table = np.array([3.0, 1.0, 4.0, 1.0, 5.0])
+        total = 0.0
+        for v in values:
+            if k == 0:
+                total += v
+            elif k == 1:
+                total -= v
+            elif k == 2:
+                total *= 2
+            else:
+                total += table[int(v) % 5]
+        return total
+
+    obj, bitcode = _serialized(mixed, np.arange(4.0), 3)
+    ours = _lazy_bitcode.elf_defined_symbols(obj)
+    theirs = _bitcode_symbols(bitcode)
+    assert ours == {s for s in theirs if not s.startswith("switch.table.")}
+    assert any(s.startswith("_ZN") for s in ours)  # the function itself is among them
+
+
+@given(st.binary(max_size=400), st.integers(0, 399), st.binary(min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_elf_reader_refuses_what_it_cannot_read_cleanly(junk, position, patch):
+    from numba import njit
+
+    if not hasattr(test_elf_reader_refuses_what_it_cannot_read_cleanly, "obj"):
+        test_elf_reader_refuses_what_it_cannot_read_cleanly.obj = _serialized(
+            njit(lambda x: x + 1), 1.0
+        )[0]
+    obj = test_elf_reader_refuses_what_it_cannot_read_cleanly.obj
+    assert _lazy_bitcode.elf_defined_symbols(junk) is None or junk[:4] == b"\x7fELF"
+    for damaged in (obj[: position * len(obj) // 400], obj[:position] + patch + obj[position:]):
+        found = _lazy_bitcode.elf_defined_symbols(damaged)  # a set or None, never an exception
+        assert found is None or isinstance(found, set)
+
+
+LINKING_MODULE = """
+from numba import njit
+
+@njit(cache=True)
+def callee(x):
+    return x * 3 + 1
+"""
+
+LINKING_SCRIPT = """
+import json, sys
+import rtsoa._jit  # installs the lazy bitcode load
+sys.path.insert(0, sys.argv[1])
+from numba import njit
+import linking_module
+
+direct = linking_module.callee(5)
+library = next(iter(linking_module.callee.overloads.values())).library
+lazy_before = "_rtsoa_bitcode" in library.__dict__
+
+@njit  # not cached: compiled here, it copies the callee's module, so that module is parsed now
+def caller(x):
+    return linking_module.callee(x) + 1
+
+value = caller(4)
+print(json.dumps({"value": value, "direct": direct, "lazy_before": lazy_before,
+                  "lazy_after": "_rtsoa_bitcode" in library.__dict__,
+                  "hits": sum(linking_module.callee.stats.cache_hits.values())}))
+"""
+
+
+def test_a_lazily_loaded_entry_still_links_into_a_new_caller(tmp_path):
+    import os
+
+    assert _jit.LAZY_BITCODE
+    (tmp_path / "linking_module.py").write_text(LINKING_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    first = run_json(LINKING_SCRIPT, tmp_path, env=env)
+    second = run_json(LINKING_SCRIPT, tmp_path, env=env)
+    assert first["hits"] == 0 and second["hits"] == 1
+    assert second["value"] == first["value"] == 14 and second["direct"] == 16
+    assert second["lazy_before"]  # loaded without parsing its bitcode
+    assert not second["lazy_after"]  # the caller's compile asked for the module: parsed then
