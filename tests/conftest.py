@@ -89,6 +89,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_models_sequences",
         "test_ops_copying",
         "test_ops_elementwise",
+        "test_ops_fast_paths",
         "test_ops_nn",
         "test_ops_shape",
         "test_ops_table",

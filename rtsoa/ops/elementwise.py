@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from rtsoa._jit import jit_with_nrt
+from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_with_nrt
 from rtsoa.ops.abi import (
     BOOL,
     F32,
@@ -22,11 +22,12 @@ from rtsoa.ops.abi import (
     STATUS_OP_BAD_DTYPE,
     copy_shape,
     dtype,
+    numel,
     set_output,
     view,
 )
 from rtsoa.ops.attributes import onnx_float
-from rtsoa.ops.broadcast import broadcast_rows, index_map, same_shape
+from rtsoa.ops.broadcast import broadcast_range, index_map, period, same_shape
 from rtsoa.ops.registry import register_op
 
 # -- shape inference ----------------------------------------------------------------------------
@@ -39,7 +40,7 @@ def same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs):
     for row in range(1, n_in):
         if dtype(table, row) != first:
             return np.int32(STATUS_OP_BAD_DTYPE)
-    status = broadcast_rows(table, np.arange(n_in), n_in)
+    status = broadcast_range(table, 0, n_in, n_in)
     if status != 0:
         return status
     set_output(table, n_in, first, table[n_in, 3])
@@ -91,6 +92,43 @@ def binary_loop(op, x, xi, y, yi, out):
             out[i] = max(a, b)
         else:
             out[i] = min(a, b)
+
+
+@jit_inline_llvm
+def _apply(op, a, b):
+    if op == ADD:
+        return a + b
+    if op == SUB:
+        return a - b
+    if op == MUL:
+        return a * b
+    if op == DIV:
+        return a / b
+    if op == POW:
+        return a**b
+    if op == MAX:
+        return max(a, b)
+    return min(a, b)
+
+
+@jit_with_nrt
+def periodic_loop(op, x, px, y, py, out):
+    """binary_loop where x[i % px] and y[i % py] are read, one of px / py being out's size and
+    dividing by the other (same shapes, a bias, a scalar): no index map to build."""
+    n = out.shape[0]
+    if n == 0:
+        return
+    if px == n and py == n:
+        for i in range(n):
+            out[i] = _apply(op, x[i], y[i])
+    elif px == n:
+        for start in range(0, n, py):
+            for j in range(py):
+                out[start + j] = _apply(op, x[start + j], y[j])
+    else:
+        for start in range(0, n, px):
+            for j in range(px):
+                out[start + j] = _apply(op, x[j], y[start + j])
 
 
 @jit_with_nrt
@@ -231,6 +269,12 @@ def _map(table, row, out):
     return index_map(table, row, out)
 
 
+@jit_inline_ir
+def _periodic_as(op, arena, table, x_row, px, row, py, o, kind):
+    x = view(arena, table, x_row, kind)
+    periodic_loop(op, x, px, view(arena, table, row, kind), py, view(arena, table, o, kind))
+
+
 @jit_with_nrt
 def fold_numeric(op, arena, table, n_in):
     """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64 / int32 / int64."""
@@ -238,6 +282,16 @@ def fold_numeric(op, arena, table, n_in):
     kind = dtype(table, 0)
     for row in range(1, n_in):
         x_row = 0 if row == 1 else o
+        if kind == F32 or kind == F64:
+            n = numel(table, o)
+            px = period(table, x_row, o)
+            py = period(table, row, o)
+            if px >= 0 and py >= 0 and (px == n or py == n) and (n == 0 or min(px, py) > 0):
+                if kind == F32:
+                    _periodic_as(op, arena, table, x_row, px, row, py, o, np.float32)
+                else:
+                    _periodic_as(op, arena, table, x_row, px, row, py, o, np.float64)
+                continue
         xi = _map(table, x_row, o)
         yi = _map(table, row, o)
         if kind == F32:
