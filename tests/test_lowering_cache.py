@@ -189,6 +189,7 @@ def test_an_entry_others_can_write_or_own_is_not_trusted(tmp_path, lowered_dir, 
     assert len(lowerings) == 2
     os.symlink(entry, lowered_dir / "link")
     assert not cache._entry_trusted(lowered_dir / "link")
+    os.unlink(lowered_dir / "link")
     if hasattr(os, "getuid") and os.getuid() == 0:  # root can hand the entry to another user
         for root, dirs, files in os.walk(entry):
             for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
@@ -199,10 +200,10 @@ def test_an_entry_others_can_write_or_own_is_not_trusted(tmp_path, lowered_dir, 
 
 
 def test_registries_and_user_converter_modules_are_part_of_the_key(tmp_path, monkeypatch):
-    key = entry_key(b"model", None, 1)
-    assert entry_key(b"model", None, 1) == key
-    assert entry_key(b"model", "/elsewhere", 1) != key
-    assert entry_key(b"model!", None, 1) != key
+    key = entry_key("digest", None, 1)
+    assert entry_key("digest", None, 1) == key
+    assert entry_key("digest", "/elsewhere", 1) != key
+    assert entry_key("other digest", None, 1) != key
     module = tmp_path / "lowering_cache_user_ops.py"
     module.write_text("def convert(ctx, node):\n    ctx.emit('Relu', node.inputs, node.outputs)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -210,14 +211,14 @@ def test_registries_and_user_converter_modules_are_part_of_the_key(tmp_path, mon
 
     register_converter("CacheTestOp", domain="com.example")(lowering_cache_user_ops.convert)
     try:
-        with_converter = entry_key(b"model", None, 1)
+        with_converter = entry_key("digest", None, 1)
         assert with_converter != key
         module.write_text(module.read_text() + "# edited\n")
-        assert entry_key(b"model", None, 1) != with_converter
+        assert entry_key("digest", None, 1) != with_converter
     finally:
         unregister_converter("CacheTestOp", domain="com.example")
         sys.modules.pop("lowering_cache_user_ops", None)
-    assert entry_key(b"model", None, 1) == key
+    assert entry_key("digest", None, 1) == key
 
 
 def test_off_switch_and_failed_lowerings_write_nothing(tmp_path, lowered_dir, monkeypatch):
@@ -255,3 +256,20 @@ def test_concurrent_processes_leave_one_whole_entry(tmp_path, lowered_dir):
     assert sorted(p.name for p in entry.iterdir()) == ["entry.json", "graph.rtsoa"]
     want = run_onnxruntime(mlp(seed=10, layers=6), {"x": X})["y"]
     np.testing.assert_allclose(run(lower_cached(path)), want, rtol=RTOL, atol=ATOL)
+
+
+def test_a_cache_directory_others_can_write_is_not_used(tmp_path, lowered_dir, lowerings):
+    path = tmp_path / "m.onnx"
+    proto = mlp(seed=11)
+    onnx.save(proto, path)
+    lower_cached(path)
+    os.chmod(lowered_dir, 0o777)  # anyone could swap an entry between its check and its load
+    graph = lower_cached(path)
+    assert len(lowerings) == 2
+    want = run_onnxruntime(proto, {"x": X})["y"]
+    np.testing.assert_allclose(run(graph), want, rtol=RTOL, atol=ATOL)
+    lower_cached(tmp_path / "m.onnx", streams=2)
+    assert len(entries(lowered_dir)) == 1  # nothing written there either
+    os.chmod(lowered_dir, 0o755)
+    lower_cached(path)
+    assert len(lowerings) == 3  # the entry is served again (the streams=2 call lowered too)

@@ -16,7 +16,8 @@ the lowered graph saved by `save_graph` and `entry.json`. The key is a SHA-256 o
 hashes them again and is a miss if one changed. A hit is loaded by `load_graph`, which
 validates it like any saved graph. An entry that is unreadable, fails validation, is not owned
 by this user or is writable by others is a miss: the model is lowered again, and the entry is
-replaced when it is this user's. Entries are written to a temporary directory and renamed
+replaced when it is this user's. A cache directory that is not this user's, or that others
+can write, is not used at all. Entries are written to a temporary directory and renamed
 into place, so a concurrent process sees a whole entry or none. `RTSOA_LOWERING_CACHE=0` turns
 the cache off. Nothing evicts entries: delete the `lowered` directory to reclaim the space.
 """
@@ -66,7 +67,7 @@ def _file_digest(path, chunk=1 << 20):
 
 def _rtsoa_digest():
     """SHA-256 over the names and contents of every source file of the rtsoa package (once per
-    process: lowering depends on far more than the jitted files of the Numba stamp)."""
+    process: lowering depends on far more than the compiled-code files of the Numba cache stamp)."""
     global _package_digest
     if _package_digest is None:
         root = Path(__file__).resolve().parent.parent
@@ -116,15 +117,15 @@ def _version(package):
         return "none"
 
 
-def entry_key(model_bytes, directory, streams):
-    """The cache key of a model's bytes read from `directory` (None for bytes), lowered with
-    `streams`."""
+def entry_key(model_digest, directory, streams):
+    """The cache key of a model (the SHA-256 hex digest of its bytes) read from `directory`
+    (None for bytes), lowered with `streams`."""
     digest = hashlib.sha256()
     digest.update(f"rtsoa-lowered {ENTRY_VERSION}\n".encode())
     digest.update(f"rtsoa {_rtsoa_digest()}\nregistries {_registries_digest()}\n".encode())
     digest.update(f"onnx {_version('onnx')} numpy {_version('numpy')}\n".encode())
     digest.update(f"directory {directory!s}\nstreams {int(streams)}\n".encode())
-    digest.update(hashlib.sha256(model_bytes).digest())
+    digest.update(f"model {model_digest}\n".encode())
     return digest.hexdigest()
 
 
@@ -135,6 +136,18 @@ def _ours(path):
         return False
     owner_ok = not hasattr(os, "getuid") or info.st_uid == os.getuid()
     return owner_ok and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _usable(home):
+    """The cache directory is missing (it is created on the first write) or this user's and
+    writable by no one else: otherwise another user could swap an entry after it was
+    checked, and the cache is not used."""
+    try:
+        return _ours(home)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def _entry_trusted(entry):
@@ -175,7 +188,9 @@ def _write_entry(entry, graph, external):
 
     temp = None
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        if not _ours(entry.parent):
+            return
         temp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
         save_graph(graph, temp / _GRAPH, durable=False)
         records = [[path, os.path.getsize(path), _file_digest(path)] for path in external]
@@ -205,22 +220,24 @@ def lower_cached(source, streams=1):
         source = bytes(source)
     if not enabled() or not isinstance(source, str | os.PathLike | bytes):
         return lower(source, streams=streams)
+    home = lowered_dir()
+    if not _usable(home):
+        return lower(source, streams=streams)
     if isinstance(source, bytes):
-        model_bytes, directory = source, None
+        model_digest, directory = hashlib.sha256(source).hexdigest(), None
     else:
         path = os.fspath(source)
         if not os.path.isfile(path):
             return lower(source, streams=streams)  # the lowering's own error
-        with open(path, "rb") as handle:
-            model_bytes = handle.read()
+        model_digest = _file_digest(path)  # streamed: a large model is not held twice
         directory = os.path.dirname(os.path.realpath(path))
-    entry = lowered_dir() / entry_key(model_bytes, directory, streams)
+    entry = home / entry_key(model_digest, directory, streams)
     graph = _read_entry(entry) if entry.exists() else None
     if graph is not None:
         return graph
     external = []
     if directory is None:
-        graph = lower(model_bytes, streams=streams)
+        graph = lower(source, streams=streams)
     else:
         from rtsoa.lowering.onnx_import import load_onnx
 
