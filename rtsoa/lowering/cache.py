@@ -198,8 +198,8 @@ def _write_entry(entry, graph, external):
         try:
             os.rename(temp, entry)
         except OSError:  # an entry is there: a concurrent writer's, or a broken one of ours
-            if not _ours(entry):
-                return
+            if not _ours(entry) or _read_entry(entry) is not None:
+                return  # someone else's, or a good one: leave it
             shutil.rmtree(entry, ignore_errors=True)
             os.rename(temp, entry)
         temp = None
