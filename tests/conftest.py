@@ -84,6 +84,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_model_api",
         "test_model_cli",
         "test_model_format",
+        "test_model_kept_shapes",
         "test_models",
         "test_models_control_flow",
         "test_models_sequences",

@@ -36,6 +36,7 @@ MODEL_KERNELS = (
     "ConstTensor",
     "FreeMemory",
     "OpInferShape",
+    "OpInferShapeKept",
     "OpLaunch",
     "RecordEvent",
     "StreamWaitEvent",
