@@ -86,7 +86,7 @@ def elf_defined_symbols(obj):
             if stop > offset:
                 found.add(names[offset:stop].decode())
         return found
-    except (ValueError, IndexError, UnicodeDecodeError):
+    except (ValueError, IndexError, OverflowError, UnicodeDecodeError):
         return None
 
 

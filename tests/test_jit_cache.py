@@ -187,6 +187,34 @@ def test_elf_reader_refuses_what_it_cannot_read_cleanly(junk, position, patch):
         assert found is None or isinstance(found, set)
 
 
+def _elf_header(section_offset, sections=1, entry_size=64):
+    import struct
+
+    header = bytearray(b"\x7fELF\x02\x01" + bytes(122))
+    header[0x28:0x30] = struct.pack("<Q", section_offset)
+    header[0x3A:0x3C] = struct.pack("<H", entry_size)
+    header[0x3C:0x3E] = struct.pack("<H", sections)
+    return header
+
+
+def test_elf_reader_refuses_offsets_beyond_any_buffer():
+    """Offsets near 2**64 (which numpy cannot even take as an offset: OverflowError, found by
+    the fuzz test above on CI) and tables pointing past the end read as None."""
+    import struct
+
+    assert _lazy_bitcode.elf_defined_symbols(bytes(_elf_header(2**64 - 1))) is None
+    assert _lazy_bitcode.elf_defined_symbols(bytes(_elf_header(2**63))) is None
+    assert _lazy_bitcode.elf_defined_symbols(bytes(_elf_header(64, entry_size=40))) is None
+    symtab = _elf_header(64)  # one section at 64: a symbol table whose data lies far away
+    section = bytearray(64)
+    section[4:8] = struct.pack("<I", 2)  # SHT_SYMTAB
+    section[24:32] = struct.pack("<Q", 2**64 - 8)  # its offset
+    section[32:40] = struct.pack("<Q", 48)  # its size
+    section[56:64] = struct.pack("<Q", 24)  # its entry size
+    symtab[64:128] = section
+    assert _lazy_bitcode.elf_defined_symbols(bytes(symtab)) is None
+
+
 LINKING_MODULE = """
 from numba import njit
 
