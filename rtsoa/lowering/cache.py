@@ -182,8 +182,9 @@ def _read_entry(entry):
 
 
 def _write_entry(entry, graph, external):
-    """Save `graph` as `entry` (a temp directory renamed into place); an entry this user
-    already has there is replaced. Failures are ignored: the cache is an optimisation."""
+    """Save `graph` as `entry` (a temp directory renamed into place). An entry already there
+    is kept when it is someone else's or loads (a concurrent writer's), and replaced when it
+    is a broken one of this user's. Failures are ignored: the cache is an optimisation."""
     from rtsoa.graph.io import save_graph
 
     temp = None
