@@ -14,33 +14,9 @@ EQUAL, LESS, GREATER = 0, 1, 2
 RELU, LEAKY_RELU, SIGMOID, TANH, EXP, LOG, SQRT, NEG, ABS, ERF, SIGN = range(11)
 
 
-@jit_with_nrt
-def binary_loop(op, x, xi, y, yi, out):
-    """out[i] = x[xi[i]] op y[yi[i]]; xi / yi of length 0 mean the identity map."""
-    n = out.shape[0]
-    mapped_x = xi.shape[0] > 0
-    mapped_y = yi.shape[0] > 0
-    for i in range(n):
-        a = x[xi[i]] if mapped_x else x[i]
-        b = y[yi[i]] if mapped_y else y[i]
-        if op == ADD:
-            out[i] = a + b
-        elif op == SUB:
-            out[i] = a - b
-        elif op == MUL:
-            out[i] = a * b
-        elif op == DIV:
-            out[i] = a / b
-        elif op == POW:
-            out[i] = a**b
-        elif op == MAX:
-            out[i] = max(a, b)
-        else:
-            out[i] = min(a, b)
-
-
 @jit_inline_llvm
 def _apply(op, a, b):
+    """a op b for the float binary ops."""
     if op == ADD:
         return a + b
     if op == SUB:
@@ -54,6 +30,18 @@ def _apply(op, a, b):
     if op == MAX:
         return max(a, b)
     return min(a, b)
+
+
+@jit_with_nrt
+def binary_loop(op, x, xi, y, yi, out):
+    """out[i] = x[xi[i]] op y[yi[i]]; xi / yi of length 0 mean the identity map."""
+    n = out.shape[0]
+    mapped_x = xi.shape[0] > 0
+    mapped_y = yi.shape[0] > 0
+    for i in range(n):
+        a = x[xi[i]] if mapped_x else x[i]
+        b = y[yi[i]] if mapped_y else y[i]
+        out[i] = _apply(op, a, b)
 
 
 @jit_with_nrt
