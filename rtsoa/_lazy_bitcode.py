@@ -12,9 +12,10 @@ Installed, an entry of object code loads as in Numba except that
 - its bitcode is kept as bytes and parsed only when a caller asks for the module to copy it
   (`_get_module_for_linking`: functions that are not linked once, or a later re-save);
 - the symbols it defines are read from the object code's ELF symbol table: every defined
-  function, variable or untyped symbol with a name. On every entry of rtsoa's cache that is
-  the set Numba's walk finds, less LLVM's private lookup tables (`switch.table.*`), which
-  nothing looks up by name (`asv_bench/` and tests/test_jit_cache.py compare the two).
+  function, variable or untyped symbol with a name. On each of the 618 entries of rtsoa's
+  op library that was the set Numba's walk finds, less LLVM's private lookup tables
+  (`switch.table.*`), which nothing looks up by name (a one-off comparison, README "Eleventh
+  session"); the cache tests compare the two sets on a fresh compile.
 Object code that is not 64-bit little-endian ELF (macOS, Windows), or whose tables do not read
 back cleanly, loads Numba's way.
 """

@@ -23,8 +23,10 @@ shapes, make the next run a full one.
 import numpy as np
 
 from rtsoa.graph.schema import GraphKind
+from rtsoa.kernels.checksum import FOLDS_AS
 
-KEPT = {"OpInferShape": "OpInferShapeKept"}
+# Each kernel the kept Main runs in place of another (the one it folds as)
+KEPT = {stands_for: kernel for kernel, stands_for in FOLDS_AS.items()}
 # Kernels of plain lowered ops: what Main may run for its shapes to follow from the inputs'.
 PLAIN = frozenset(
     {
