@@ -1,5 +1,6 @@
-"""The multithread executor's admission window: lowered graphs with a separate MEMORY worker
-(3 and 4 threads) keep device memory near the sequential executor's peak.
+"""The multithread executor's admission window: lowered graphs keep device memory near the
+sequential executor's peak, with a separate MEMORY worker (3 and 4 threads, one window shared
+by all workers) and with one device worker (2 threads, a window of its own).
 
 Before the window (issue 12's known defect) `generate("lowered", 20_000, seed=4)` ran out of
 device memory with 3 and 4 threads (status 101 after ~8,000 nodes): the MEMORY worker's
@@ -31,7 +32,7 @@ def _sequential_peak(graph):
     return peak_allocated(executor)
 
 
-@pytest.mark.parametrize("threads", [3, 4])
+@pytest.mark.parametrize("threads", [2, 3, 4])
 @pytest.mark.parametrize("nodes, seed", [(20_000, 4), (100_000, 1)])
 def test_lowered_graphs_with_a_memory_worker_stay_near_the_sequential_peak(nodes, seed, threads):
     graph = generate("lowered", nodes, seed=seed)
@@ -48,7 +49,7 @@ def test_lowered_graphs_with_a_memory_worker_stay_near_the_sequential_peak(nodes
     )
 
 
-@pytest.mark.parametrize("threads", [3, 4])
+@pytest.mark.parametrize("threads", [2, 3, 4])
 def test_relation_graphs_with_a_memory_worker_stay_near_the_sequential_peak(threads):
     """The same with the relation pass (Frees wait for Launch submission, not completion)."""
     original = generate("lowered", 20_000, seed=6)
@@ -64,26 +65,84 @@ def _ranks(executor):
     return executor._shared[0] >> 32  # the heap keys: rank << 32 | node
 
 
+def _device_nodes(executor):
+    """bool per node: a memory or launch node (run by the device worker(s))."""
+    from rtsoa.executors.multithread import node_classes
+    from rtsoa.graph.schema import WorkerClass
+
+    tables = executor.registry.tables()
+    return node_classes(tables, executor.runtime.graph.node_dispatch) != WorkerClass.NORMAL
+
+
 @pytest.mark.parametrize("threads", [2, 3, 4])
 def test_no_node_starts_beyond_the_window(threads):
     """From a profiled run: when each node started, every rank below its rank minus the
     window had finished (a node is marked finished only after its recorded end, so the
-    smallest rank whose end is not before a start bounds what the executor saw)."""
+    smallest rank whose end is not before a start bounds what the executor saw).
+
+    With 2 threads the window is the device worker's own: the property holds among the
+    memory and launch nodes (its ranks), and the NORMAL worker's nodes have no window."""
     graph = generate("lowered", 4000, seed=threads)
     executor = prepare_executor(graph, "multithread", threads=threads)
     window = executor.admission.window
     assert window == executor.window > 0
     executor.run(subscriber=Profiler())
     steps = executor.record()[: graph.num_nodes]
+    bounded = _device_nodes(executor)[steps[:, 0]] if threads == 2 else np.ones(len(steps), bool)
+    assert 0 < bounded.sum()
     rank = _ranks(executor)[steps[:, 0]]
     start, end = steps[:, 1], steps[:, 2]
     by_rank = np.argsort(rank)
     assert np.array_equal(rank[by_rank], np.arange(graph.num_nodes))
-    end_by_rank = end[by_rank]
-    for i in range(steps.shape[0]):
-        unfinished = np.flatnonzero(end_by_rank >= start[i])
-        low = unfinished[0] if unfinished.shape[0] else graph.num_nodes
+    # ranks of bounded nodes, and each one's end, in rank order; others never hold `low` back
+    counted = by_rank[bounded[by_rank]]
+    counted_rank, counted_end = rank[counted], end[counted]
+    for i in np.flatnonzero(bounded):
+        unfinished = np.flatnonzero(counted_end >= start[i])
+        low = counted_rank[unfinished[0]] if unfinished.shape[0] else graph.num_nodes
         assert rank[i] < low + window, (i, rank[i], low)
+
+
+def test_two_threads_keep_the_windows_apart():
+    """With 2 threads the NORMAL worker has no window and the device worker's own marks
+    every rank of a NORMAL node as not its own (finished in every run)."""
+    from rtsoa.executors.admission import NOT_MINE
+
+    graph = generate("lowered", 400, seed=8)
+    executor = prepare_executor(graph, "multithread", threads=2)
+    normal, device = executor._admissions
+    assert normal.window == 0 and device.window == executor.window > 0
+    ranks = _ranks(executor)
+    is_device = _device_nodes(executor)
+    assert np.all(device.finished[ranks[~is_device]] == NOT_MINE)
+    assert np.all(device.finished[ranks[is_device]] < NOT_MINE)
+    # three executors of one graph: the shared (3 threads) and the private windows agree on
+    # the results
+    expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
+    for threads in (2, 3):
+        other = prepare_executor(graph, "multithread", threads=threads)
+        assert other.run() == expected and other.run() == expected
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_runs_after_the_epoch_wraps(threads):
+    """The run epoch restarts at MAX_EPOCH: every mark is forgotten (the private window's
+    NOT_MINE marks stay), and the runs before and after it give the same result."""
+    from rtsoa.executors.admission import NOT_MINE
+    from rtsoa.executors.multithread import EPOCH
+    from rtsoa.executors.relation_state import MAX_EPOCH
+
+    graph = remove_launch_free_edges(generate("lowered", 2000, seed=9)).graph
+    executor = prepare_executor(graph, "multithread", threads=threads)
+    expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
+    assert executor.run() == expected
+    not_mine = executor.admission.finished == NOT_MINE
+    executor._control[EPOCH] = MAX_EPOCH
+    for _ in range(3):
+        assert executor.run() == expected
+        assert executor._control[EPOCH] < 5
+    assert np.array_equal(executor.admission.finished == NOT_MINE, not_mine)
+    assert executor.device.hazard_count == 0
 
 
 def test_ranks_follow_the_sequential_order_and_put_launches_before_their_frees():

@@ -27,6 +27,13 @@ the run instead of the window hiding it.
 `low` is advanced by whoever finishes the node at `low` (and by idle workers, which retry):
 a finished rank is marked with the run's epoch, then `low` moves past every marked rank by
 compare-and-swap, so concurrent finishers never skip an unfinished rank.
+
+Two threads (`private_admissions`): the marks and `low` above are written by both cores at
+every node, and each write moves a cache line from one core to the other. When one worker
+runs every memory and launch node, its window can be its own instead: it alone knows which
+of its nodes finished, so it keeps its marks and its `low` in its own arrays, and the other
+worker, running NORMAL nodes that allocate nothing, has no window (the README's
+"Multi-thread executor" has what each costs the busy-work benchmark).
 """
 
 from typing import NamedTuple
@@ -37,6 +44,7 @@ from rtsoa._jit import jit_inline_ir, jit_out_of_line
 from rtsoa.executors.atomics import atomic_cas, atomic_load, atomic_store
 from rtsoa.executors.heap import pack_keys
 from rtsoa.graph.csr import build_csr
+from rtsoa.graph.schema import WorkerClass
 
 # Ranks a worker may run ahead of the oldest unfinished node. 64 ranks are 16 ops of a
 # lowered graph (4 nodes each): enough for the NORMAL worker's shape inference to stay ahead
@@ -44,6 +52,9 @@ from rtsoa.graph.csr import build_csr
 # stay a small part of the single-thread peak (tests/test_multithread_memory.py states it).
 DEFAULT_WINDOW = 64
 LOW = 0  # slot of the smallest unfinished rank in the admission array (its own cache line)
+# `finished` value of a rank another worker runs, in a worker's private admission: finished in
+# every run (epochs stay below it)
+NOT_MINE = np.iinfo(np.int64).max
 
 
 class Admission(NamedTuple):
@@ -107,6 +118,47 @@ def release_keys(graph, nodes, starts, relations, wants_window, window=DEFAULT_W
     return keys, admission
 
 
+def private_admissions(admission, rank, classes, serves):
+    """One Admission per worker, each over the ranks of the nodes that worker alone runs,
+    for runs where every class queue has a single server (two threads: the NORMAL worker and
+    the one device worker serving MEMORY and LAUNCH).
+
+    The window then needs no shared state: the device worker, the only one running device
+    nodes, knows the smallest rank among them it has not finished, and starts a node only
+    within `window` ranks of it; the NORMAL worker, which allocates nothing, has no window.
+    The ranks of other workers' nodes are NOT_MINE in a worker's `finished` (finished in
+    every run), so its `low` moves past them. Liveness as in the module docstring: the device
+    node at the device worker's `low` has its device predecessors finished (lower ranks) and
+    its NORMAL ones run by a worker that never waits on a window, so it becomes ready, is
+    admitted and runs.
+
+    `rank`: int64 per node (rank `admission.count` for nodes outside the root); `classes`:
+    the class queue of each node; `serves`: bool[threads, queues], one server per queue.
+    """
+    count = int(admission.count)
+    ranked = rank < count
+    result = []
+    for queues in serves:
+        mine = ranked & queues[classes]
+        memory = bool(queues[WorkerClass.MEMORY]) and admission.window != 0
+        finished = np.full(max(count, 1), NOT_MINE, dtype=np.int64)
+        finished[rank[mine]] = 0
+        result.append(
+            Admission(
+                window=np.int64(admission.window if memory else 0),
+                count=admission.count,
+                finished=finished if memory else np.zeros(1, dtype=np.int64),
+                low=np.zeros(8, dtype=np.int64),
+            )
+        )
+    return result
+
+
+def reset_epochs(admission):
+    """Forget every finished mark (the run epoch wrapped): NOT_MINE marks stay."""
+    admission.finished[admission.finished != NOT_MINE] = 0
+
+
 @jit_inline_ir
 def admitted(admission, key):
     """May the node with heap key `key` start now? (Always, without a window.)"""
@@ -119,7 +171,7 @@ def admitted(admission, key):
 def advance_low(admission, epoch):
     """Move `low` past every rank finished in this run (any worker may call it)."""
     low = atomic_load(admission.low, LOW)
-    while low < admission.count and atomic_load(admission.finished, low) == epoch:
+    while low < admission.count and atomic_load(admission.finished, low) >= epoch:
         atomic_cas(admission.low, LOW, low, low + 1)
         low = atomic_load(admission.low, LOW)
 

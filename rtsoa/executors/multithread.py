@@ -19,7 +19,10 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
 - Admission window. Where the root has memory-class nodes, a node starts only within
   `window` ranks of the oldest unfinished one, which keeps the allocations from running
   ahead of the launches and frees (`rtsoa.executors.admission`, the reference's "at most
-  thread_num tasks per round").
+  thread_num tasks per round"). With two threads, where the one device worker runs every
+  memory and launch node, the window is that worker's own: its nodes start within `window`
+  ranks of its oldest unfinished one, and the NORMAL worker, which allocates nothing, has
+  none (`admission.private_admissions`: no rank marks or `low` shared between the cores).
 - Device. The simulated device is one unsynchronised state, so every kernel with a critical
   section (all kernels that call the device API: AllocMemory, FreeMemory, LaunchKernel, the
   event kernels) runs holding one device spin lock: memory and launch kernels never run
@@ -71,7 +74,9 @@ from rtsoa.executors.admission import (
     admitted,
     advance_low,
     finish_rank,
+    private_admissions,
     release_keys,
+    reset_epochs,
 )
 from rtsoa.executors.atomics import (
     atomic_add,
@@ -163,16 +168,16 @@ def node_classes(tables, node_dispatch):
 
 
 @jit_out_of_line
-def _arm(starts, template, in_degree, keys, node_queue, heaps, control, admission):
+def _arm(starts, template, in_degree, keys, node_queue, heaps, control):
     """Per-run reset: in-degrees from the template, flags and counters cleared, the start
-    nodes pushed; runs before the workers start (no allocation)."""
+    nodes pushed; runs before the workers start (no allocation; the admission windows' `low`
+    are reset by the caller)."""
     for i in range(template.shape[0]):
         in_degree[i] = template[i]
     epoch = control[EPOCH] + 1
     for i in range(control.shape[0]):
         control[i] = 0
     control[EPOCH] = epoch
-    admission.low[LOW] = 0
     if starts.shape[0] == 0:
         control[DONE] = 1
     for i in range(starts.shape[0]):
@@ -288,6 +293,7 @@ def run_multithread(
     bits,
     order,
     ranks,
+    admission,
     keys,
     node_queue,
     node_critical,
@@ -296,7 +302,6 @@ def run_multithread(
     heaps,
     control,
     relations,
-    admission,
     max_steps,
     record,
 ):
@@ -307,7 +312,8 @@ def run_multithread(
     Per-worker arguments: `serves` / `sole` (bool per queue: pops it / is its only server),
     `released` (the Frees a Launch re-queues), `bits` (the private batch: a bit per rank for
     the ready nodes of the queues it alone serves, released by itself; no lock, no atomics)
-    `order` (the node of each rank) and `ranks` (the rank of each node).
+    `order` (the node of each rank), `ranks` (the rank of each node) and `admission` (its
+    admission window: one shared by all workers, or its own; see `_prepare`).
 
     Outstanding units (termination): a shared push adds one, a parked Free adds one (its
     re-queue by its last Launch reuses it); a worker keeps the units of the shared nodes it
@@ -472,7 +478,14 @@ class MultithreadExecutor(Executor):
         keys, admission = release_keys(
             graph, self.nodes, self.starts, relations, memory, self.window
         )
-        self.admission = admission
+        # Two threads: each class queue has one server, so each worker's window is its own,
+        # with no mark or `low` shared between cores per node (admission.private_admissions)
+        if self.threads == 2 and admission.window != 0:
+            rank = keys >> RANK_SHIFT
+            self._admissions = private_admissions(admission, rank, classes, serves)
+        else:
+            self._admissions = [admission] * self.threads
+        self.admission = self._admissions[1]  # the (first) MEMORY worker's
         self.relations = relations
         self._starts = read_only(self.starts)
         self._template = read_only(np.ascontiguousarray(graph.in_degree, dtype=np.int32))
@@ -508,7 +521,7 @@ class MultithreadExecutor(Executor):
         nodes = np.ascontiguousarray(self.nodes, dtype=np.int32)
         _single_writer(graph.succ_offsets, graph.succ_targets, owner[classes], nodes, plain)
         shared = (read_only(keys), read_only(classes), read_only(section), in_degree)
-        shared += (read_only(plain), heaps, self._control, relations, admission)
+        shared += (read_only(plain), heaps, self._control, relations)
         self._shared = shared + (np.int64(self.max_steps),)
         return self._per_worker(0) + self._shared
 
@@ -521,6 +534,7 @@ class MultithreadExecutor(Executor):
             self._bits[index],
             self._order,
             self._ranks,
+            self._admissions[index],
         )
 
     def _checksum(self):
@@ -546,8 +560,11 @@ class MultithreadExecutor(Executor):
         keys, node_queue, _, in_degree, _, heaps, control = self._shared[:7]
         if control[EPOCH] >= MAX_EPOCH:  # the wait words keep 32 bits of it: start again
             self.relations.waits[:] = 0
-            self.admission.finished[:] = 0
+            for admission in self._admissions:
+                reset_epochs(admission)
             control[EPOCH] = 0
+        for admission in self._admissions:
+            admission.low[LOW] = 0
         _arm(
             self._starts,
             self._template,
@@ -556,7 +573,6 @@ class MultithreadExecutor(Executor):
             node_queue,
             heaps,
             control,
-            self.admission,
         )
         results = [None] * self.threads
         errors = []
