@@ -158,6 +158,21 @@ def test_property_random_priorities_and_edges(data, nodes, threads):
     run_and_check(*random_priority_graph(data, nodes), threads)
 
 
+@SETTINGS
+@given(data=st.data(), nodes=st.integers(2, 60))
+def test_a_worker_alone_runs_the_sequential_order(data, nodes):
+    """Two threads on a graph of NORMAL kernels: worker 0 runs every node, each in-degree
+    with it as the single writer (`alone`: plain decrements, private batch only), in the
+    sequential executor's order exactly (the release order is the ranks)."""
+    graph, expected = random_priority_graph(data, nodes)
+    executor = run_and_check(graph, expected, 2)
+    assert [bool(alone) for alone in executor._alone] == [True, False]
+    sequential = prepare_executor(graph, "sequential")
+    sequential.run(subscriber=Profiler())
+    order = sequential.record()[: graph.num_nodes, 0]
+    assert np.array_equal(executor.record()[: graph.num_nodes, 0], order)
+
+
 @pytest.mark.parametrize("streams", [1, 2])
 @pytest.mark.parametrize("threads", THREADS)
 def test_lowered_graphs_run_without_hazards_and_free_everything(threads, streams):

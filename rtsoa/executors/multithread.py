@@ -214,6 +214,25 @@ def abort_run(control, status, node):
         atomic_store(control, ABORTED, 1)
 
 
+@jit_inline_ir
+def _private_head(bits, order, cursor):
+    """(cursor, heap key) of the smallest rank in a non-empty private batch: the cursor moved
+    to the word holding it (a set bit lies at or after the cursor, so the scan stops)."""
+    while bits[cursor] == 0:
+        cursor += 1
+    rank = (cursor << 6) + lowest_bit(bits[cursor])
+    return cursor, (rank << RANK_SHIFT) | np.int64(order[rank])
+
+
+@jit_inline_ir
+def _shared_waiting(serves, control):
+    """Does a shared queue this worker serves hold a node? (racy reads: a hint)"""
+    for queue in range(serves.shape[0]):
+        if serves[queue] and atomic_load(control, QUEUE_SIZE + queue * LINE) != 0:
+            return True
+    return False
+
+
 @jit_out_of_line
 def _take(serves, heaps, control, admission, bits, order, cursor, mine):
     """The ready node of smallest rank among this worker's private batch (`mine` ranks set in
@@ -224,11 +243,8 @@ def _take(serves, heaps, control, admission, bits, order, cursor, mine):
     source = -1  # 0: private batch, 1 + q: shared queue q
     best = np.int64(0)
     if mine > 0:
-        while bits[cursor] == 0:  # a set bit lies at or after the cursor: this stops
-            cursor += 1
-        rank = (cursor << 6) + lowest_bit(bits[cursor])
+        cursor, best = _private_head(bits, order, cursor)
         source = 0
-        best = (rank << RANK_SHIFT) | np.int64(order[rank])
     for queue in range(serves.shape[0]):
         if not serves[queue] or atomic_load(control, QUEUE_SIZE + queue * LINE) == 0:
             continue
@@ -294,6 +310,7 @@ def run_multithread(
     order,
     ranks,
     admission,
+    alone,
     keys,
     node_queue,
     node_critical,
@@ -312,8 +329,11 @@ def run_multithread(
     Per-worker arguments: `serves` / `sole` (bool per queue: pops it / is its only server),
     `released` (the Frees a Launch re-queues), `bits` (the private batch: a bit per rank for
     the ready nodes of the queues it alone serves, released by itself; no lock, no atomics)
-    `order` (the node of each rank), `ranks` (the rank of each node) and `admission` (its
-    admission window: one shared by all workers, or its own; see `_prepare`).
+    `order` (the node of each rank), `ranks` (the rank of each node), `admission` (its
+    admission window: one shared by all workers, or its own; see `_prepare`) and `alone`
+    (this worker alone runs every node of the root, each with a single writer of its
+    in-degree: e.g. two threads on a graph of NORMAL kernels; its releases then take the
+    shortest path, a plain decrement and its private batch).
 
     Outstanding units (termination): a shared push adds one, a parked Free adds one (its
     re-queue by its last Launch reuses it); a worker keeps the units of the shared nodes it
@@ -339,6 +359,13 @@ def run_multithread(
                 abort_run(control, STATUS_QUEUE_OVERFLOW, node)
                 break
             node = np.int64(-1)
+        if node < 0 and mine > 0 and not _shared_waiting(serves, control):
+            # the private batch alone (no call): the common case of a worker with work
+            cursor, key = _private_head(bits, order, cursor)
+            if admitted(admission, key):
+                bits[cursor] &= bits[cursor] - 1  # the lowest set bit is the one taken
+                mine -= 1
+                node = key & TIE_MASK
         if node < 0:
             node, cursor, mine, brought = _take(
                 serves, heaps, control, admission, bits, order, cursor, mine
@@ -412,8 +439,17 @@ def run_multithread(
                     abort_run(control, STATUS_QUEUE_OVERFLOW, node)
         finished = node
         node = np.int64(-1)
-        for e in range(first, last):
-            target = targets[e]
+        if alone:  # every successor is this worker's, with a plain in-degree (see above)
+            for e in range(np.uint64(first), np.uint64(last)):
+                target = np.uint64(targets[e])
+                remaining = in_degree[target] - 1
+                in_degree[target] = remaining
+                if remaining == 0:
+                    cursor, mine = _keep(np.int64(ranks[target]), bits, cursor, mine)
+            first = last  # nothing left for the general loop below
+        for e in range(np.uint64(first), np.uint64(last)):
+            # unsigned: indexing skips Numba's negative-index wrap (validated ids, >= 0)
+            target = np.uint64(targets[e])
             if plain[target]:  # this worker is the only one that decrements it
                 remaining = in_degree[target] - 1
                 in_degree[target] = remaining
@@ -520,6 +556,13 @@ class MultithreadExecutor(Executor):
         plain = np.zeros(n, dtype=np.bool_)
         nodes = np.ascontiguousarray(self.nodes, dtype=np.int32)
         _single_writer(graph.succ_offsets, graph.succ_targets, owner[classes], nodes, plain)
+        # a worker that alone runs the whole root, every in-degree with it as single writer
+        root_queues = np.unique(classes[nodes])
+        single = plain | (np.asarray(graph.in_degree) == 0)  # start nodes have no writer
+        self._alone = [
+            np.bool_(bool(np.all(sole[root_queues])) and bool(np.all(single[nodes])))
+            for sole in self._sole
+        ]
         shared = (read_only(keys), read_only(classes), read_only(section), in_degree)
         shared += (read_only(plain), heaps, self._control, relations)
         self._shared = shared + (np.int64(self.max_steps),)
@@ -535,6 +578,7 @@ class MultithreadExecutor(Executor):
             self._order,
             self._ranks,
             self._admissions[index],
+            self._alone[index],
         )
 
     def _checksum(self):
