@@ -222,6 +222,9 @@ def test_workers_by_class_and_critical_sections_exclusive(threads):
         assert normal[1] == 0 and normal.sum() == counts[2]
         if threads > 2:
             assert normal[2] == 0
+    # the device lock is taken only where two workers run critical sections (the shared
+    # counter above is the check that they never overlapped)
+    assert executor._shared[2].any() == (threads > 2)
     assert (SCRATCH_MEMORY, SCRATCH_LAUNCH, SCRATCH_NORMAL) == (1, 2, 3)
 
 

@@ -27,7 +27,9 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   section (all kernels that call the device API: AllocMemory, FreeMemory, LaunchKernel, the
   event kernels) runs holding one device spin lock: memory and launch kernels never run
   concurrently with each other. This is stricter than the reference (one lock per section
-  key), because here both sections write the same allocator / stream / hazard state.
+  key), because here both sections write the same allocator / stream / hazard state. With
+  two threads one worker runs every such kernel, so none can overlap and the lock is not
+  taken.
 - Readiness. In-degrees are copied from the template at the start of a run; a finished node
   decrements its successors with `atomic_sub`, and the worker that takes one to zero
   releases it. A successor of a queue this worker alone serves goes to the worker's private
@@ -563,6 +565,13 @@ class MultithreadExecutor(Executor):
             np.bool_(bool(np.all(sole[root_queues])) and bool(np.all(single[nodes])))
             for sole in self._sole
         ]
+        # The device lock orders critical sections run by different workers; where one worker
+        # serves every class queue holding a critical node (two threads: the device worker),
+        # they never overlap and the lock is not taken.
+        critical_queues = np.unique(classes[nodes][section[nodes]])
+        servers = serves[:, critical_queues].any(axis=1)
+        if int(servers.sum()) <= 1:
+            section = np.zeros_like(section)
         shared = (read_only(keys), read_only(classes), read_only(section), in_degree)
         shared += (read_only(plain), heaps, self._control, relations)
         self._shared = shared + (np.int64(self.max_steps),)
