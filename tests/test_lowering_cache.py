@@ -151,6 +151,38 @@ def test_changed_external_data_or_another_directory_is_a_miss(tmp_path, lowered_
     assert record["external"] and record["external"][0][0].endswith("weights.bin")
 
 
+@pytest.mark.parametrize("written", ["weights.bin", "m.onnx"])
+def test_a_file_written_while_it_is_lowered_is_not_kept(
+    tmp_path, lowered_dir, monkeypatch, written
+):
+    """The weights (or the model file) change after they were read and before the lowering
+    ends: that lowering is returned (it is of what was read) but not kept, since its entry
+    would record the new content's hash with the old content's graph; the next call lowers
+    the new content and keeps it."""
+    old, new = mlp(seed=5), mlp(seed=6)
+    path = save_external(old, tmp_path / "a")
+    calls = []
+
+    def rewriting(source, *args, **kwargs):
+        calls.append(source)
+        if len(calls) == 1:  # the first lowering: its inputs were read, now rewritten
+            if written == "weights.bin":
+                save_external(new, tmp_path / "a")
+            else:
+                path.write_bytes(path.read_bytes())  # same bytes, a new write
+        return lower(source, *args, **kwargs)
+
+    monkeypatch.setattr(rtsoa.lowering, "lower", rewriting)
+    first = run(lower_cached(path))
+    np.testing.assert_allclose(first, run_onnxruntime(old, {"x": X})["y"], rtol=RTOL, atol=ATOL)
+    assert entries(lowered_dir) == []
+    now = new if written == "weights.bin" else old
+    second = run(lower_cached(path))
+    np.testing.assert_allclose(second, run_onnxruntime(now, {"x": X})["y"], rtol=RTOL, atol=ATOL)
+    assert len(entries(lowered_dir)) == 1 and len(calls) == 2
+    assert np.array_equal(run(lower_cached(path)), second) and len(calls) == 2  # kept
+
+
 @pytest.mark.parametrize("damage", ["entry", "table", "version"])
 def test_a_broken_entry_is_lowered_again_and_replaced(tmp_path, lowered_dir, lowerings, damage):
     proto = mlp(seed=7)

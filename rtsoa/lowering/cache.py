@@ -13,7 +13,10 @@ the lowered graph saved by `save_graph` and `entry.json`. The key is a SHA-256 o
   of its functions, and the content of every module outside rtsoa that registered one.
 
 `entry.json` lists the external-data files the lowering read (real path, size, SHA-256); a hit
-hashes them again and is a miss if one changed. A hit is loaded by `load_graph`, which
+hashes them again and is a miss if one changed. A lowering during which the model file or an
+external-data file was written (its stamp, taken before it was read, differs after the
+lowering and the hashing: `onnx_import.file_stamp`) is returned but not kept, so an entry
+never pairs one content's hash with another content's graph. A hit is loaded by `load_graph`, which
 validates it like any saved graph. An entry that is unreadable, fails validation, is not owned
 by this user or is writable by others is a miss: the model is lowered again, and the entry is
 replaced when it is this user's. A cache directory that is not this user's, or that others
@@ -34,6 +37,7 @@ import threading
 from pathlib import Path
 
 from rtsoa.errors import GraphFormatError
+from rtsoa.lowering.onnx_import import file_stamp
 
 ENTRY_VERSION = 1
 _GRAPH = "graph.rtsoa"
@@ -181,10 +185,11 @@ def _read_entry(entry):
         return None
 
 
-def _write_entry(entry, graph, external):
+def _write_entry(entry, graph, records):
     """Save `graph` as `entry` (a temp directory renamed into place). An entry already there
     is kept when it is someone else's or loads (a concurrent writer's), and replaced when it
-    is a broken one of this user's. Failures are ignored: the cache is an optimisation."""
+    is a broken one of this user's. `records`: [real path, size, SHA-256] per external-data
+    file. Failures are ignored: the cache is an optimisation."""
     from rtsoa.graph.io import save_graph
 
     temp = None
@@ -194,7 +199,6 @@ def _write_entry(entry, graph, external):
             return
         temp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
         save_graph(graph, temp / _GRAPH, durable=False)
-        records = [[path, os.path.getsize(path), _file_digest(path)] for path in external]
         (temp / _ENTRY).write_text(json.dumps({"version": ENTRY_VERSION, "external": records}))
         try:
             os.rename(temp, entry)
@@ -230,19 +234,29 @@ def lower_cached(source, streams=1):
         path = os.fspath(source)
         if not os.path.isfile(path):
             return lower(source, streams=streams)  # the lowering's own error
+        model_stamp = file_stamp(path)
         model_digest = _file_digest(path)  # streamed: a large model is not held twice
         directory = os.path.dirname(os.path.realpath(path))
     entry = home / entry_key(model_digest, directory, streams)
     graph = _read_entry(entry) if entry.exists() else None
     if graph is not None:
         return graph
-    external = []
+    records = []
     if directory is None:
         graph = lower(source, streams=streams)
     else:
         from rtsoa.lowering.onnx_import import load_onnx
 
-        graph = lower(load_onnx(path, external_files=external), streams=streams)
+        external, stamps = [], {}
+        model = load_onnx(path, external_files=external, external_stamps=stamps)
+        graph = lower(model, streams=streams)
+        try:
+            records = [[name, os.path.getsize(name), _file_digest(name)] for name in external]
+        except OSError:
+            return graph
+        stamps[path] = model_stamp
+        if any(file_stamp(name) != stamp for name, stamp in stamps.items()):
+            return graph  # written while it was read: not kept (see the module docstring)
     with _lock:  # one writer per process; processes are kept apart by the rename
-        _write_entry(entry, graph, external)
+        _write_entry(entry, graph, records)
     return graph

@@ -159,10 +159,11 @@ def _convert_graph(graph_proto, opsets, where="graph"):
     return graph
 
 
-def load_onnx(source, external_files=None):
+def load_onnx(source, external_files=None, external_stamps=None):
     """The ModelProto of a path, bytes, or a ModelProto (external data loaded from the
     model's directory). For a path, the real paths of the external-data files it reads are
-    appended to `external_files` (a list) when one is given."""
+    appended to `external_files` (a list) when one is given, and `external_stamps` (a dict)
+    gets `file_stamp` of each, taken before the file is read."""
     import onnx
 
     if isinstance(source, onnx.ModelProto):
@@ -175,8 +176,11 @@ def load_onnx(source, external_files=None):
     try:
         model = onnx.load(path, load_external_data=False)
         base = os.path.dirname(path)
+        paths = external_data_paths(model, base)
         if external_files is not None:
-            external_files.extend(external_data_paths(model, base))
+            external_files.extend(paths)
+        if external_stamps is not None:
+            external_stamps.update((path, file_stamp(path)) for path in paths)
         onnx.load_external_data_for_model(model, base)
         return model
     except Exception as error:  # protobuf errors have many types
@@ -195,6 +199,18 @@ def _tensors(graph):
                 yield from _tensors(attribute.g)
             for subgraph in attribute.graphs:
                 yield from _tensors(subgraph)
+
+
+def file_stamp(path):
+    """What changes when a file is written or replaced: (device, inode, size, modification and
+    status-change times in ns); None if it is missing. The status-change time cannot be set
+    back by a writer, so equal stamps before and after reading mean nothing wrote in between
+    (to the file system's time resolution)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def external_data_paths(model, base):
