@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import onnx
@@ -229,6 +230,8 @@ def test_an_entry_others_can_write_or_own_is_not_trusted(tmp_path, lowered_dir, 
         np.testing.assert_allclose(run(lower_cached(path)), want, rtol=RTOL, atol=ATOL)
         assert len(lowerings) == 3  # not loaded, and not replaced: it is someone else's
         assert os.stat(entry).st_uid == 4321
+        assert cache.evict(lowered_dir, limit=0) == []  # nor ever evicted
+        assert entry.exists()
 
 
 def test_registries_and_user_converter_modules_are_part_of_the_key(tmp_path, monkeypatch):
@@ -305,3 +308,57 @@ def test_a_cache_directory_others_can_write_is_not_used(tmp_path, lowered_dir, l
     os.chmod(lowered_dir, 0o755)
     lower_cached(path)
     assert len(lowerings) == 3  # the entry is served again (the streams=2 call lowered too)
+
+
+def test_least_recently_used_entries_are_evicted_beyond_the_limit(
+    tmp_path, lowered_dir, lowerings, monkeypatch
+):
+    """Three models, room for about two: each write removes the least recently used entry
+    (a hit counts as a use), never the one just written; the survivors still serve hits."""
+    paths = []
+    for seed in (21, 22, 23):
+        path = tmp_path / f"m{seed}.onnx"
+        onnx.save(mlp(seed=seed), path)
+        paths.append(path)
+    lower_cached(paths[0])
+    (first,) = entries(lowered_dir)
+    size = cache._tree_bytes(lowered_dir / first)
+    monkeypatch.setenv("RTSOA_LOWERED_MAX_BYTES", str(2 * size + size // 2))
+    lower_cached(paths[1])
+    assert len(entries(lowered_dir)) == 2
+    os.utime(lowered_dir / first / "entry.json", (1, 1))  # make it the oldest ...
+    lower_cached(paths[0])  # ... then a hit makes it the most recently used
+    assert len(lowerings) == 2
+    lower_cached(paths[2])  # over the limit: the second model's entry goes
+    assert len(lowerings) == 3 and len(entries(lowered_dir)) == 2 and first in entries(lowered_dir)
+    lower_cached(paths[0])
+    lower_cached(paths[2])
+    assert len(lowerings) == 3  # both survivors still hit
+    lower_cached(paths[1])  # evicted: lowered again
+    assert len(lowerings) == 4
+    want = run_onnxruntime(mlp(seed=22), {"x": X})["y"]
+    np.testing.assert_allclose(run(lower_cached(paths[1])), want, rtol=RTOL, atol=ATOL)
+    # a limit below one entry keeps only the entry just written
+    monkeypatch.setenv("RTSOA_LOWERED_MAX_BYTES", "1")
+    lower_cached(paths[2], streams=2)
+    assert len(entries(lowered_dir)) == 1 and len(lowerings) == 5
+
+
+def test_eviction_spares_live_writers_and_bad_limits_are_named(tmp_path, lowered_dir, monkeypatch):
+    """A young temporary directory (a writer at work) stays, a stale one goes; a malformed
+    limit is an error naming the variable, before anything is lowered or written."""
+    lowered_dir.mkdir()
+    young, stale = lowered_dir / ".tmp-young", lowered_dir / ".tmp-stale"
+    young.mkdir()
+    stale.mkdir()
+    (stale / "graph.rtsoa").write_bytes(b"x" * 100)
+    old = time.time() - cache.STALE_SECONDS - 10
+    os.utime(stale, (old, old))
+    assert cache.evict(lowered_dir, limit=0) == [".tmp-stale"]
+    assert entries(lowered_dir) == [".tmp-young"]
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp(seed=24), path)
+    monkeypatch.setenv("RTSOA_LOWERED_MAX_BYTES", "lots")
+    with pytest.raises(ValueError, match="RTSOA_LOWERED_MAX_BYTES"):
+        lower_cached(path)
+    assert entries(lowered_dir) == [".tmp-young"]

@@ -22,7 +22,15 @@ by this user or is writable by others is a miss: the model is lowered again, and
 replaced when it is this user's. A cache directory that is not this user's, or that others
 can write, is not used at all. Entries are written to a temporary directory and renamed
 into place, so a concurrent process sees a whole entry or none. `RTSOA_LOWERING_CACHE=0` turns
-the cache off. Nothing evicts entries: delete the `lowered` directory to reclaim the space.
+the cache off.
+
+Eviction: the entries together stay within $RTSOA_LOWERED_MAX_BYTES (a size such as `512MiB`;
+default `DEFAULT_MAX_BYTES`). A hit marks its entry used (the modification time of its
+`entry.json`); after a write, the least recently used entries of this user are removed until
+the rest fit, never the one just written (a model larger than the limit alone is kept until
+the next write). Temporary directories of writers that died (older than `STALE_SECONDS`) go
+too; entries of other users are never touched. A process that has an entry's graph loaded
+keeps it (the files are memory-mapped; removing them does not unmap them).
 """
 
 import hashlib
@@ -34,12 +42,15 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from rtsoa.errors import GraphFormatError
 from rtsoa.lowering.onnx_import import file_stamp
 
 ENTRY_VERSION = 1
+DEFAULT_MAX_BYTES = 2 << 30  # 2 GiB of lowered models
+STALE_SECONDS = 3600  # a writer's temporary directory older than this was left by a dead one
 _GRAPH = "graph.rtsoa"
 _ENTRY = "entry.json"
 _package_digest = None
@@ -59,6 +70,82 @@ def lowered_dir():
     from rtsoa.kernels.dispatch import cache_dir
 
     return cache_dir() / "lowered"
+
+
+def max_bytes():
+    """The size the entries may take together: $RTSOA_LOWERED_MAX_BYTES, else
+    DEFAULT_MAX_BYTES (ValueError naming the variable for a malformed size)."""
+    from rtsoa.limits import parse_size
+
+    configured = os.environ.get("RTSOA_LOWERED_MAX_BYTES", "").strip()
+    if not configured:
+        return DEFAULT_MAX_BYTES
+    try:
+        return parse_size(configured)
+    except ValueError as error:
+        raise ValueError(f"RTSOA_LOWERED_MAX_BYTES: {error}") from None
+
+
+def _tree_bytes(path):
+    """Bytes of the files under `path` (0 for what vanished meanwhile)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def evict(home, keep=None, limit=None):
+    """Remove this user's least recently used entries of `home` until the rest take at most
+    `limit` bytes (default `max_bytes()`), never `keep` (a path), and temporary directories
+    older than STALE_SECONDS; returns the names removed (see the module docstring)."""
+    limit = max_bytes() if limit is None else limit
+    removed = []
+    entries = []
+    now = time.time()
+    try:
+        names = os.listdir(home)
+    except OSError:
+        return removed
+    for name in names:
+        path = Path(home) / name
+        try:
+            if not _ours(path) or not stat.S_ISDIR(os.lstat(path).st_mode):
+                continue  # someone else's (or not an entry): never ours to remove
+            if name.startswith(".tmp-"):
+                if now - os.lstat(path).st_mtime > STALE_SECONDS:
+                    shutil.rmtree(path, ignore_errors=True)
+                    removed.append(name)
+                continue
+            try:
+                used = os.stat(path / _ENTRY).st_mtime
+            except OSError:
+                used = 0.0  # broken (no record): the first to go
+            entries.append((used, name, path, _tree_bytes(path)))
+        except OSError:
+            continue
+    total = sum(size for *_, size in entries)
+    keep = None if keep is None else os.path.realpath(keep)
+    for _, name, path, size in sorted(entries):
+        if total <= limit:
+            break
+        if keep is not None and os.path.realpath(path) == keep:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        total -= size
+        removed.append(name)
+    return removed
+
+
+def _mark_used(entry):
+    """A hit: the entry becomes the most recently used (failures ignored)."""
+    try:
+        os.utime(entry / _ENTRY)
+    except OSError:
+        pass
 
 
 def _file_digest(path, chunk=1 << 20):
@@ -225,6 +312,7 @@ def lower_cached(source, streams=1):
         source = bytes(source)
     if not enabled() or not isinstance(source, str | os.PathLike | bytes):
         return lower(source, streams=streams)
+    limit = max_bytes()  # a malformed setting is an error before any work
     home = lowered_dir()
     if not _usable(home):
         return lower(source, streams=streams)
@@ -240,6 +328,7 @@ def lower_cached(source, streams=1):
     entry = home / entry_key(model_digest, directory, streams)
     graph = _read_entry(entry) if entry.exists() else None
     if graph is not None:
+        _mark_used(entry)
         return graph
     records = []
     if directory is None:
@@ -259,4 +348,5 @@ def lower_cached(source, streams=1):
             return graph  # written while it was read: not kept (see the module docstring)
     with _lock:  # one writer per process; processes are kept apart by the rename
         _write_entry(entry, graph, records)
+        evict(home, keep=entry, limit=limit)
     return graph
