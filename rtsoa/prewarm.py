@@ -100,7 +100,6 @@ def cold_start(path, executor="auto"):
     """Before `rtsoa run` loads the saved graph at `path`: on a cold cache for a graph that
     calls the device, start the helper and compile the device functions here (see the
     module docstring). Returns the helper (a `subprocess.Popen`) or None."""
-    from rtsoa.errors import RtsoaError
     from rtsoa.graph.io import load_graph
     from rtsoa.kernels.runtime import is_model
     from rtsoa.ops.library import compile_jobs
@@ -111,8 +110,8 @@ def cold_start(path, executor="auto"):
         probe = load_graph(path, validate=False)  # names only: no compiled code runs on it
         if is_model(probe) or not uses_device(probe) or _device_cache_state() is not False:
             return None  # models: the op library compiles on all cores (rtsoa.ops.library)
-    except (RtsoaError, OSError, ValueError):
-        return None  # the real load reports what is wrong with the file
+    except Exception:  # noqa: BLE001 - only an optimisation: the real load reports the file
+        return None
     command = [sys.executable, "-m", "rtsoa.prewarm", os.fspath(path), str(executor)]
     try:
         helper = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
