@@ -45,6 +45,7 @@ from rtsoa.executors.atomics import atomic_cas, atomic_load, atomic_store
 from rtsoa.executors.heap import pack_keys
 from rtsoa.graph.csr import build_csr
 from rtsoa.graph.schema import WorkerClass
+from rtsoa.kernels.runtime import line_zeros
 
 # Ranks a worker may run ahead of the oldest unfinished node. 64 ranks are 16 ops of a
 # lowered graph (4 nodes each): enough for the NORMAL worker's shape inference to stay ahead
@@ -112,8 +113,8 @@ def release_keys(graph, nodes, starts, relations, wants_window, window=DEFAULT_W
     admission = Admission(
         window=np.int64(window if wants_window else 0),
         count=np.int64(count),
-        finished=np.zeros(max(count, 1), dtype=np.int64),
-        low=np.zeros(8, dtype=np.int64),
+        finished=line_zeros(max(count, 1), np.int64),
+        low=line_zeros(8, np.int64),
     )
     return keys, admission
 
@@ -141,14 +142,15 @@ def private_admissions(admission, rank, classes, serves):
     for queues in serves:
         mine = ranked & queues[classes]
         memory = bool(queues[WorkerClass.MEMORY]) and admission.window != 0
-        finished = np.full(max(count, 1), NOT_MINE, dtype=np.int64)
+        finished = line_zeros(max(count, 1), np.int64)
+        finished[:] = NOT_MINE
         finished[rank[mine]] = 0
         result.append(
             Admission(
                 window=np.int64(admission.window if memory else 0),
                 count=admission.count,
-                finished=finished if memory else np.zeros(1, dtype=np.int64),
-                low=np.zeros(8, dtype=np.int64),
+                finished=finished if memory else line_zeros(1, np.int64),
+                low=line_zeros(8, np.int64),
             )
         )
     return result

@@ -106,7 +106,7 @@ from rtsoa.executors.steps import record_step, released_edges
 from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
-from rtsoa.kernels.runtime import Runtime, new_worker, read_only, reset_worker
+from rtsoa.kernels.runtime import Runtime, line_zeros, new_worker, read_only, reset_worker
 from rtsoa.kernels.status import STATUS_OK, STATUS_QUEUE_OVERFLOW, STATUS_STEP_LIMIT
 
 MAX_THREADS = 64
@@ -527,22 +527,22 @@ class MultithreadExecutor(Executor):
         self.relations = relations
         self._starts = read_only(self.starts)
         self._template = read_only(np.ascontiguousarray(graph.in_degree, dtype=np.int32))
-        self._control = np.zeros(CONTROL_SIZE, dtype=np.int64)
+        self._control = line_zeros(CONTROL_SIZE, np.int64)  # its slots a line apart (LINE)
         in_degree = np.empty(n, dtype=np.int32)
-        heaps = np.zeros((QUEUES, int(counts.max()) + 2), dtype=np.int64)
+        heaps = line_zeros((QUEUES, int(counts.max()) + 2), np.int64)
         self._runtimes = [self.runtime] + [
             Runtime(self.runtime.graph, self.runtime.values, new_worker(), self.runtime.device)
             for _ in range(self.threads - 1)
         ]
         rows = max(largest_waiter_row(relations), 1)
-        self._released = [np.zeros(rows, dtype=np.int32) for _ in range(self.threads)]
+        self._released = [line_zeros(rows, np.int32) for _ in range(self.threads)]
         # private batches: a worker that alone serves a queue keeps the nodes of it it
         # releases itself (each node is kept at most once per run)
         self._sole = serves & (serves.sum(axis=0) == 1)
         # a bit per rank, and a spare word (the take's scan stops at a set bit, so never
         # reads past the last rank's word; the spare only guards a miscount)
         words = (int(admission.count) >> 6) + 2
-        self._bits = [np.zeros(words if sole.any() else 1, dtype=np.int64) for sole in self._sole]
+        self._bits = [line_zeros(words if sole.any() else 1, np.int64) for sole in self._sole]
         # the rank of each node as int32 (half the bytes of `keys` in the cache: the release
         # of a private successor reads it at random), and the node of each rank
         ranks = (keys >> RANK_SHIFT).astype(np.int32)

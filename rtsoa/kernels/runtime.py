@@ -153,13 +153,29 @@ def new_values(num_values, shapes=False):
     return ValueState(slots=np.zeros(max(int(num_values), 1), dtype=np.int64), shapes=shape_rows)
 
 
+CACHE_LINE = 64  # bytes
+
+
+def line_zeros(shape, dtype):
+    """np.zeros(shape, dtype) starting on a cache line and padded to whole lines, so no other
+    array shares a line with it: state one thread writes at every node (a worker's checksum,
+    its scratch) must not sit next to another thread's, or each write moves the line between
+    the cores (false sharing)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    nbytes = -(-max(count * dtype.itemsize, 1) // CACHE_LINE) * CACHE_LINE
+    raw = np.zeros(nbytes + CACHE_LINE, dtype=np.uint8)
+    start = -raw.ctypes.data % CACHE_LINE
+    return raw[start : start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
 def new_worker():
-    """Fresh per-thread state."""
+    """Fresh per-thread state, each array on cache lines of its own (`line_zeros`)."""
     return WorkerState(
-        checksum=np.zeros(1, dtype=np.uint64),
-        scratch=np.zeros(SCRATCH_SIZE, dtype=np.int64),
-        table=np.zeros((OPERAND_ROWS, OPERAND_WIDTH), dtype=np.int64),
-        check_table=np.zeros((OPERAND_ROWS, OPERAND_WIDTH), dtype=np.int64),
+        checksum=line_zeros(1, np.uint64),
+        scratch=line_zeros(SCRATCH_SIZE, np.int64),
+        table=line_zeros((OPERAND_ROWS, OPERAND_WIDTH), np.int64),
+        check_table=line_zeros((OPERAND_ROWS, OPERAND_WIDTH), np.int64),
     )
 
 
