@@ -31,7 +31,8 @@ from rtsoa.executors.atomics import (
     spin_lock,
     spin_unlock,
 )
-from rtsoa.executors.multithread import STATUS_NO_PROGRESS, _keep, _take
+from rtsoa.executors.multithread import STATUS_NO_PROGRESS
+from rtsoa.executors.ready_queues import _keep, _take
 from rtsoa.graph.generators import generate
 from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.graph.schema import GraphKind, Placement, ValueKind
@@ -568,7 +569,7 @@ def test_the_private_batch_bitmap_takes_the_smallest_rank_like_a_heap(ops, rng):
     import heapq
 
     from rtsoa.executors.admission import Admission
-    from rtsoa.executors.multithread import CONTROL_SIZE, QUEUES
+    from rtsoa.executors.ready_queues import CONTROL_SIZE, QUEUES
 
     seen = set()
     ops = [op for op in ops if op < 0 or not (op in seen or seen.add(op))]

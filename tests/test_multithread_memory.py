@@ -129,7 +129,7 @@ def test_runs_after_the_epoch_wraps(threads):
     """The run epoch restarts at MAX_EPOCH: every mark is forgotten (the private window's
     NOT_MINE marks stay), and the runs before and after it give the same result."""
     from rtsoa.executors.admission import NOT_MINE
-    from rtsoa.executors.multithread import EPOCH
+    from rtsoa.executors.ready_queues import EPOCH
     from rtsoa.executors.relation_state import MAX_EPOCH
 
     graph = remove_launch_free_edges(generate("lowered", 2000, seed=9)).graph

@@ -59,6 +59,10 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   (`rtsoa.executors.relation_state`): a Free whose related Launches of this run were not all
   submitted is parked (outstanding, no worker blocked) and re-queued by the last of them.
 
+The control words, the class queues and the private batches live in
+`rtsoa.executors.ready_queues`; the release order and the admission window in
+`rtsoa.executors.admission`.
+
 Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 (`runs_control_flow = False`), so `auto` never picks this executor for such graphs.
 """
@@ -68,8 +72,7 @@ import threading
 import numba
 import numpy as np
 
-from rtsoa._jit import jit, jit_inline_ir, jit_out_of_line
-from rtsoa.device.bits import lowest_bit
+from rtsoa._jit import jit
 from rtsoa.executors.admission import (
     DEFAULT_WINDOW,
     LOW,
@@ -82,17 +85,37 @@ from rtsoa.executors.admission import (
 )
 from rtsoa.executors.atomics import (
     atomic_add,
-    atomic_cas,
     atomic_load,
     atomic_store,
-    atomic_store_release,
     atomic_sub,
     cpu_yield,
     spin_lock,
     spin_unlock,
 )
 from rtsoa.executors.base import Executor, register_executor
-from rtsoa.executors.heap import TIE_BITS, TIE_MASK, heap_pop, heap_push
+from rtsoa.executors.heap import TIE_MASK
+from rtsoa.executors.ready_queues import (
+    ABORTED,
+    CONTROL_SIZE,
+    DEVICE_LOCK,
+    DONE,
+    EPOCH,
+    LAST_PARKED,
+    NODE,
+    OUTSTANDING,
+    PARKED,
+    QUEUES,
+    RANK_SHIFT,
+    STATUS,
+    STEPS,
+    _arm,
+    _keep,
+    _private_head,
+    _push,
+    _shared_waiting,
+    _take,
+    abort_run,
+)
 from rtsoa.executors.relation_state import (
     MAX_EPOCH,
     is_related_free,
@@ -110,25 +133,6 @@ from rtsoa.kernels.runtime import Runtime, line_zeros, new_worker, read_only, re
 from rtsoa.kernels.status import STATUS_OK, STATUS_QUEUE_OVERFLOW, STATUS_STEP_LIMIT
 
 MAX_THREADS = 64
-QUEUES = 3  # one ready queue per WorkerClass (NORMAL, MEMORY, LAUNCH)
-# Slots of the int64 `control` array, one cache line (8 int64) apart so that the counters
-# different threads hammer do not share a line.
-LINE = 8
-ABORTED = 0 * LINE  # 0 running, 1 a status was kept
-STATUS = 1 * LINE  # the kept status
-NODE = 2 * LINE  # its node
-STEPS = 3 * LINE  # steps claimed (the step limit and the record's row numbers)
-OUTSTANDING = 4 * LINE  # units of work left (see run_multithread)
-DEVICE_LOCK = 5 * LINE  # held around every kernel with a critical section
-QUEUE_LOCK = 6 * LINE  # + queue * LINE: the spin lock of each ready queue
-QUEUE_SIZE = QUEUE_LOCK + QUEUES * LINE  # + queue * LINE: each heap's size
-EPOCH = QUEUE_SIZE + QUEUES * LINE  # this run's generation (kept across runs, bumped by _arm)
-PARKED = EPOCH + LINE  # Frees waiting for their related Launches' submission
-LAST_PARKED = PARKED + LINE  # the last Free parked (named by the no-progress detector)
-# 1 once outstanding reached 0: written once per run, so idle workers poll it instead of
-# OUTSTANDING, whose cache line would otherwise bounce between the busy and the idle cores
-DONE = LAST_PARKED + LINE
-CONTROL_SIZE = DONE + LINE
 # Empty polls before an idle worker yields its core (tens of microseconds of polling: a yield
 # on a loaded machine can cost a whole time slice, far more than the next kernel takes).
 SPINS_BEFORE_YIELD = 4096
@@ -139,7 +143,6 @@ NO_PROGRESS_POLLS = 200
 # The run made no progress: every outstanding node is a Free waiting for a Launch that cannot
 # be submitted. Reserved range, far above the codes rtsoa.kernels.status names.
 STATUS_NO_PROGRESS = 1_000_000_100
-RANK_SHIFT = TIE_BITS  # a heap key is rank << RANK_SHIFT | node
 
 
 def default_threads():
@@ -169,27 +172,6 @@ def node_classes(tables, node_dispatch):
     return np.where(section != 0, section, worker).astype(np.int8)
 
 
-@jit_out_of_line
-def _arm(starts, template, in_degree, keys, node_queue, heaps, control):
-    """Per-run reset: in-degrees from the template, flags and counters cleared, the start
-    nodes pushed; runs before the workers start (no allocation; the admission windows' `low`
-    are reset by the caller)."""
-    for i in range(template.shape[0]):
-        in_degree[i] = template[i]
-    epoch = control[EPOCH] + 1
-    for i in range(control.shape[0]):
-        control[i] = 0
-    control[EPOCH] = epoch
-    if starts.shape[0] == 0:
-        control[DONE] = 1
-    for i in range(starts.shape[0]):
-        node = starts[i]
-        queue = node_queue[node]
-        size = control[QUEUE_SIZE + queue * LINE]
-        control[QUEUE_SIZE + queue * LINE] = heap_push(heaps[queue], size, keys[node])
-    control[OUTSTANDING] = starts.shape[0]
-
-
 @jit
 def _single_writer(succ_offsets, succ_targets, node_owner, nodes, plain):
     """plain[v] = every predecessor of v is run by the same single worker (node_owner >= 0)."""
@@ -205,102 +187,6 @@ def _single_writer(succ_offsets, succ_targets, node_owner, nodes, plain):
                 writer[target] = -1
     for i in range(plain.shape[0]):
         plain[i] = writer[i] >= 0
-
-
-@jit_out_of_line
-def abort_run(control, status, node):
-    """Keep (status, node) if no status was kept yet; every worker stops at its next pop."""
-    if atomic_cas(control, ABORTED, 0, 1) == 0:
-        control[STATUS] = status
-        control[NODE] = node
-        atomic_store(control, ABORTED, 1)
-
-
-@jit_inline_ir
-def _private_head(bits, order, cursor):
-    """(cursor, heap key) of the smallest rank in a non-empty private batch: the cursor moved
-    to the word holding it (a set bit lies at or after the cursor, so the scan stops)."""
-    while bits[cursor] == 0:
-        cursor += 1
-    rank = (cursor << 6) + lowest_bit(bits[cursor])
-    return cursor, (rank << RANK_SHIFT) | np.int64(order[rank])
-
-
-@jit_inline_ir
-def _shared_waiting(serves, control):
-    """Does a shared queue this worker serves hold a node? (racy reads: a hint)"""
-    for queue in range(serves.shape[0]):
-        if serves[queue] and atomic_load(control, QUEUE_SIZE + queue * LINE) != 0:
-            return True
-    return False
-
-
-@jit_out_of_line
-def _take(serves, heaps, control, admission, bits, order, cursor, mine):
-    """The ready node of smallest rank among this worker's private batch (`mine` ranks set in
-    the bitmap `bits`, none below word `cursor`) and the heads of the shared queues it
-    serves, if the admission window lets it start. Returns (node or -1, cursor, mine, came
-    from a shared queue (and so brought its outstanding unit))."""
-    width = heaps.shape[1]
-    source = -1  # 0: private batch, 1 + q: shared queue q
-    best = np.int64(0)
-    if mine > 0:
-        cursor, best = _private_head(bits, order, cursor)
-        source = 0
-    for queue in range(serves.shape[0]):
-        if not serves[queue] or atomic_load(control, QUEUE_SIZE + queue * LINE) == 0:
-            continue
-        head = atomic_load(heaps, queue * width + 1)  # a racy peek, re-read under the lock
-        if source < 0 or head < best:
-            source = 1 + queue
-            best = head
-    if source < 0 or not admitted(admission, best):
-        return np.int64(-1), cursor, mine, False
-    if source == 0:
-        bits[cursor] &= bits[cursor] - 1  # the lowest set bit is the one taken
-        return best & TIE_MASK, cursor, mine - 1, False
-    queue = source - 1
-    spin_lock(control, QUEUE_LOCK + queue * LINE)
-    size = control[QUEUE_SIZE + queue * LINE]
-    node = np.int64(-1)
-    if size > 0 and admitted(admission, heaps[queue, 1]):
-        key, size = heap_pop(heaps[queue], size)
-        atomic_store_release(control, QUEUE_SIZE + queue * LINE, size)
-        node = key & TIE_MASK
-    spin_unlock(control, QUEUE_LOCK + queue * LINE)
-    return node, cursor, mine, node >= 0
-
-
-@jit_inline_ir
-def _keep(rank, bits, cursor, mine):
-    """Add a ready node this worker alone serves to its private batch: its rank's bit in the
-    bitmap (ranks are unique, so one bit per node), and the cursor back to its word if it
-    lies below. One worker running alone takes ranks in increasing order (each successor
-    ranks after the node that released it), so the cursor only moves forward and a take
-    costs a word test and a trailing-zero count. Returns (cursor, mine)."""
-    word = rank >> 6
-    bits[word] |= np.int64(1) << (rank & 63)
-    if word < cursor:
-        cursor = word
-    return cursor, mine + 1
-
-
-@jit_out_of_line
-def _push(node, keys, node_queue, heaps, control, counted):
-    """Queue a ready node on its class queue; False if the queue is full (malformed graph).
-    `counted`: the node already has its outstanding unit (a parked Free re-queued by its
-    last Launch)."""
-    queue = node_queue[node]
-    if not counted:
-        atomic_add(control, OUTSTANDING, 1)  # before it is visible: never dips to 0 early
-    spin_lock(control, QUEUE_LOCK + queue * LINE)
-    size = control[QUEUE_SIZE + queue * LINE]
-    full = size >= heaps.shape[1] - 1
-    if not full:
-        size = heap_push(heaps[queue], size, keys[node])
-        atomic_store_release(control, QUEUE_SIZE + queue * LINE, size)
-    spin_unlock(control, QUEUE_LOCK + queue * LINE)
-    return not full
 
 
 def run_multithread(
