@@ -348,17 +348,43 @@ def test_eviction_spares_live_writers_and_bad_limits_are_named(tmp_path, lowered
     """A young temporary directory (a writer at work) stays, a stale one goes; a malformed
     limit is an error naming the variable, before anything is lowered or written."""
     lowered_dir.mkdir()
-    young, stale = lowered_dir / ".tmp-young", lowered_dir / ".tmp-stale"
+    young, stale = lowered_dir / ".tmp-youngabc", lowered_dir / ".tmp-staleabc"
     young.mkdir()
     stale.mkdir()
     (stale / "graph.rtsoa").write_bytes(b"x" * 100)
     old = time.time() - cache.STALE_SECONDS - 10
     os.utime(stale, (old, old))
-    assert cache.evict(lowered_dir, limit=0) == [".tmp-stale"]
-    assert entries(lowered_dir) == [".tmp-young"]
+    assert cache.evict(lowered_dir, limit=0) == [".tmp-staleabc"]
+    assert entries(lowered_dir) == [".tmp-youngabc"]
     path = tmp_path / "m.onnx"
     onnx.save(mlp(seed=24), path)
     monkeypatch.setenv("RTSOA_LOWERED_MAX_BYTES", "lots")
     with pytest.raises(ValueError, match="RTSOA_LOWERED_MAX_BYTES"):
         lower_cached(path)
-    assert entries(lowered_dir) == [".tmp-young"]
+    assert entries(lowered_dir) == [".tmp-youngabc"]
+
+
+def test_a_cache_directory_set_to_a_home_loses_nothing_but_entries(tmp_path, monkeypatch):
+    """RTSOA_LOWERED_DIR pointed by mistake at a directory of the user's own files: eviction
+    removes only what the cache writes (entries named by their key, writers' temporary
+    directories, each holding only an entry's files), however tight the limit."""
+    home = tmp_path / "home"
+    (home / "photos").mkdir(parents=True)
+    (home / "photos" / "cat.jpg").write_bytes(b"x" * 10_000)
+    (home / ("a" * 64)).mkdir()  # named like an entry, but holding the user's notes
+    (home / ("a" * 64) / "notes.txt").write_text("mine")
+    (home / ".tmp-abcdefgh").mkdir()  # named like a writer's, but the user's
+    (home / ".tmp-abcdefgh" / "mine.txt").write_text("mine")
+    old = time.time() - cache.STALE_SECONDS - 10
+    os.utime(home / ".tmp-abcdefgh", (old, old))
+    (home / "file.txt").write_text("mine")
+    monkeypatch.setenv("RTSOA_LOWERED_DIR", str(home))
+    monkeypatch.setenv("RTSOA_LOWERED_MAX_BYTES", "1")
+    before = sorted(p.name for p in home.iterdir())
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp(seed=25), path)
+    lower_cached(path)  # writes an entry, then evicts down to the limit
+    after = sorted(p.name for p in home.iterdir())
+    assert set(before) <= set(after) and len(after) == len(before) + 1
+    assert (home / "photos" / "cat.jpg").stat().st_size == 10_000
+    assert cache.evict(home, limit=0) == [next(iter(set(after) - set(before)))]  # the entry

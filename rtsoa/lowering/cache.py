@@ -29,14 +29,18 @@ default `DEFAULT_MAX_BYTES`). A hit marks its entry used (the modification time 
 `entry.json`); after a write, the least recently used entries of this user are removed until
 the rest fit, never the one just written (a model larger than the limit alone is kept until
 the next write). Temporary directories of writers that died (older than `STALE_SECONDS`) go
-too; entries of other users are never touched. A process that has an entry's graph loaded
-keeps it (the files are memory-mapped; removing them does not unmap them).
+too; entries of other users are never touched, nor anything this cache does not write (a
+directory named like an entry or a writer's temporary directory and holding only an entry's
+files), so a cache directory set by mistake to a home or a project loses nothing. A process
+that has an entry's graph loaded keeps it (the files are memory-mapped; removing them does
+not unmap them).
 """
 
 import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -51,6 +55,8 @@ from rtsoa.lowering.onnx_import import file_stamp
 ENTRY_VERSION = 1
 DEFAULT_MAX_BYTES = 2 << 30  # 2 GiB of lowered models
 STALE_SECONDS = 3600  # a writer's temporary directory older than this was left by a dead one
+_KEY = re.compile(r"[0-9a-f]{64}")  # an entry's name: its key
+_TEMP = re.compile(r"\.tmp-[A-Za-z0-9_]{8}")  # a writer's (tempfile.mkdtemp(prefix=".tmp-"))
 _GRAPH = "graph.rtsoa"
 _ENTRY = "entry.json"
 _package_digest = None
@@ -98,10 +104,24 @@ def _tree_bytes(path):
     return total
 
 
+def _cache_made(path, name):
+    """Is `path` (named `name`) something this cache writes: an entry (named by a key) or a
+    writer's temporary directory, holding nothing but an entry's files? A directory set as
+    the cache by mistake (a home, a project) keeps everything else: eviction removes only
+    these."""
+    if not (_KEY.fullmatch(name) or _TEMP.fullmatch(name)):
+        return False
+    try:
+        return set(os.listdir(path)) <= {_GRAPH, _ENTRY}
+    except OSError:
+        return False
+
+
 def evict(home, keep=None, limit=None):
     """Remove this user's least recently used entries of `home` until the rest take at most
     `limit` bytes (default `max_bytes()`), never `keep` (a path), and temporary directories
-    older than STALE_SECONDS; returns the names removed (see the module docstring)."""
+    older than STALE_SECONDS; returns the names removed (see the module docstring). Only
+    what this cache writes is touched (`_cache_made`)."""
     limit = max_bytes() if limit is None else limit
     removed = []
     entries = []
@@ -115,6 +135,8 @@ def evict(home, keep=None, limit=None):
         try:
             if not _ours(path) or not stat.S_ISDIR(os.lstat(path).st_mode):
                 continue  # someone else's (or not an entry): never ours to remove
+            if not _cache_made(path, name):
+                continue
             if name.startswith(".tmp-"):
                 if now - os.lstat(path).st_mtime > STALE_SECONDS:
                     shutil.rmtree(path, ignore_errors=True)
