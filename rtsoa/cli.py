@@ -117,6 +117,9 @@ def _run(args):
     helper = cold_start(args.file, args.executor)  # a cold cache: two processes compile
     try:
         return _run_graph(args, start, helper)
+    except BaseException:
+        finish(helper, timeout=0)  # an error or ^C: stop the helper now, do not wait for it
+        raise
     finally:
         finish(helper)
 

@@ -99,5 +99,7 @@ def test_finish_reaps_and_kills_a_stuck_helper():
     stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     start = time.perf_counter()
     assert finish(stuck, timeout=0.5) != 0  # killed
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert finish(stuck, timeout=0) != 0  # what an error or ^C in the run does: no wait
     assert time.perf_counter() - start < 30
     assert HELPER_TIMEOUT >= 60
