@@ -140,16 +140,16 @@ def private_admissions(admission, rank, classes, serves):
     ranked = rank < count
     result = []
     for queues in serves:
-        mine = ranked & queues[classes]
         memory = bool(queues[WorkerClass.MEMORY]) and admission.window != 0
-        finished = line_zeros(max(count, 1), np.int64)
-        finished[:] = NOT_MINE
-        finished[rank[mine]] = 0
+        finished = line_zeros(max(count, 1) if memory else 1, np.int64)
+        if memory:
+            finished[:] = NOT_MINE
+            finished[rank[ranked & queues[classes]]] = 0
         result.append(
             Admission(
                 window=np.int64(admission.window if memory else 0),
                 count=admission.count,
-                finished=finished if memory else line_zeros(1, np.int64),
+                finished=finished,
                 low=line_zeros(8, np.int64),
             )
         )

@@ -402,10 +402,10 @@ class MultithreadExecutor(Executor):
         keys, admission = release_keys(
             graph, self.nodes, self.starts, relations, memory, self.window
         )
+        rank = keys >> RANK_SHIFT
         # Two threads: each class queue has one server, so each worker's window is its own,
         # with no mark or `low` shared between cores per node (admission.private_admissions)
         if self.threads == 2 and admission.window != 0:
-            rank = keys >> RANK_SHIFT
             self._admissions = private_admissions(admission, rank, classes, serves)
         else:
             self._admissions = [admission] * self.threads
@@ -431,7 +431,7 @@ class MultithreadExecutor(Executor):
         self._bits = [line_zeros(words if sole.any() else 1, np.int64) for sole in self._sole]
         # the rank of each node as int32 (half the bytes of `keys` in the cache: the release
         # of a private successor reads it at random), and the node of each rank
-        ranks = (keys >> RANK_SHIFT).astype(np.int32)
+        ranks = rank.astype(np.int32)
         self._ranks = read_only(ranks)
         order = np.zeros(max(int(admission.count), 1), dtype=np.int32)
         order[ranks[self.nodes]] = self.nodes
