@@ -39,8 +39,8 @@ from rtsoa.device.layout import (
     POOL_SMALL,
     SEG_FIRST_BLOCK,
     SEG_OFFSET,
-    SEG_PLACEMENT,
     SEG_POOL,
+    SEG_SCAN_NEXT,
     SEG_SIZE,
     STAT_CURRENT,
     STAT_RESERVED_BYTES,
@@ -71,6 +71,8 @@ from rtsoa.device.tables import (
 )
 from rtsoa.device.trace import trace_append
 
+_NOT_LINKED = -2  # SEG_SCAN_NEXT of a row that is not mergeable in this scan
+
 
 @jit_out_of_line
 def _coalesce_free_segments(dev, placement, stream, ready_only, time):
@@ -80,27 +82,45 @@ def _coalesce_free_segments(dev, placement, stream, ready_only, time):
     segments the host has not seen complete: the merged block keeps the union of both access
     histories, so reusing it stays stream-ordered (see `carve_cached`). Reserved bytes are
     unchanged; the trace shows the two segments freed and the merged one allocated.
+
+    One scan links the mergeable segments (wholly free, and usable on `stream` when
+    `ready_only`) in address order through `SEG_SCAN_NEXT`; each is then merged with its
+    successors in segment-row order, the successor being the next link when it starts where the
+    segment ends (segments never overlap, so a segment between them would be in use or not
+    usable, which stops the merge). Rows are visited in the same order as a scan for each
+    successor would, with the same merges and trace, in O(segments + mergeable**2).
     """
     segments = dev.segments
     blocks = dev.blocks
     high = dev.counters[CNT_SEGMENT_HIGH]
-    for first in range(high):
-        slot = free_whole(dev, first, placement)
+    head = -1
+    for segment in range(high):
+        slot = free_whole(dev, segment, placement)
         if slot < 0 or (ready_only and not reusable_on(dev, slot, stream)):
+            segments[segment, SEG_SCAN_NEXT] = _NOT_LINKED
             continue
-        end = segments[first, SEG_OFFSET] + segments[first, SEG_SIZE]
-        segment = 0
-        while segment < high:
-            if (
-                segment == first
-                or segments[segment, SEG_PLACEMENT] != placement
-                or segments[segment, SEG_OFFSET] != end
-            ):
-                segment += 1
-                continue
-            other = free_whole(dev, segment, placement)
-            if other < 0 or (ready_only and not reusable_on(dev, other, stream)):
-                break  # the address successor is in use or not yet ordered before `stream`
+        offset = segments[segment, SEG_OFFSET]
+        before = -1
+        after = head
+        while after >= 0 and segments[after, SEG_OFFSET] < offset:
+            before = after
+            after = segments[after, SEG_SCAN_NEXT]
+        segments[segment, SEG_SCAN_NEXT] = after
+        if before < 0:
+            head = segment
+        else:
+            segments[before, SEG_SCAN_NEXT] = segment
+    for first in range(high):
+        if segments[first, SEG_SCAN_NEXT] == _NOT_LINKED:
+            continue
+        slot = segments[first, SEG_FIRST_BLOCK]
+        segment = segments[first, SEG_SCAN_NEXT]
+        while (
+            segment >= 0
+            and segments[segment, SEG_OFFSET]
+            == segments[first, SEG_OFFSET] + segments[first, SEG_SIZE]
+        ):
+            other = segments[segment, SEG_FIRST_BLOCK]
             trace_segment(dev, EV_SEGMENT_FREE, placement, first, time)
             trace_segment(dev, EV_SEGMENT_FREE, placement, segment, time)
             bin_remove(dev, slot)
@@ -118,8 +138,10 @@ def _coalesce_free_segments(dev, placement, stream, ready_only, time):
             blocks[slot, BLK_GROUP] = placement * 2 + pool
             bin_push(dev, slot, placement * 2 + pool)
             trace_segment(dev, EV_SEGMENT_ALLOC, placement, first, time)
-            end = segments[first, SEG_OFFSET] + size
-            segment = 0
+            following = segments[segment, SEG_SCAN_NEXT]
+            segments[segment, SEG_SCAN_NEXT] = _NOT_LINKED  # merged away: no longer a row
+            segments[first, SEG_SCAN_NEXT] = following
+            segment = following
 
 
 @jit_out_of_line

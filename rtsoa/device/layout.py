@@ -55,6 +55,7 @@ SEG_SIZE = 1
 SEG_PLACEMENT = 2  # -1: slot unused
 SEG_POOL = 3
 SEG_FIRST_BLOCK = 4  # lowest-address block of the segment
+SEG_SCAN_NEXT = 5  # scratch of one growth-path scan (`growth._coalesce_free_segments`)
 NUM_SEGMENT_COLUMNS = 8
 
 # ---- block handles: tag << 48 | generation << 24 | slot -------------------------------------

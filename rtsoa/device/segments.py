@@ -7,7 +7,7 @@ either released to the arena (`release_free_segments`: only once the host has se
 of its memory complete, as `cudaFree` needs a sync) or reused stream-ordered (`growth.py`).
 """
 
-from rtsoa._jit import jit_out_of_line
+from rtsoa._jit import jit_inline_llvm, jit_out_of_line
 from rtsoa.device.arena import arena_free_at, arena_give_back, arena_largest_free
 from rtsoa.device.bits import lowest_bit
 from rtsoa.device.freelists import bin_remove
@@ -82,7 +82,7 @@ def fill_segment(dev, segment, slot, placement, pool, offset, size, group):
     blocks[slot, BLK_PLACEMENT] = placement
 
 
-@jit_out_of_line
+@jit_inline_llvm  # called per segment in the growth path's scans
 def free_whole(dev, segment, placement):
     """The single free block of a wholly free segment of `placement`, or -1."""
     if dev.segments[segment, SEG_PLACEMENT] != placement:
@@ -109,7 +109,7 @@ def trace_segment(dev, kind, placement, segment, time):
     trace_append(dev, kind, placement, segment, offset, size, size, -1, time, time)
 
 
-@jit_out_of_line
+@jit_inline_llvm
 def _host_ordered(dev, slot):
     """Every use of the block is known complete by the host (safe to unmap)."""
     mask = dev.blocks[slot, BLK_STREAM_MASK]
