@@ -9,7 +9,7 @@ top one grows into the arena, and for a large request the allocator may order th
 pending uses on other streams (an inserted event wait) rather than grow.
 """
 
-from rtsoa._jit import jit_out_of_line
+from rtsoa._jit import jit_inline_llvm, jit_out_of_line
 from rtsoa.device.arena import (
     arena_give_back,
     arena_take,
@@ -144,7 +144,7 @@ def _coalesce_free_segments(dev, placement, stream, ready_only, time):
             segment = following
 
 
-@jit_out_of_line
+@jit_inline_llvm  # one scan: a real call would copy the device state
 def _lowest_fit(dev, placement, size, stream, ready_only):
     """The lowest-address wholly free segment of at least `size` bytes (usable on `stream`
     when `ready_only`), or -1. Address order keeps live memory low and leaves the top free,

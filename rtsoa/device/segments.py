@@ -48,7 +48,7 @@ from rtsoa.device.tables import push_block_slot, push_segment_slot, stat_sub, wh
 from rtsoa.device.trace import trace_append
 
 
-@jit_out_of_line
+@jit_inline_llvm  # a few loads and stores: a real call would copy the device state
 def segment_size(dev, pool, size):
     """Bytes of the segment carved for a `size`-byte request of `pool`."""
     if pool == POOL_SMALL:
@@ -59,7 +59,7 @@ def segment_size(dev, pool, size):
     return (size + unit - 1) // unit * unit
 
 
-@jit_out_of_line
+@jit_inline_llvm  # a few loads and stores: a real call would copy the device state
 def fill_segment(dev, segment, slot, placement, pool, offset, size, group):
     """Write segment row `segment` (just popped from its stack) and its one free block `slot`,
     which covers all of it."""
@@ -93,7 +93,7 @@ def free_whole(dev, segment, placement):
     return slot
 
 
-@jit_out_of_line
+@jit_inline_llvm  # a few loads and stores: a real call would copy the device state
 def free_segment_pool(dev, size):
     """Pool of a wholly free segment made by merging or cutting cached segments: the large pool
     once it exceeds a small segment, so small requests cannot split it (they carve a small
@@ -101,7 +101,7 @@ def free_segment_pool(dev, size):
     return POOL_SMALL if size <= dev.config[CFG_SMALL_SEGMENT] else POOL_LARGE
 
 
-@jit_out_of_line
+@jit_inline_llvm  # a few loads and stores: a real call would copy the device state
 def trace_segment(dev, kind, placement, segment, time):
     """Trace a segment event (EV_SEGMENT_ALLOC / EV_SEGMENT_FREE) of segment row `segment`."""
     offset = dev.segments[segment, SEG_OFFSET]
@@ -174,7 +174,7 @@ def extendable_segment(dev, placement, need):
     return -1
 
 
-@jit_out_of_line
+@jit_inline_llvm  # a few loads and stores: a real call would copy the device state
 def can_grow(dev, placement, size):
     """A new `size`-byte segment would fit in the cap and in a free arena range."""
     reserved = dev.stats[placement, STAT_RESERVED_BYTES + STAT_CURRENT]
