@@ -32,7 +32,7 @@ from rtsoa.executors.atomics import (
     spin_unlock,
 )
 from rtsoa.executors.multithread import STATUS_NO_PROGRESS
-from rtsoa.executors.ready_queues import _keep, _take
+from rtsoa.executors.ready_queues import _keep, _push, _take
 from rtsoa.graph.generators import generate
 from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.graph.schema import GraphKind, Placement, ValueKind
@@ -555,7 +555,7 @@ def _private_batch_ops(ops, bits, order, serves, heaps, control, admission):
             cursor, mine = _keep(ops[i], bits, cursor, mine)
         else:
             node, cursor, mine, _ = _take(
-                serves, heaps, control, admission, bits, order, cursor, mine
+                serves, serves, heaps, control, admission, bits, order, cursor, mine
             )
             taken[i] = node
     return taken
@@ -591,3 +591,79 @@ def test_the_private_batch_bitmap_takes_the_smallest_rank_like_a_heap(ops, rng):
             heapq.heappush(heap, op)
         else:
             assert got == (order[heapq.heappop(heap)] if heap else -1)
+
+
+@njit
+def _shared_and_private_ops(ops, queue_of, bits, order, keys, serves, sole, heaps, control, adm):
+    """Apply `ops` (>= 0: node `op` becomes ready: kept in the private batch when its queue is
+    unserved by this worker (standing for its own releases), else pushed to its shared queue
+    as another worker would; -1: take) and return (the nodes taken, -1 where none was, and
+    the outstanding units the takes brought)."""
+    taken = np.full(ops.shape[0], -2, dtype=np.int64)
+    cursor = np.int64(0)
+    mine = np.int64(0)
+    units = np.int64(0)
+    for i in range(ops.shape[0]):
+        node = ops[i]
+        if node >= 0:
+            if serves[queue_of[node]]:
+                _push(node, keys, queue_of, heaps, control, False)
+            else:
+                cursor, mine = _keep(keys[node] >> 32, bits, cursor, mine)
+        else:
+            got, cursor, mine, brought = _take(
+                serves, sole, heaps, control, adm, bits, order, cursor, mine
+            )
+            taken[i] = got
+            units += brought
+    return taken, units
+
+
+@property_settings(200)
+@given(st.lists(st.integers(-1, 149), max_size=300), st.randoms(use_true_random=False))
+def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(ops, rng):
+    """Nodes another worker pushes to a queue this worker alone serves are drained whole into
+    its private batch; takes still give a heap's answers across the private batch, that queue
+    and a queue shared with other workers, and each shared node brings its outstanding unit
+    (drained ones once, when drained)."""
+    import heapq
+
+    from rtsoa.executors.admission import Admission
+    from rtsoa.executors.ready_queues import CONTROL_SIZE, LINE, OUTSTANDING, QUEUE_SIZE, QUEUES
+
+    seen = set()
+    ops = [op for op in ops if op < 0 or not (op in seen or seen.add(op))]
+    n = 150
+    order = np.array(rng.sample(range(n), n), dtype=np.int64)  # the node of each rank
+    ranks = np.empty(n, dtype=np.int64)
+    ranks[order] = np.arange(n)
+    keys = (ranks << 32) | np.arange(n)
+    queue_of = np.array([rng.randrange(QUEUES) for _ in range(n)], dtype=np.int8)
+    serves = np.array([False, True, True])  # queue 0: kept privately (own releases)
+    sole = np.array([False, True, False])  # queue 1: served by this worker alone
+    admission = Admission(np.int64(0), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64))
+    control = np.zeros(CONTROL_SIZE, dtype=np.int64)
+    taken, units = _shared_and_private_ops(
+        np.array(ops, dtype=np.int64),
+        queue_of,
+        np.zeros((n >> 6) + 2, dtype=np.int64),
+        order,
+        keys,
+        serves,
+        sole,
+        np.zeros((QUEUES, n + 2), dtype=np.int64),
+        control,
+        admission,
+    )
+    heap = []
+    pushed = 0
+    for op, got in zip(ops, taken, strict=True):
+        if op >= 0:
+            heapq.heappush(heap, int(ranks[op]))
+            pushed += bool(serves[queue_of[op]])
+        else:
+            assert got == (order[heapq.heappop(heap)] if heap else -1)
+    assert control[OUTSTANDING] == pushed
+    # each pushed node brought its unit once, when taken or drained, unless still queued
+    queued = sum(int(control[QUEUE_SIZE + q * LINE]) for q in range(QUEUES))
+    assert units + queued == pushed

@@ -256,10 +256,9 @@ def run_multithread(
                 node = key & TIE_MASK
         if node < 0:
             node, cursor, mine, brought = _take(
-                serves, heaps, control, admission, bits, order, cursor, mine
+                serves, sole, heaps, control, admission, bits, order, cursor, mine
             )
-            if brought:
-                held += 1
+            held += brought
         if node < 0:
             if held > 0 and mine == 0:
                 if atomic_sub(control, OUTSTANDING, held) == held:

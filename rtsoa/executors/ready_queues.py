@@ -99,11 +99,18 @@ def _shared_waiting(serves, control):
 
 
 @jit_out_of_line
-def _take(serves, heaps, control, admission, bits, order, cursor, mine):
+def _take(serves, sole, heaps, control, admission, bits, order, cursor, mine):
     """The ready node of smallest rank among this worker's private batch (`mine` ranks set in
     the bitmap `bits`, none below word `cursor`) and the heads of the shared queues it
-    serves, if the admission window lets it start. Returns (node or -1, cursor, mine, came
-    from a shared queue (and so brought its outstanding unit))."""
+    serves, if the admission window lets it start. Returns (node or -1, cursor, mine, the
+    outstanding units brought from shared queues).
+
+    A shared queue this worker alone serves (`sole`; other workers push to it, e.g. the
+    MEMORY queue the NORMAL worker's shape inferences release with two threads) is drained
+    whole into the private batch under one lock when its head is the best: its nodes are
+    ranked like the batch's, each then costs a bit test instead of a lock and a heap pop, and
+    the heap's lines stop moving between the cores per node. The drained nodes' outstanding
+    units come with them (returned, kept by the caller like any shared node's)."""
     width = heaps.shape[1]
     source = -1  # 0: private batch, 1 + q: shared queue q
     best = np.int64(0)
@@ -118,20 +125,33 @@ def _take(serves, heaps, control, admission, bits, order, cursor, mine):
             source = 1 + queue
             best = head
     if source < 0 or not admitted(admission, best):
-        return np.int64(-1), cursor, mine, False
+        return np.int64(-1), cursor, mine, np.int64(0)
     if source == 0:
         bits[cursor] &= bits[cursor] - 1  # the lowest set bit is the one taken
-        return best & TIE_MASK, cursor, mine - 1, False
+        return best & TIE_MASK, cursor, mine - 1, np.int64(0)
     queue = source - 1
     spin_lock(control, QUEUE_LOCK + queue * LINE)
     size = control[QUEUE_SIZE + queue * LINE]
     node = np.int64(-1)
-    if size > 0 and admitted(admission, heaps[queue, 1]):
+    brought = np.int64(0)
+    if sole[queue]:
+        for i in range(1, size + 1):  # heap order does not matter: the batch orders by rank
+            cursor, mine = _keep(heaps[queue, i] >> RANK_SHIFT, bits, cursor, mine)
+        atomic_store_release(control, QUEUE_SIZE + queue * LINE, 0)
+        brought = size
+    elif size > 0 and admitted(admission, heaps[queue, 1]):
         key, size = heap_pop(heaps[queue], size)
         atomic_store_release(control, QUEUE_SIZE + queue * LINE, size)
         node = key & TIE_MASK
+        brought = np.int64(1)
     spin_unlock(control, QUEUE_LOCK + queue * LINE)
-    return node, cursor, mine, node >= 0
+    if mine > 0 and node < 0:
+        cursor, best = _private_head(bits, order, cursor)
+        if admitted(admission, best):
+            bits[cursor] &= bits[cursor] - 1
+            node = best & TIE_MASK
+            mine -= 1
+    return node, cursor, mine, brought
 
 
 @jit_inline_ir
