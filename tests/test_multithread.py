@@ -3,6 +3,7 @@ reference model with 2, 3 and 4 threads (repeated to shake out races), worker cl
 critical sections, errors, end of sequence, refusals."""
 
 import threading
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ from rtsoa.executors.atomics import (
     spin_lock,
     spin_unlock,
 )
-from rtsoa.executors.multithread import STATUS_NO_PROGRESS
+from rtsoa.executors.multithread import STATUS_NO_PROGRESS, MultithreadExecutor
 from rtsoa.executors.ready_queues import _keep, _push, _take
 from rtsoa.graph.generators import generate
 from rtsoa.graph.relations import remove_launch_free_edges
@@ -159,15 +160,21 @@ def test_property_random_priorities_and_edges(data, nodes, threads):
     run_and_check(*random_priority_graph(data, nodes), threads)
 
 
-@SETTINGS
-@given(data=st.data(), nodes=st.integers(2, 60))
-def test_a_worker_alone_runs_the_sequential_order(data, nodes):
+@property_settings(40)
+@given(data=st.data(), nodes=st.integers(2, 60), straight=st.booleans())
+def test_a_worker_alone_runs_the_sequential_order(data, nodes, straight):
     """Two threads on a graph of NORMAL kernels: worker 0 runs every node, each in-degree
     with it as the single writer (`alone`: plain decrements, private batch only), in the
-    sequential executor's order exactly (the release order is the ranks)."""
+    sequential executor's order exactly (the release order is the ranks). This equivalence
+    is what lets such a worker run that order straight (`straight`, the default), with no
+    in-degree releases at all: both ways are checked. Worker 1 serves no queue holding a
+    node, so it is not started."""
     graph, expected = random_priority_graph(data, nodes)
-    executor = run_and_check(graph, expected, 2)
+    with mock.patch.object(MultithreadExecutor, "straight", straight):
+        executor = run_and_check(graph, expected, 2)
     assert [bool(alone) for alone in executor._alone] == [True, False]
+    assert [bool(flag) for flag in executor._straight] == [straight, False]
+    assert executor._working == [True, False]
     sequential = prepare_executor(graph, "sequential")
     sequential.run(subscriber=Profiler())
     order = sequential.record()[: graph.num_nodes, 0]
@@ -271,6 +278,32 @@ def test_a_failure_stops_all_workers_and_the_executor_stays_usable(threads):
         assert 2 <= error.nodes_executed <= graph.num_nodes - 1
         executor.runtime.values.slots[status_value] = 0
         assert executor.run() == RunResult(0, graph.num_nodes, expected_checksum(graph), False)
+
+
+@pytest.mark.parametrize("straight", [True, False])
+def test_a_worker_alone_stops_at_the_step_limit_with_the_sequential_answer(straight):
+    """The step limit applies to a worker alone as to any (each node runs at most once, so a
+    limit below the node count stops the run): the same status, node and count as the
+    priority executor's, run after run, in the straight order and by in-degree releases."""
+    from rtsoa.kernels.status import STATUS_STEP_LIMIT
+
+    builder = GraphBuilder()
+    for node in range(12):
+        builder.add_node(f"Checksum{node % 8}", priority=-node)
+        if node >= 2:
+            builder.add_edge(node - 2, node)
+    graph = builder.finalize()
+    with pytest.raises(KernelError) as sequential:
+        prepare_executor(graph, "priority", max_steps=5).run()
+    with mock.patch.object(MultithreadExecutor, "straight", straight):
+        executor = prepare_executor(graph, "multithread", threads=2, max_steps=5)
+    assert bool(executor._straight[0]) == straight
+    for _ in range(2):
+        with pytest.raises(KernelError) as caught:
+            executor.run()
+        got = caught.value
+        assert got.status == STATUS_STEP_LIMIT
+        assert (got.node, got.nodes_executed) == (sequential.value.node, 5)
 
 
 @pytest.mark.parametrize("threads", THREADS)

@@ -39,9 +39,13 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   the best one of a queue this worker shares with others, which it runs next itself (the
   reference's speculative successor chains). A node whose predecessors are all run by one
   worker (each of their class queues served by that worker alone) has a single writer of its
-  in-degree, which is then decremented with a plain store instead of an atomic (a random DAG
-  of normal kernels on two threads: every node, which one worker then runs from its private
-  batch with no atomic at all).
+  in-degree, which is then decremented with a plain store instead of an atomic.
+- A worker alone. Where one worker serves every queue holding a node of the root and is the
+  single writer of every in-degree (two threads on a graph of NORMAL kernels), nothing can
+  run, release or reorder a node but that worker, so its releases would give the priority
+  order exactly: it runs that order straight (no in-degree, queue or bitmap traffic), unless
+  the graph has relations. A worker that serves no queue holding a node of the root is not
+  started at all.
 - Termination. `outstanding` counts units of work: a shared push adds one before the node
   becomes visible, a parked Free one; a worker keeps the units of the shared nodes it took
   while it has work of its own (a node or a private batch) and gives them back when it has
@@ -199,6 +203,7 @@ def run_multithread(
     ranks,
     admission,
     alone,
+    straight,
     keys,
     node_queue,
     node_critical,
@@ -221,7 +226,11 @@ def run_multithread(
     admission window: one shared by all workers, or its own; see `_prepare`) and `alone`
     (this worker alone runs every node of the root, each with a single writer of its
     in-degree: e.g. two threads on a graph of NORMAL kernels; its releases then take the
-    shortest path, a plain decrement and its private batch).
+    shortest path, a plain decrement and its private batch) and `straight` (alone, and no
+    relations: no other worker can run, release or reorder any node, so its releases by
+    in-degree would give the priority order exactly, which tests/test_multithread.py checks;
+    the worker runs that order, `order` rank by rank, with no in-degree or queue traffic,
+    and leaves the start nodes queued for the next arming to clear).
 
     Outstanding units (termination): a shared push adds one, a parked Free adds one (its
     re-queue by its last Launch reuses it); a worker keeps the units of the shared nodes it
@@ -231,6 +240,7 @@ def run_multithread(
     targets = rt.graph.succ_targets
     node_dispatch = rt.graph.node_dispatch
     has_relations = relations.waiter_frees.shape[0] > 0
+    next_rank = np.int64(0)  # `straight`: the rank this worker runs next
     windowed = admission.window != 0
     epoch = control[EPOCH]
     ran = 0
@@ -242,49 +252,56 @@ def run_multithread(
     mine = np.int64(0)  # nodes in it
     node = np.int64(-1)  # a shared-queue successor this worker continues with, or -1
     while atomic_load(control, ABORTED) == 0:
-        if node >= 0 and windowed and not admitted(admission, keys[node]):
-            if not _push(node, keys, node_queue, heaps, control, False):
-                abort_run(control, STATUS_QUEUE_OVERFLOW, node)
+        if straight:
+            if next_rank >= admission.count:
+                atomic_store(control, DONE, 1)
                 break
-            node = np.int64(-1)
-        if node < 0 and mine > 0 and not _shared_waiting(serves, control):
-            # the private batch alone (no call): the common case of a worker with work
-            cursor, key = _private_head(bits, order, cursor)
-            if admitted(admission, key):
-                bits[cursor] &= bits[cursor] - 1  # the lowest set bit is the one taken
-                mine -= 1
-                node = key & TIE_MASK
-        if node < 0:
-            node, cursor, mine, brought = _take(
-                serves, sole, heaps, control, admission, bits, order, cursor, mine
-            )
-            held += brought
-        if node < 0:
-            if held > 0 and mine == 0:
-                if atomic_sub(control, OUTSTANDING, held) == held:
-                    atomic_store(control, DONE, 1)  # the last outstanding work: run over
-                held = 0
-            if atomic_load(control, DONE) != 0:
-                break
-            if idle == 0:
-                if windowed:  # a finisher may have stopped short of a rank just marked
-                    advance_low(admission, epoch)
-                if has_relations:  # no-progress detector: only parked Frees outstanding
-                    outstanding = atomic_load(control, OUTSTANDING)
-                    steps = atomic_load(control, STEPS)
-                    if outstanding == atomic_load(control, PARKED) and steps == steps_seen:
-                        stalled += 1
-                        if stalled >= NO_PROGRESS_POLLS:
-                            abort_run(control, STATUS_NO_PROGRESS, control[LAST_PARKED])
-                            break
-                    else:
-                        stalled = 0
-                    steps_seen = steps
-            idle += 1
-            if idle >= SPINS_BEFORE_YIELD:
-                cpu_yield()
-                idle = 0
-            continue
+            node = np.int64(order[next_rank])
+            next_rank += 1
+        else:
+            if node >= 0 and windowed and not admitted(admission, keys[node]):
+                if not _push(node, keys, node_queue, heaps, control, False):
+                    abort_run(control, STATUS_QUEUE_OVERFLOW, node)
+                    break
+                node = np.int64(-1)
+            if node < 0 and mine > 0 and not _shared_waiting(serves, control):
+                # the private batch alone (no call): the common case of a worker with work
+                cursor, key = _private_head(bits, order, cursor)
+                if admitted(admission, key):
+                    bits[cursor] &= bits[cursor] - 1  # the lowest set bit is the one taken
+                    mine -= 1
+                    node = key & TIE_MASK
+            if node < 0:
+                node, cursor, mine, brought = _take(
+                    serves, sole, heaps, control, admission, bits, order, cursor, mine
+                )
+                held += brought
+            if node < 0:
+                if held > 0 and mine == 0:
+                    if atomic_sub(control, OUTSTANDING, held) == held:
+                        atomic_store(control, DONE, 1)  # the last outstanding work: run over
+                    held = 0
+                if atomic_load(control, DONE) != 0:
+                    break
+                if idle == 0:
+                    if windowed:  # a finisher may have stopped short of a rank just marked
+                        advance_low(admission, epoch)
+                    if has_relations:  # no-progress detector: only parked Frees outstanding
+                        outstanding = atomic_load(control, OUTSTANDING)
+                        steps = atomic_load(control, STEPS)
+                        if outstanding == atomic_load(control, PARKED) and steps == steps_seen:
+                            stalled += 1
+                            if stalled >= NO_PROGRESS_POLLS:
+                                abort_run(control, STATUS_NO_PROGRESS, control[LAST_PARKED])
+                                break
+                        else:
+                            stalled = 0
+                        steps_seen = steps
+                idle += 1
+                if idle >= SPINS_BEFORE_YIELD:
+                    cpu_yield()
+                    idle = 0
+                continue
         idle = 0
         stalled = 0
         if (
@@ -318,6 +335,9 @@ def run_multithread(
         if stop != STATUS_OK:
             abort_run(control, stop, node)
             break
+        if straight:
+            node = np.int64(-1)
+            continue
         if has_relations and is_related_launch(relations, node):
             count = on_launch_submitted(relations, node, epoch, released)
             for i in range(count):
@@ -373,6 +393,9 @@ class MultithreadExecutor(Executor):
     default_threads = staticmethod(default_threads)
 
     window = DEFAULT_WINDOW  # ranks a node may start ahead of the oldest unfinished one
+    # a worker alone with the root (no relations) runs the priority order straight, not by
+    # in-degree releases (`run_multithread`'s `straight`); False only to test the equivalence
+    straight = True
 
     def _prepare(self):
         threads = default_threads() if self.threads is None else self.threads
@@ -450,6 +473,16 @@ class MultithreadExecutor(Executor):
             np.bool_(bool(np.all(sole[root_queues])) and bool(np.all(single[nodes])))
             for sole in self._sole
         ]
+        has_relations = relations.waiter_frees.shape[0] > 0
+        self._straight = [
+            np.bool_(bool(alone) and self.straight and not has_relations) for alone in self._alone
+        ]
+        # a worker that serves no queue holding a node of the root never has work: it is not
+        # started (a spinning thread would only take its core, or its core's sibling, from
+        # the others)
+        self._working = [
+            index == 0 or bool(serves[index, root_queues].any()) for index in range(self.threads)
+        ]
         # The device lock orders critical sections run by different workers; where one worker
         # serves every class queue holding a critical node (two threads: the device worker),
         # they never overlap and the lock is not taken.
@@ -473,6 +506,7 @@ class MultithreadExecutor(Executor):
             self._ranks,
             self._admissions[index],
             self._alone[index],
+            self._straight[index],
         )
 
     def _checksum(self):
@@ -527,6 +561,7 @@ class MultithreadExecutor(Executor):
         workers = [
             threading.Thread(target=work, args=(index,), name=f"rtsoa-worker-{index}", daemon=True)
             for index in range(1, self.threads)
+            if self._working[index]
         ]
         for thread in workers:
             thread.start()
@@ -538,7 +573,7 @@ class MultithreadExecutor(Executor):
         if errors:
             raise errors[0]
         control = self._control
-        executed = sum(int(result[2]) for result in results)
+        executed = sum(int(result[2]) for result in results if result is not None)
         if record is not None:
             # A worker claims its row, then reads the clock: one preempted in between starts
             # later than the next row's. Sorted by start (stable: ties keep claim order), the
