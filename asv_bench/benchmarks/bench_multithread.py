@@ -3,7 +3,11 @@
 - `RandomDag.track_*`: ns/node on the 100k-node / 1M-edge random DAG with the checksum
   kernels (the `random` workload of `common.py`): multithread with 2 threads, the sequential
   executor, the C sequential and C topological (Kahn, FIFO) baselines, and the ratios, from
-  runs interleaved in one process (median of `REPEATS`). Issue target: <= 60 ns/node.
+  runs interleaved in one process (median of `REPEATS`). Issue target: <= 60 ns/node. With 2
+  threads the graph's kernels (all NORMAL) have one worker, which runs the priority order
+  straight (`run_multithread`'s `straight`); `track_two_normal_workers_ns_per_node` is the
+  same graph on 4 threads, whose two NORMAL workers (the MEMORY and LAUNCH workers have no
+  node and are not started) share the NORMAL queue: the concurrent path, for information.
 - `BusyWork.track_*`: a lowered-like graph (the `lowered` generator's structure: per op shape
   inference -> Alloc -> Launch -> Free, fan-in 2 from the previous 64 ops) whose shape
   inference and launch kernels each do ~5 us of host work first (`BusyInferShape`,
@@ -33,6 +37,7 @@ from .common import (
 
 REPEATS = 11
 THREADS = 2
+SHARED_THREADS = 4  # two NORMAL workers (the MEMORY and LAUNCH workers have no node here)
 BUSY_NANOSECONDS = 5_000
 BUSY_OPS = 2_000  # ops of the busy-work graph (4 nodes each)
 
@@ -63,10 +68,11 @@ class RandomDag:
         self.nodes = graph.num_nodes
         expected = reference_checksum(checksum_kernel_ids(graph))
         self.multithread = executors.prepare_executor(graph, "multithread", threads=THREADS)
+        self.shared = executors.prepare_executor(graph, "multithread", threads=SHARED_THREADS)
         self.sequential = executors.prepare_executor(graph, "sequential")
         self.c_sequential = prepare_c(graph, "sequential")
         self.c_topological = prepare_c(graph, "topological")
-        for executor in (self.multithread, self.sequential):
+        for executor in (self.multithread, self.shared, self.sequential):
             for _ in range(2):
                 result = executor.run()
                 assert result.nodes_executed == self.nodes, (executor.name, result)
@@ -82,6 +88,7 @@ class RandomDag:
                 self.sequential.run,
                 self.c_sequential.run,
                 self.c_topological.run,
+                self.shared.run,
             )
             self.seconds = _interleaved(runs)
         return self.seconds
@@ -101,6 +108,9 @@ class RandomDag:
     def track_c_topological_ns_per_node(self, path):
         return self._ns(3)
 
+    def track_two_normal_workers_ns_per_node(self, path):
+        return self._ns(4)
+
     def track_ratio_to_c_topological(self, path):
         seconds = self._measure()
         return seconds[0] / seconds[3]
@@ -113,6 +123,7 @@ class RandomDag:
     track_sequential_ns_per_node.unit = "ns/node"
     track_c_sequential_ns_per_node.unit = "ns/node"
     track_c_topological_ns_per_node.unit = "ns/node"
+    track_two_normal_workers_ns_per_node.unit = "ns/node"
 
 
 class BusyWork:
@@ -198,6 +209,10 @@ def main():
     print(f"  target: multithread <= 60 ns/node: {multithread:.1f} ({verdict})")
     print(f"  multithread / C topological {bench.track_ratio_to_c_topological(None):.2f}")
     print(f"  multithread / sequential    {bench.track_ratio_to_sequential(None):.2f}")
+    print(
+        f"  {SHARED_THREADS} threads (two NORMAL workers sharing the queue): "
+        f"{bench.track_two_normal_workers_ns_per_node(None):.1f} ns/node (for information)"
+    )
     busy = BusyWork()
     busy.setup()
     speedup = busy.track_speedup_over_sequential()
