@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa._jit import jit_inline_ir, jit_out_of_line
+from rtsoa._jit import jit_inline_ir, jit_inline_llvm
 from rtsoa.executors.atomics import atomic_cas, atomic_load, atomic_store
 from rtsoa.executors.heap import pack_keys
 from rtsoa.graph.csr import build_csr
@@ -169,7 +169,7 @@ def admitted(admission, key):
     return (key >> 32) < atomic_load(admission.low, LOW) + admission.window
 
 
-@jit_out_of_line
+@jit_inline_llvm  # per finished rank of a windowed worker: no call copying the window
 def advance_low(admission, epoch):
     """Move `low` past every rank finished in this run (any worker may call it)."""
     low = atomic_load(admission.low, LOW)

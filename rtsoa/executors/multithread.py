@@ -53,8 +53,8 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   returns. Every queue has a worker serving it, so while work is outstanding some worker
   can take it: no run waits forever unless a kernel does. A step limit applies per worker
   (the node count: each node runs at most once; a shared step counter is kept only for
-  subscribed runs, whose record rows it numbers, and for graphs with relations, whose
-  no-progress detector watches it).
+  subscribed runs, whose record rows it numbers; with relations each worker publishes the
+  nodes it ran on a line of its own, which the no-progress detector sums).
 - Errors. The first non-zero status (failure or end-of-sequence) wins a compare-and-swap on
   the abort flag and is kept with its node; every worker stops at its next pop; the executor
   reports it like the single-thread ones (KernelError, or an end-of-sequence result).
@@ -105,9 +105,12 @@ from rtsoa.executors.ready_queues import (
     DONE,
     EPOCH,
     LAST_PARKED,
+    LINE,
+    MAX_WORKERS,
     NODE,
     OUTSTANDING,
     PARKED,
+    PROGRESS,
     QUEUES,
     RANK_SHIFT,
     STATUS,
@@ -136,7 +139,7 @@ from rtsoa.kernels.dispatch import dispatch
 from rtsoa.kernels.runtime import Runtime, line_zeros, new_worker, read_only, reset_worker
 from rtsoa.kernels.status import STATUS_OK, STATUS_QUEUE_OVERFLOW, STATUS_STEP_LIMIT
 
-MAX_THREADS = 64
+MAX_THREADS = MAX_WORKERS
 # Empty polls before an idle worker yields its core (tens of microseconds of polling: a yield
 # on a loaded machine can cost a whole time slice, far more than the next kernel takes).
 SPINS_BEFORE_YIELD = 4096
@@ -195,6 +198,7 @@ def _single_writer(succ_offsets, succ_targets, node_owner, nodes, plain):
 
 def run_multithread(
     rt,
+    worker,
     serves,
     sole,
     released,
@@ -288,7 +292,9 @@ def run_multithread(
                         advance_low(admission, epoch)
                     if has_relations:  # no-progress detector: only parked Frees outstanding
                         outstanding = atomic_load(control, OUTSTANDING)
-                        steps = atomic_load(control, STEPS)
+                        steps = np.int64(0)
+                        for other in range(MAX_WORKERS):
+                            steps += atomic_load(control, PROGRESS + other * LINE)
                         if outstanding == atomic_load(control, PARKED) and steps == steps_seen:
                             stalled += 1
                             if stalled >= NO_PROGRESS_POLLS:
@@ -318,8 +324,8 @@ def run_multithread(
             abort_run(control, STATUS_STEP_LIMIT, node)
             break
         step = ran
-        if record is not None or has_relations:
-            step = atomic_add(control, STEPS, 1)
+        if record is not None:
+            step = atomic_add(control, STEPS, 1)  # the record's row
         if record is not None:
             start = monotonic_ns()
         critical = node_critical[node]
@@ -331,6 +337,8 @@ def run_multithread(
         if record is not None:
             record_step(record, step, node, start, monotonic_ns())
         ran += 1
+        if has_relations:  # progress the no-progress detector sees (this worker's own line)
+            atomic_store(control, PROGRESS + worker * LINE, ran)
         first, last, stop = released_edges(rt, status, node)
         if stop != STATUS_OK:
             abort_run(control, stop, node)
@@ -498,6 +506,7 @@ class MultithreadExecutor(Executor):
     def _per_worker(self, index):
         """The loop's per-worker arguments (before the shared ones)."""
         return (
+            np.int64(index),
             self._serves[index],
             self._sole[index],
             self._released[index],

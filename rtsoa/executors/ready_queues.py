@@ -4,7 +4,7 @@ a worker (`rtsoa.executors.multithread` runs the loop over them).
 - `control`: one int64 array, each counter a cache line (LINE int64) apart, so the words
   different threads hammer do not share a line: the abort flag and the kept status and node,
   the step and outstanding-work counters, the device lock, each class queue's spin lock and
-  heap size, the run epoch, the parked Frees, and DONE.
+  heap size, the run epoch, the parked Frees, DONE, and each worker's progress.
 - Class queues: a binary min-heap per class on the heap key (rank << RANK_SHIFT | node),
   under its spin lock (`_push`, `_take`).
 - A worker's private batch: a bit per rank for the ready nodes of the queues it alone serves
@@ -45,7 +45,11 @@ LAST_PARKED = PARKED + LINE  # the last Free parked (named by the no-progress de
 # 1 once outstanding reached 0: written once per run, so idle workers poll it instead of
 # OUTSTANDING, whose cache line would otherwise bounce between the busy and the idle cores
 DONE = LAST_PARKED + LINE
-CONTROL_SIZE = DONE + LINE
+# + worker * LINE: the nodes each worker ran in this run (with relations: the no-progress
+# detector sums them; each worker writes only its own line)
+PROGRESS = DONE + LINE
+MAX_WORKERS = 64
+CONTROL_SIZE = PROGRESS + MAX_WORKERS * LINE
 RANK_SHIFT = TIE_BITS  # a heap key is rank << RANK_SHIFT | node
 
 
