@@ -65,6 +65,9 @@ class Admission(NamedTuple):
     count: np.int64  # ranked nodes (the root's)
     finished: np.ndarray  # int64[count]: epoch of the run in which each rank finished
     low: np.ndarray  # int64[8]: low[LOW], the smallest unfinished rank of this run
+    # written by several workers (the marks and `low` then need sequentially consistent
+    # stores: see finish_rank); False for a window one worker alone uses (private_admissions)
+    shared: np.bool_ = np.bool_(True)
 
 
 def _order_with_relations(graph, nodes, starts, relations):
@@ -151,6 +154,7 @@ def private_admissions(admission, rank, classes, serves):
                 count=admission.count,
                 finished=finished,
                 low=line_zeros(8, np.int64),
+                shared=np.bool_(False),
             )
         )
     return result
@@ -180,9 +184,24 @@ def advance_low(admission, epoch):
 
 @jit_inline_ir
 def finish_rank(admission, key, epoch):
-    """The node with heap key `key` finished: mark its rank and advance `low`."""
+    """The node with heap key `key` finished: mark its rank and advance `low`.
+
+    A shared window's mark is a sequentially consistent store (a locked exchange on x86):
+    when another worker moves `low` up to this rank at the same time, either this worker
+    reads the moved `low` and advances past its rank, or the other reads the mark and does;
+    with a store the core may hold back behind the read of `low`, both could miss it. A
+    private window has one reader and writer: plain stores."""
     if admission.window != 0:
         rank = key >> 32
-        atomic_store(admission.finished, rank, epoch)
-        if atomic_load(admission.low, LOW) == rank:
-            advance_low(admission, epoch)
+        if admission.shared:
+            atomic_store(admission.finished, rank, epoch)
+            if atomic_load(admission.low, LOW) == rank:
+                advance_low(admission, epoch)
+        else:
+            finished = admission.finished
+            finished[rank] = epoch
+            low = admission.low[LOW]
+            if low == rank:
+                while low < admission.count and finished[low] >= epoch:
+                    low += 1
+                admission.low[LOW] = low

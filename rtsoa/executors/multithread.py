@@ -91,6 +91,7 @@ from rtsoa.executors.atomics import (
     atomic_add,
     atomic_load,
     atomic_store,
+    atomic_store_release,
     atomic_sub,
     cpu_yield,
     spin_lock,
@@ -338,7 +339,7 @@ def run_multithread(
             record_step(record, step, node, start, monotonic_ns())
         ran += 1
         if has_relations:  # progress the no-progress detector sees (this worker's own line)
-            atomic_store(control, PROGRESS + worker * LINE, ran)
+            atomic_store_release(control, PROGRESS + worker * LINE, ran)
         first, last, stop = released_edges(rt, status, node)
         if stop != STATUS_OK:
             abort_run(control, stop, node)
