@@ -393,6 +393,12 @@ def build_parser():
     lower.add_argument("file", help="ONNX model (.onnx)")
     lower.add_argument("-o", "--output", required=True, help="output graph directory (.rtsoa)")
     lower.add_argument("--force", action="store_true", help="replace an existing graph at -o")
+    lower.add_argument(
+        "--no-fuse",
+        dest="fuse",
+        action="store_false",
+        help="keep every op of the model (no MatMul -> Add -> Relu fusion)",
+    )
     lower.add_argument("--json", action="store_true", help="print a JSON object")
     lower.add_argument("--no-progress", dest="progress", action="store_false")
 

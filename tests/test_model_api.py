@@ -149,8 +149,8 @@ def test_describe_iterations_and_subscribers(mlp_graph):
         assert executor.subscribers == (profiler,)
         executor.execute_sync({"x": np.ones((1, 16), np.float32)})
         assert (
-            profiler.result is not None and profiler.by_kernel()["OpLaunch"][0] == 7
-        )  # 2 x (MatMul, Add, Relu) + Gemm
+            profiler.result is not None and profiler.by_kernel()["OpLaunch"][0] == 3
+        )  # 2 x MatMulBias (MatMul, Add, Relu fused) + Gemm
         executor.remove_subscriber(profiler)
         executor.execute_sync({"x": np.ones((1, 16), np.float32)})
         assert executor.iterations == 2

@@ -44,6 +44,21 @@ def test_lower_then_run_gives_onnxruntimes_numbers(model_file, tmp_path, capsys)
         )
 
 
+def test_lower_no_fuse_keeps_every_op(model_file, tmp_path, capsys):
+    from rtsoa.graph.inspect import op_counts
+    from rtsoa.graph.io import load_graph
+
+    proto, path = model_file
+    counts = {}
+    for flag in ([], ["--no-fuse"]):
+        lowered = tmp_path / f"mlp{len(flag)}.rtsoa"
+        assert main(["lower", str(path), "-o", str(lowered), "--no-progress", "--json", *flag]) == 0
+        assert json.loads(capsys.readouterr().out)["fused"] == (not flag)
+        counts[bool(flag)] = op_counts(load_graph(lowered))
+    assert counts[False] == {"MatMulBias": 2, "Gemm": 1}
+    assert counts[True] == {"MatMul": 2, "Add": 2, "Relu": 2, "Gemm": 1}
+
+
 def test_run_lowers_an_onnx_file_on_the_fly(model_file, tmp_path, capsys):
     proto, path = model_file
     x = np.ones((2, 16), np.float32)

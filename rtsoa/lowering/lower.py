@@ -506,9 +506,12 @@ class _Emitter:
                 self.builder.add_tensor_info(block, name, tensor.dims)
 
 
-def lower(model, name=None, streams=1):
+def lower(model, name=None, streams=1, fuse=True):
     """The ExecuteGraph of `model`: a ComputeGraph, an ONNX ModelProto, ONNX bytes or a path
     to an .onnx file. Raises LoweringError naming the op, node and opset it cannot lower.
+
+    `fuse`: MatMul -> Add of a bias (-> Relu) chains run as one op (`rtsoa.lowering.fuse`);
+    False keeps every op of the model.
 
     `streams`: ops are issued round-robin on this many device streams; a tensor read on
     another stream than its producer's is ordered by a RecordEvent / StreamWaitEvent pair,
@@ -531,6 +534,10 @@ def lower(model, name=None, streams=1):
                 )
     calls = fold_and_infer(model, ctx.calls)
     calls = drop_dead(model, calls)
+    if fuse:
+        from rtsoa.lowering.fuse import fuse_matmul_bias
+
+        calls = fuse_matmul_bias(model, calls)
     for output in model.outputs:
         tensor = model.tensors[output]
         if tensor.is_constant and not any(output in call.outputs for call in calls):

@@ -121,10 +121,10 @@ def compare_loop(op, x, xi, y, yi, out):
 def unary_loop(op, x, out, p0, p1):
     """out[i] = f(x[i]) for the activation `op` (parameters p0, p1 where it has them)."""
     n = out.shape[0]
-    zero = x.dtype.type(0) if n == 0 else x[0] - x[0]
+    zero = x.dtype.type(0)  # not x[0] - x[0], NaN where x[0] is NaN or infinite
     if op == RELU:
-        for i in range(n):
-            out[i] = x[i] if x[i] > 0 else zero
+        for i in range(n):  # NaN and -0 stay as they are, as onnxruntime's Relu has them
+            out[i] = zero if x[i] < 0 else x[i]
     elif op == LEAKY_RELU:
         for i in range(n):
             out[i] = x[i] if x[i] >= 0 else p0 * x[i]

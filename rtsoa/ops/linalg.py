@@ -89,12 +89,19 @@ SMALL_PRODUCT = 2048
 
 @jit_inline_ir
 def _loop_product(a, b, out, m, k, n):
+    """out = a @ b, row by row: each out[i, j] sums a[i, p] * b[p, j] for p = 0 .. k - 1 in
+    that order, from zero (the order of a dot product of row i and column j, so the results
+    are those of that loop), but the innermost loop runs along j, over contiguous rows of b
+    and out, which vectorizes; a loop along p is a chain of dependent adds."""
     for i in range(m):
+        row = i * n
         for j in range(n):
-            total = a[0] - a[0]
-            for p in range(k):
-                total += a[i * k + p] * b[p * n + j]
-            out[i * n + j] = total
+            out[row + j] = 0  # not a[0] - a[0], which is NaN where a[0] is infinite
+        for p in range(k):
+            scale = a[i * k + p]
+            column = p * n
+            for j in range(n):
+                out[row + j] += scale * b[column + j]
 
 
 @jit_inline_ir
@@ -248,3 +255,91 @@ def encode_gemm(attributes, inputs):
 
 register_op("MatMul", matmul_infer, matmul_compute, inputs=(2, 2))
 register_op("Gemm", gemm_infer, gemm_compute, encode=encode_gemm, inputs=(2, 3))
+
+
+# -- MatMulBias: Y = act(A @ W + bias), what the lowering fuses MatMul -> Add (-> Relu) into ------
+# (rtsoa.lowering.fuse). attrs: [activation] (ACT_NONE, ACT_RELU). A: float, rank >= 2; W:
+# 2-D; bias: n elements, every dim but the last 1 and rank at most A's, so the Add it replaces
+# broadcast nothing into the product's shape. The product and the adds are those of MatMul
+# then Add, in the same order and precision: the fused result equals the unfused one bit for
+# bit (tests/test_lowering_fusion.py).
+ACT_NONE = 0
+ACT_RELU = 1
+
+
+@jit_with_nrt
+def matmul_bias_infer(arena, table, n_in, n_out, attrs, fattrs):
+    kind = dtype(table, 0)
+    if (kind != F32 and kind != F64) or dtype(table, 1) != kind or dtype(table, 2) != kind:
+        return np.int32(STATUS_OP_BAD_DTYPE)
+    if attrs[0] != ACT_NONE and attrs[0] != ACT_RELU:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
+    ra = rank(table, 0)
+    if ra < 2 or rank(table, 1) != 2:
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    k = dim(table, 0, ra - 1)
+    n = dim(table, 1, 1)
+    rc = rank(table, 2)
+    if dim(table, 1, 0) != k or rc > ra or numel(table, 2) != n:
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    for axis in range(rc - 1):
+        if dim(table, 2, axis) != 1:
+            return np.int32(STATUS_OP_BAD_SHAPE)
+    if rc >= 1 and dim(table, 2, rc - 1) != n:
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    set_output(table, n_in, kind, ra)
+    for axis in range(ra - 1):
+        set_dim(table, n_in, axis, dim(table, 0, axis))
+    set_dim(table, n_in, ra - 1, n)
+    table[RESULT_ROW, 0] = (2 * k + 1) * numel(table, n_in)
+    return np.int32(0)
+
+
+@jit_inline_ir
+def _matmul_bias_as(arena, table, n_in, relu, kind):
+    a = view(arena, table, 0, kind)
+    w = view(arena, table, 1, kind)
+    bias = view(arena, table, 2, kind)
+    out = view(arena, table, n_in, kind)
+    k = dim(table, 1, 0)
+    n = dim(table, 1, 1)
+    if out.shape[0] == 0:
+        return
+    rows = out.shape[0] // n
+    if k == 0:
+        out[:] = 0
+    elif rows * k * n > SMALL_PRODUCT:
+        np.dot(a.reshape((rows, k)), w.reshape((k, n)), out.reshape((rows, n)))
+    else:
+        _loop_product(a, w, out, rows, k, n)
+    for i in range(rows):
+        for j in range(n):
+            value = out[i * n + j] + bias[j]
+            if relu and value < 0:  # Relu keeps NaN, like np.maximum(x, 0)
+                value = kind(0)
+            out[i * n + j] = value
+
+
+@jit_with_nrt
+def matmul_bias_compute(arena, table, n_in, n_out, attrs, fattrs):
+    relu = attrs[0] == ACT_RELU
+    if dtype(table, 0) == F32:
+        _matmul_bias_as(arena, table, n_in, relu, np.float32)
+    else:
+        _matmul_bias_as(arena, table, n_in, relu, np.float64)
+    return np.int32(0)
+
+
+def encode_matmul_bias(attributes, inputs):
+    """MatMulBias attrs: activation (0 none, 1 Relu)."""
+    return [int(attributes.get("activation", ACT_NONE))]
+
+
+register_op(
+    "MatMulBias",
+    matmul_bias_infer,
+    matmul_bias_compute,
+    encode=encode_matmul_bias,
+    inputs=(3, 3),
+    doc="A @ W + bias, then an optional Relu: the lowering's fusion of MatMul -> Add -> Relu",
+)

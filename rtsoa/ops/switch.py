@@ -18,7 +18,7 @@ import rtsoa.ops.softmax
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import STATUS_OP_UNKNOWN
 
-OP_NAMES = ('Abs', 'Add', 'And', 'ArgMax', 'ArgMin', 'AveragePool', 'BatchNormalization', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Conv', 'ConvTranspose', 'Div', 'Dropout', 'Elu', 'Equal', 'Erf', 'Exp', 'Expand', 'Flatten', 'Gather', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'Not', 'Or', 'PRelu', 'Pad', 'Pow', 'Range', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'Relu', 'Reshape', 'Selu', 'Shape', 'Shrink', 'Sigmoid', 'Sign', 'Slice', 'Softmax', 'Softplus', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Sum', 'Tanh', 'Tile', 'Transpose', 'Unsqueeze', 'Where', 'Xor')
+OP_NAMES = ('Abs', 'Add', 'And', 'ArgMax', 'ArgMin', 'AveragePool', 'BatchNormalization', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Conv', 'ConvTranspose', 'Div', 'Dropout', 'Elu', 'Equal', 'Erf', 'Exp', 'Expand', 'Flatten', 'Gather', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'MatMulBias', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'Not', 'Or', 'PRelu', 'Pad', 'Pow', 'Range', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'Relu', 'Reshape', 'Selu', 'Shape', 'Shrink', 'Sigmoid', 'Sign', 'Slice', 'Softmax', 'Softplus', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Sum', 'Tanh', 'Tile', 'Transpose', 'Unsqueeze', 'Where', 'Xor')
 
 
 @jit_with_nrt
@@ -96,81 +96,83 @@ def arity(code):
         return (1, 1, 1, 1)
     elif code == 35:  # MatMul
         return (2, 2, 1, 1)
-    elif code == 36:  # Max
+    elif code == 36:  # MatMulBias
+        return (3, 3, 1, 1)
+    elif code == 37:  # Max
         return (1, 55, 1, 1)
-    elif code == 37:  # MaxPool
+    elif code == 38:  # MaxPool
         return (1, 1, 1, 2)
-    elif code == 38:  # Mean
+    elif code == 39:  # Mean
         return (1, 55, 1, 1)
-    elif code == 39:  # Min
+    elif code == 40:  # Min
         return (1, 55, 1, 1)
-    elif code == 40:  # Mul
+    elif code == 41:  # Mul
         return (2, 2, 1, 1)
-    elif code == 41:  # Neg
+    elif code == 42:  # Neg
         return (1, 1, 1, 1)
-    elif code == 42:  # Not
+    elif code == 43:  # Not
         return (1, 1, 1, 1)
-    elif code == 43:  # Or
+    elif code == 44:  # Or
         return (2, 2, 1, 1)
-    elif code == 44:  # PRelu
+    elif code == 45:  # PRelu
         return (2, 2, 1, 1)
-    elif code == 45:  # Pad
+    elif code == 46:  # Pad
         return (1, 4, 1, 1)
-    elif code == 46:  # Pow
+    elif code == 47:  # Pow
         return (2, 2, 1, 1)
-    elif code == 47:  # Range
+    elif code == 48:  # Range
         return (3, 3, 1, 1)
-    elif code == 48:  # ReduceMax
+    elif code == 49:  # ReduceMax
         return (1, 2, 1, 1)
-    elif code == 49:  # ReduceMean
+    elif code == 50:  # ReduceMean
         return (1, 2, 1, 1)
-    elif code == 50:  # ReduceMin
+    elif code == 51:  # ReduceMin
         return (1, 2, 1, 1)
-    elif code == 51:  # ReduceProd
+    elif code == 52:  # ReduceProd
         return (1, 2, 1, 1)
-    elif code == 52:  # ReduceSum
+    elif code == 53:  # ReduceSum
         return (1, 2, 1, 1)
-    elif code == 53:  # Relu
+    elif code == 54:  # Relu
         return (1, 1, 1, 1)
-    elif code == 54:  # Reshape
+    elif code == 55:  # Reshape
         return (2, 2, 1, 1)
-    elif code == 55:  # Selu
+    elif code == 56:  # Selu
         return (1, 1, 1, 1)
-    elif code == 56:  # Shape
+    elif code == 57:  # Shape
         return (1, 1, 1, 1)
-    elif code == 57:  # Shrink
+    elif code == 58:  # Shrink
         return (1, 1, 1, 1)
-    elif code == 58:  # Sigmoid
+    elif code == 59:  # Sigmoid
         return (1, 1, 1, 1)
-    elif code == 59:  # Sign
+    elif code == 60:  # Sign
         return (1, 1, 1, 1)
-    elif code == 60:  # Slice
+    elif code == 61:  # Slice
         return (1, 5, 1, 1)
-    elif code == 61:  # Softmax
+    elif code == 62:  # Softmax
         return (1, 1, 1, 1)
-    elif code == 62:  # Softplus
+    elif code == 63:  # Softplus
         return (1, 1, 1, 1)
-    elif code == 63:  # Split
+    elif code == 64:  # Split
         return (1, 2, 1, 56)
-    elif code == 64:  # Sqrt
+    elif code == 65:  # Sqrt
         return (1, 1, 1, 1)
-    elif code == 65:  # Squeeze
+    elif code == 66:  # Squeeze
         return (1, 2, 1, 1)
-    elif code == 66:  # Sub
+    elif code == 67:  # Sub
         return (2, 2, 1, 1)
-    elif code == 67:  # Sum
+    elif code == 68:  # Sum
         return (1, 55, 1, 1)
-    elif code == 68:  # Tanh
+    elif code == 69:  # Tanh
         return (1, 1, 1, 1)
-    elif code == 69:  # Tile
+    elif code == 70:  # Tile
         return (2, 2, 1, 1)
-    elif code == 70:  # Transpose
+    elif code == 71:  # Transpose
         return (1, 1, 1, 1)
-    elif code == 71:  # Unsqueeze
+    elif code == 72:  # Unsqueeze
         return (1, 2, 1, 1)
-    elif code == 72:  # Where
+    elif code == 73:  # Where
         return (3, 3, 1, 1)
-    elif code == 73:  # Xor
+    elif code == 74:  # Xor
         return (2, 2, 1, 1)
     return (0, -1, 0, -1)
 
@@ -249,81 +251,83 @@ def infer(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 35:  # MatMul
         return rtsoa.ops.linalg.matmul_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 36:  # Max
+    elif code == 36:  # MatMulBias
+        return rtsoa.ops.linalg.matmul_bias_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 37:  # Max
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 37:  # MaxPool
+    elif code == 38:  # MaxPool
         return rtsoa.ops.pooling.pool_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 38:  # Mean
+    elif code == 39:  # Mean
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 39:  # Min
+    elif code == 40:  # Min
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 40:  # Mul
+    elif code == 41:  # Mul
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 41:  # Neg
+    elif code == 42:  # Neg
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 42:  # Not
+    elif code == 43:  # Not
         return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 43:  # Or
+    elif code == 44:  # Or
         return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 44:  # PRelu
+    elif code == 45:  # PRelu
         return rtsoa.ops.activations.prelu_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 45:  # Pad
+    elif code == 46:  # Pad
         return rtsoa.ops.pad.pad_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 46:  # Pow
+    elif code == 47:  # Pow
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 47:  # Range
+    elif code == 48:  # Range
         return rtsoa.ops.shape.range_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 48:  # ReduceMax
+    elif code == 49:  # ReduceMax
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 49:  # ReduceMean
+    elif code == 50:  # ReduceMean
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 50:  # ReduceMin
+    elif code == 51:  # ReduceMin
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 51:  # ReduceProd
+    elif code == 52:  # ReduceProd
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 52:  # ReduceSum
+    elif code == 53:  # ReduceSum
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 53:  # Relu
+    elif code == 54:  # Relu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 54:  # Reshape
+    elif code == 55:  # Reshape
         return rtsoa.ops.reshape.reshape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 55:  # Selu
+    elif code == 56:  # Selu
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 56:  # Shape
+    elif code == 57:  # Shape
         return rtsoa.ops.shape.shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 57:  # Shrink
+    elif code == 58:  # Shrink
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 58:  # Sigmoid
+    elif code == 59:  # Sigmoid
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 59:  # Sign
+    elif code == 60:  # Sign
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 60:  # Slice
+    elif code == 61:  # Slice
         return rtsoa.ops.indexing.slice_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 61:  # Softmax
+    elif code == 62:  # Softmax
         return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 62:  # Softplus
+    elif code == 63:  # Softplus
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 63:  # Split
+    elif code == 64:  # Split
         return rtsoa.ops.indexing.split_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 64:  # Sqrt
+    elif code == 65:  # Sqrt
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 65:  # Squeeze
+    elif code == 66:  # Squeeze
         return rtsoa.ops.reshape.squeeze_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 66:  # Sub
+    elif code == 67:  # Sub
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 67:  # Sum
+    elif code == 68:  # Sum
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 68:  # Tanh
+    elif code == 69:  # Tanh
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 69:  # Tile
+    elif code == 70:  # Tile
         return rtsoa.ops.indexing.tile_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 70:  # Transpose
+    elif code == 71:  # Transpose
         return rtsoa.ops.reshape.transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 71:  # Unsqueeze
+    elif code == 72:  # Unsqueeze
         return rtsoa.ops.reshape.unsqueeze_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 72:  # Where
+    elif code == 73:  # Where
         return rtsoa.ops.indexing.where_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 73:  # Xor
+    elif code == 74:  # Xor
         return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
@@ -402,80 +406,82 @@ def compute(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.softmax.log_softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 35:  # MatMul
         return rtsoa.ops.linalg.matmul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 36:  # Max
+    elif code == 36:  # MatMulBias
+        return rtsoa.ops.linalg.matmul_bias_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 37:  # Max
         return rtsoa.ops.elementwise.max_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 37:  # MaxPool
+    elif code == 38:  # MaxPool
         return rtsoa.ops.pooling.max_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 38:  # Mean
+    elif code == 39:  # Mean
         return rtsoa.ops.elementwise.mean_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 39:  # Min
+    elif code == 40:  # Min
         return rtsoa.ops.elementwise.min_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 40:  # Mul
+    elif code == 41:  # Mul
         return rtsoa.ops.elementwise.mul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 41:  # Neg
+    elif code == 42:  # Neg
         return rtsoa.ops.elementwise.neg_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 42:  # Not
+    elif code == 43:  # Not
         return rtsoa.ops.shape.not_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 43:  # Or
+    elif code == 44:  # Or
         return rtsoa.ops.shape.or_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 44:  # PRelu
+    elif code == 45:  # PRelu
         return rtsoa.ops.activations.prelu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 45:  # Pad
+    elif code == 46:  # Pad
         return rtsoa.ops.pad.pad_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 46:  # Pow
+    elif code == 47:  # Pow
         return rtsoa.ops.elementwise.pow_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 47:  # Range
+    elif code == 48:  # Range
         return rtsoa.ops.shape.range_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 48:  # ReduceMax
+    elif code == 49:  # ReduceMax
         return rtsoa.ops.reduce.reduce_max_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 49:  # ReduceMean
+    elif code == 50:  # ReduceMean
         return rtsoa.ops.reduce.reduce_mean_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 50:  # ReduceMin
+    elif code == 51:  # ReduceMin
         return rtsoa.ops.reduce.reduce_min_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 51:  # ReduceProd
+    elif code == 52:  # ReduceProd
         return rtsoa.ops.reduce.reduce_prod_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 52:  # ReduceSum
+    elif code == 53:  # ReduceSum
         return rtsoa.ops.reduce.reduce_sum_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 53:  # Relu
+    elif code == 54:  # Relu
         return rtsoa.ops.elementwise.relu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 54:  # Reshape
+    elif code == 55:  # Reshape
         return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 55:  # Selu
+    elif code == 56:  # Selu
         return rtsoa.ops.activations.selu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 56:  # Shape
+    elif code == 57:  # Shape
         return rtsoa.ops.shape.shape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 57:  # Shrink
+    elif code == 58:  # Shrink
         return rtsoa.ops.elementwise.shrink_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 58:  # Sigmoid
+    elif code == 59:  # Sigmoid
         return rtsoa.ops.elementwise.sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 59:  # Sign
+    elif code == 60:  # Sign
         return rtsoa.ops.elementwise.sign_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 60:  # Slice
+    elif code == 61:  # Slice
         return rtsoa.ops.indexing.slice_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 61:  # Softmax
+    elif code == 62:  # Softmax
         return rtsoa.ops.softmax.softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 62:  # Softplus
+    elif code == 63:  # Softplus
         return rtsoa.ops.activations.softplus_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 63:  # Split
+    elif code == 64:  # Split
         return rtsoa.ops.indexing.split_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 64:  # Sqrt
+    elif code == 65:  # Sqrt
         return rtsoa.ops.elementwise.sqrt_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 65:  # Squeeze
+    elif code == 66:  # Squeeze
         return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 66:  # Sub
+    elif code == 67:  # Sub
         return rtsoa.ops.elementwise.sub_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 67:  # Sum
+    elif code == 68:  # Sum
         return rtsoa.ops.elementwise.add_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 68:  # Tanh
+    elif code == 69:  # Tanh
         return rtsoa.ops.elementwise.tanh_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 69:  # Tile
+    elif code == 70:  # Tile
         return rtsoa.ops.indexing.tile_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 70:  # Transpose
+    elif code == 71:  # Transpose
         return rtsoa.ops.reshape.transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 71:  # Unsqueeze
+    elif code == 72:  # Unsqueeze
         return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 72:  # Where
+    elif code == 73:  # Where
         return rtsoa.ops.indexing.where_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 73:  # Xor
+    elif code == 74:  # Xor
         return rtsoa.ops.shape.xor_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN

@@ -22,7 +22,7 @@ def lower_command(args, progress):
     with progress(3, "lower", args.progress) as bar:
         model = import_onnx(args.file)
         bar.update()
-        graph = lower(model)
+        graph = lower(model, fuse=getattr(args, "fuse", True))
         bar.update()
         save_graph(graph, args.output, overwrite=args.force)
         bar.update()
@@ -34,6 +34,7 @@ def lower_command(args, progress):
         "nodes": graph.num_nodes,
         "seconds": round(seconds, 6),
         "op_counts": model.op_counts(),
+        "fused": bool(getattr(args, "fuse", True)),
     }
     if args.json:
         print(json.dumps(summary))
