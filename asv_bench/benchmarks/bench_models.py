@@ -2,7 +2,11 @@
 
 - `ModelLatency.track_ratio_vs_onnxruntime`: median latency of one `execute_sync` over
   onnxruntime's `run` on the same inputs (interleaved rounds). `mlp-1000`: ~1,000 ops on small
-  tensors, where runtime overhead dominates (target <= 1.0).
+  tensors, where runtime overhead dominates (target <= 1.0). Both fuse MatMul -> Add -> Relu
+  (onnxruntime into FusedGemm, rtsoa into MatMulBias: rtsoa/lowering/fuse.py).
+  `track_unfused_ratio_vs_onnxruntime_unoptimized`, for information: every op of the model
+  on both sides (rtsoa `lower(fuse=False)`, onnxruntime with graph optimizations off), the
+  runtimes' cost per op on equal work.
 - `Lowering.time_lower`: lowering a ~1,000-op model (target < 1 s).
 - `ModelStart.timeraw_load_and_first_inference`: a fresh process with warm caches loads the
   committed example model and runs one inference (target < 2 s).
@@ -68,9 +72,16 @@ class ModelLatency:
         want = self.session.run(None, self.inputs)[0]
         got = self.model.execute_sync(self.inputs)["y"]
         assert np.allclose(got, want, rtol=1e-3, atol=1e-4), "rtsoa disagrees with onnxruntime"
+        self.unfused = load_model(lower(proto, fuse=False))
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        self.unoptimized = ort.InferenceSession(proto.SerializeToString(), options)
+        got = self.unfused.execute_sync(self.inputs)["y"]
+        want = self.unoptimized.run(None, self.inputs)[0]
+        assert np.allclose(got, want, rtol=1e-3, atol=1e-4), "rtsoa disagrees with onnxruntime"
 
     def teardown(self, name):
         self.model.unload()
+        self.unfused.unload()
 
     def time_rtsoa(self, name):
         self.model.execute_sync(self.inputs)
@@ -85,7 +96,15 @@ class ModelLatency:
         )
         return ours / theirs
 
+    def track_unfused_ratio_vs_onnxruntime_unoptimized(self, name):
+        ours, theirs = _interleaved_medians(
+            lambda: self.unfused.execute_sync(self.inputs),
+            lambda: self.unoptimized.run(None, self.inputs),
+        )
+        return ours / theirs
+
     track_ratio_vs_onnxruntime.unit = "rtsoa / onnxruntime"
+    track_unfused_ratio_vs_onnxruntime_unoptimized.unit = "rtsoa / onnxruntime"
 
 
 class Lowering:
