@@ -332,7 +332,11 @@ def kernel(
             # own module, not to helpers it inlines. The generated dispatch caches the compiled
             # kernel inside each loop, under a key that hashes every kernel module. Only loops
             # call kernels, so no CPython wrapper (most of a kernel's own compile time).
-            function = jit_internal(function, cache=False, _nrt=bool(allocates))
+            # Inlined into the dispatch (alwaysinline): a kernel LLVM left out of line was a
+            # real call taking the runtime tuple by value, ~430 stack words pushed per call
+            # (seen in the machine code of the sequential loop on a lowered model: most of
+            # its time per OpLaunch, AllocMemory and FreeMemory).
+            function = jit_internal(function, cache=False, _nrt=bool(allocates), forceinline=True)
         (registry if registry is not None else REGISTRY).register(
             name,
             function,
