@@ -298,7 +298,13 @@ jit_with_nrt = JitProfile(
     wrapperless=True,
     forceinline=False,
 )
-PROFILES = (jit_inline_ir, jit_inline_llvm, jit_out_of_line, jit_with_nrt)
+jit_inline_ir_nrt = JitProfile(
+    "jit_inline_ir_nrt",
+    "Inlined at Numba IR level like `jit_inline_ir`, for a body that calls functions needing the "
+    "reference-counting runtime (the op switch's top level, inlined into the op entry).",
+    inline="always",
+)
+PROFILES = (jit_inline_ir, jit_inline_llvm, jit_out_of_line, jit_with_nrt, jit_inline_ir_nrt)
 
 # Options of functions only jitted code calls: no CPython wrapper (nor cfunc wrapper). The
 # wrapper is a function that unboxes every argument from Python objects; for a kernel, whose

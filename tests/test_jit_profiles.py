@@ -17,6 +17,7 @@ EXPECTED = {
     "jit_inline_llvm": {**BASE, "_nrt": False, "forceinline": True},
     "jit_out_of_line": {**BASE, "_nrt": False, "forceinline": False},
     "jit_with_nrt": {**BASE, "forceinline": False},
+    "jit_inline_ir_nrt": {**BASE, "inline": "always"},
 }
 # Profiles whose functions only jitted code calls directly: compiled without a CPython wrapper
 WRAPPERLESS = {"jit_inline_llvm", "jit_out_of_line", "jit_with_nrt"}

@@ -123,3 +123,23 @@ def test_the_command_refuses_zero_jobs():
         [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "0"], capture_output=True, text=True
     )
     assert done.returncode == 2 and "--jobs must be at least 1" in done.stderr
+
+
+def test_the_committed_switch_is_generated_from_the_registry():
+    """rtsoa/ops/switch.py is what `python -m rtsoa.ops.generate` writes for this registry, and
+    every op is reached through a group function of at most GROUP codes, not one switch whose
+    prologue pays for every op's call site on every call."""
+    import re
+
+    from rtsoa.ops import generate, switch
+
+    with open(switch.__file__) as handle:
+        text = handle.read()
+    assert text == generate.source(), "run python -m rtsoa.ops.generate"
+    for role in ("infer", "compute"):
+        groups = dict(re.findall(rf"def _{role}_(\d+)\((.*?)(?=\n\n\n|\Z)", text, re.S))
+        for code, name in enumerate(compiled_op_names()):
+            body = groups[str(code // generate.GROUP)]
+            branch = body.split(f"code == {code}:  # {name}\n")[1].splitlines()[0]
+            assert f".{getattr(OPS[name], role).py_func.__name__}(" in branch, (role, name)
+        assert all(body.count("code == ") <= generate.GROUP for body in groups.values())
