@@ -4,9 +4,10 @@
   onnxruntime's `run` on the same inputs (interleaved rounds). `mlp-1000`: ~1,000 ops on small
   tensors, where runtime overhead dominates (target <= 1.0). Both fuse MatMul -> Add -> Relu
   (onnxruntime into FusedGemm, rtsoa into MatMulBias: rtsoa/lowering/fuse.py).
-  `track_unfused_ratio_vs_onnxruntime_unoptimized`, for information: every op of the model
-  on both sides (rtsoa `lower(fuse=False)`, onnxruntime with graph optimizations off), the
-  runtimes' cost per op on equal work.
+  `cnn-32`: a small CNN with real compute (issue 10: record the ratio and where the time
+  goes; see the README). `track_unfused_ratio_vs_onnxruntime_unoptimized`, for information:
+  every op of the model on both sides (rtsoa `lower(fuse=False)`, onnxruntime with graph
+  optimizations off), the runtimes' cost per op on equal work.
 - `Lowering.time_lower`: lowering a ~1,000-op model (target < 1 s).
 - `ModelStart.timeraw_load_and_first_inference`: a fresh process with warm caches loads the
   committed example model and runs one inference (target < 2 s).
@@ -29,11 +30,14 @@ EXAMPLE = REPO_ROOT / "datasets" / "mlp.onnx"
 
 
 def _models():
-    from rtsoa.testing.models import mlp
+    from rtsoa.testing.models import mlp, small_cnn
 
     return {
         # 333 layers x (MatMul, Add, Relu) + Gemm = 1,000 ops on [1, 16] tensors
         "mlp-1000": (mlp(seed=0, features=16, hidden=16, classes=4, layers=333), (1, 16)),
+        # 13 ops, ~0.3 GFLOP an inference: three 3x3 convs of 32 channels on 8 x 32 x 32 images,
+        # a residual Add, BatchNorm, pools, Gemm, Softmax (real compute: the kernels' speed)
+        "cnn-32": (small_cnn(seed=0, channels=32, classes=10, size=32), (8, 3, 32, 32)),
     }
 
 
@@ -52,7 +56,7 @@ def _interleaved_medians(first, second, rounds=7, calls=20):
 
 
 class ModelLatency:
-    params = (("mlp-1000",),)
+    params = (("mlp-1000", "cnn-32"),)
     param_names = ("model",)
     timeout = 900
 
