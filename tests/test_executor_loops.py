@@ -429,3 +429,20 @@ def test_priorities_that_order_the_graph_need_no_kahn_pass(monkeypatch):
     monkeypatch.setattr(sequential, "_kahn_fifo_order", not_called)
     nodes = np.arange(3, dtype=np.int32)
     assert sequential.priority_order(graph, nodes, nodes[:1]).tolist() == [0, 1, 2]
+
+
+def test_node_keys_are_the_packed_keys_of_every_node():
+    """The prepare's one-pass keys equal numpy's pack_keys(priority, arange(n)), for int32
+    priorities (negative ones too) and int64 ranks."""
+    from rtsoa.executors.heap import TIE_BITS, node_keys, pack_keys
+
+    rng = np.random.default_rng(3)
+    for priority in (
+        rng.integers(-(2**31), 2**31, 1000).astype(np.int32),
+        rng.integers(0, 10**6, 1000).astype(np.int64),
+        np.zeros(0, dtype=np.int32),
+    ):
+        keys = node_keys(priority)
+        assert keys.dtype == np.int64
+        np.testing.assert_array_equal(keys, pack_keys(priority, np.arange(priority.shape[0])))
+        np.testing.assert_array_equal(keys >> TIE_BITS, priority.astype(np.int64))

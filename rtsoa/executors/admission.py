@@ -42,7 +42,7 @@ import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm
 from rtsoa.executors.atomics import atomic_cas, atomic_load, atomic_store
-from rtsoa.executors.heap import pack_keys
+from rtsoa.executors.heap import node_keys
 from rtsoa.graph.csr import build_csr
 from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels.runtime import line_zeros
@@ -112,7 +112,7 @@ def release_keys(graph, nodes, starts, relations, wants_window, window=DEFAULT_W
     count = order.shape[0]
     rank = np.full(n, count, dtype=np.int64)
     rank[order] = np.arange(count, dtype=np.int64)
-    keys = pack_keys(rank, np.arange(n))
+    keys = node_keys(rank)
     admission = Admission(
         window=np.int64(window if wants_window else 0),
         count=np.int64(count),

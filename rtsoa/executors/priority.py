@@ -7,7 +7,7 @@ switches), but the ready node with the smallest (priority, id) runs first.
 import numpy as np
 
 from rtsoa.executors.base import Executor, register_executor
-from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push, pack_keys
+from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push, node_keys
 from rtsoa.executors.steps import record_step, released_edges
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
@@ -64,7 +64,7 @@ class PriorityExecutor(Executor):
         n = self.graph.num_nodes
         template = read_only(np.ascontiguousarray(self.graph.in_degree, dtype=np.int32))
         in_degree = np.empty(n, dtype=np.int32)
-        keys = pack_keys(self.graph.node_priority, np.arange(n))
+        keys = node_keys(self.graph.node_priority)
         heap = np.empty(n + 2, dtype=np.int64)
         arguments = (read_only(self.starts), template, in_degree, keys, heap)
         return arguments + (np.int64(self.max_steps),)
