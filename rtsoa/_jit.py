@@ -22,6 +22,7 @@ whichever caller compiles the function first.
 import hashlib
 import operator
 import os
+import pickle
 import types
 import warnings
 
@@ -240,6 +241,39 @@ def _install_lazy_cache_refresh():
 
 
 LAZY_CACHE_REFRESH = _install_lazy_cache_refresh()
+
+
+def _install_tolerant_cache_index():
+    """Read a cache index that names a module this process cannot import as empty (a cache
+    miss) instead of failing; returns True if installed.
+
+    A cached function's index pickles the argument types of every overload compiled. A
+    function called with a type that a user's module defines (a kernel registry in a script,
+    asv's benchmark modules) gets an index entry naming that module, and every later process
+    without it failed to unpickle the whole index: `ModuleNotFoundError: No module named
+    'benchmarks'` from `checksum.fold` in a test run after the asv benchmarks had run in the
+    same tree. Such an index now reads as empty: the function compiles and writes an index
+    of its own. Skipped when Numba's internals are not the expected ones."""
+    try:
+        index_class = caching.IndexDataCacheFile
+        numba_load_index = index_class._load_index
+    except AttributeError:
+        return False
+    if getattr(index_class, "_rtsoa_tolerant", False):
+        return True
+
+    def _load_index(self):
+        try:
+            return numba_load_index(self)
+        except (ImportError, AttributeError, pickle.UnpicklingError, EOFError):
+            return {}
+
+    index_class._load_index = _load_index
+    index_class._rtsoa_tolerant = True
+    return True
+
+
+TOLERANT_CACHE_INDEX = _install_tolerant_cache_index()
 LAZY_BITCODE = _lazy_bitcode.install()  # cached entries load without parsing their bitcode
 
 

@@ -257,3 +257,35 @@ def test_a_lazily_loaded_entry_still_links_into_a_new_caller(tmp_path):
     assert second["value"] == first["value"] == 14 and second["direct"] == 16
     assert second["lazy_before"]  # loaded without parsing its bitcode
     assert not second["lazy_after"]  # the caller's compile asked for the module: parsed then
+
+
+def test_an_index_naming_a_module_this_process_lacks_reads_as_a_cache_miss(tmp_path):
+    """An index pickled with a type from a user's module (asv's `benchmarks`, a script's kernel
+    registry) made every later process without that module fail to load the function."""
+    import pickle
+    import sys
+
+    from numba.core import caching
+
+    assert _jit.TOLERANT_CACHE_INDEX
+    module = tmp_path / "gone_module_of_user_types.py"
+    module.write_text("class UserType:\n    pass\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import gone_module_of_user_types
+
+        payload = pickle.dumps(("stamp", {(gone_module_of_user_types.UserType(),): "x.nbc"}))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("gone_module_of_user_types")
+    module.unlink()
+    index = caching.IndexDataCacheFile.__new__(caching.IndexDataCacheFile)
+    index._index_path = str(tmp_path / "f.nbi")
+    index._version = numba.__version__
+    index._source_stamp = "stamp"
+    with open(index._index_path, "wb") as handle:
+        pickle.dump(index._version, handle)
+        handle.write(payload)
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(payload)  # what Numba's own _load_index ran into
+    assert index._load_index() == {}
