@@ -143,3 +143,31 @@ def test_the_committed_switch_is_generated_from_the_registry():
             branch = body.split(f"code == {code}:  # {name}\n")[1].splitlines()[0]
             assert f".{getattr(OPS[name], role).py_func.__name__}(" in branch, (role, name)
         assert all(body.count("code == ") <= generate.GROUP for body in groups.values())
+
+
+def test_the_entry_refuses_counts_and_codes_outside_each_ops_arity():
+    """ARITY (the generated table the entry checks first) holds each op's registered counts,
+    and the entry refuses one input too few or too many, and codes it does not know."""
+    import numpy as np
+
+    from rtsoa.ops import switch
+    from rtsoa.ops.abi import MAX_OP_OPERANDS, MODE_INFER, STATUS_OP_ARITY, new_table
+    from rtsoa.ops.entry import run_op
+
+    arena = np.zeros(8, dtype=np.uint8)
+    attrs = np.zeros(1, dtype=np.int64)
+    names = compiled_op_names()
+    assert switch.ARITY.shape == (len(names), 4)
+    for code, name in enumerate(names):
+        definition = OPS[name]
+        out_high = definition.outputs[1] or MAX_OP_OPERANDS
+        want = (definition.inputs[0], definition.max_inputs, definition.outputs[0], out_high)
+        assert tuple(switch.ARITY[code]) == want, name
+        low, high = definition.inputs[0], definition.max_inputs
+        counts = [high + 1] + ([low - 1] if low > 0 else [])
+        for n_in in counts:
+            if n_in + definition.outputs[0] <= MAX_OP_OPERANDS:
+                status = run_op(MODE_INFER, code, arena, new_table(), attrs, n_in, 1)
+                assert status == STATUS_OP_ARITY, (name, n_in)
+    for code in (-1, len(names), 10**6):
+        assert run_op(MODE_INFER, code, arena, new_table(), attrs, 1, 1) == STATUS_OP_ARITY

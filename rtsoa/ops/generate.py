@@ -41,25 +41,36 @@ def source():
     )
     lines = [HEADER.rstrip("\n")]
     lines.append("")
+    lines.append("import numpy as np")
+    lines.append("")
     lines.extend(f"import {module}" for module in modules)
     lines.append(FOOTER_IMPORTS.rstrip("\n"))
     lines.append("")
     lines.append(f"OP_NAMES = {names!r}")
     lines.append("")
     lines.append("")
-    lines.append("@jit_with_nrt")
-    lines.append("def arity(code):")
-    lines.append('    """(min inputs, max inputs, min outputs, max outputs) of op `code`."""')
-    for code, name in enumerate(names):
+    lines.append("# (min inputs, max inputs, min outputs, max outputs) of each op, by code")
+    lines.append("ARITY = np.array(")
+    lines.append("    [")
+    for name in names:
         definition = OPS[name]
-        keyword = "if" if code == 0 else "elif"
         low, high = definition.inputs[0], definition.max_inputs
         out_low, out_high = definition.outputs[0], definition.outputs[1]
         if out_high is None:
             out_high = MAX_OP_OPERANDS
-        lines.append(f"    {keyword} code == {code}:  # {name}")
-        lines.append(f"        return ({low}, {high}, {out_low}, {out_high})")
-    lines.append("    return (0, -1, 0, -1)")
+        lines.append(f"        ({low}, {high}, {out_low}, {out_high}),  # {name}")
+    lines.append("    ],")
+    lines.append("    dtype=np.int64,")
+    lines.append(")")
+    lines.append("")
+    lines.append("")
+    lines.append("@jit_with_nrt")
+    lines.append("def arity(code):")
+    lines.append('    """ARITY\'s row of op `code`; (0, -1, 0, -1), which no count satisfies,')
+    lines.append('    for a code the switch does not know."""')
+    lines.append("    if code < 0 or code >= ARITY.shape[0]:")
+    lines.append("        return (np.int64(0), np.int64(-1), np.int64(0), np.int64(-1))")
+    lines.append("    return (ARITY[code, 0], ARITY[code, 1], ARITY[code, 2], ARITY[code, 3])")
     arguments = "arena, table, n_in, n_out, attrs, fattrs"
     groups = range(0, len(names), GROUP)
     for role in ("infer", "compute"):

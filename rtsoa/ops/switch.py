@@ -4,6 +4,8 @@
 group function of its code (see GROUP in rtsoa/ops/generate.py).
 """
 
+import numpy as np
+
 import rtsoa.ops.activations
 import rtsoa.ops.conv
 import rtsoa.ops.elementwise
@@ -22,160 +24,96 @@ from rtsoa.ops.abi import STATUS_OP_UNKNOWN
 OP_NAMES = ('Abs', 'Add', 'And', 'ArgMax', 'ArgMin', 'AveragePool', 'BatchNormalization', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Conv', 'ConvTranspose', 'Div', 'Dropout', 'Elu', 'Equal', 'Erf', 'Exp', 'Expand', 'Flatten', 'Gather', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'MatMulBias', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'Not', 'Or', 'PRelu', 'Pad', 'Pow', 'Range', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'Relu', 'Reshape', 'Selu', 'Shape', 'Shrink', 'Sigmoid', 'Sign', 'Slice', 'Softmax', 'Softplus', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Sum', 'Tanh', 'Tile', 'Transpose', 'Unsqueeze', 'Where', 'Xor')
 
 
+# (min inputs, max inputs, min outputs, max outputs) of each op, by code
+ARITY = np.array(
+    [
+        (1, 1, 1, 1),  # Abs
+        (2, 2, 1, 1),  # Add
+        (2, 2, 1, 1),  # And
+        (1, 1, 1, 1),  # ArgMax
+        (1, 1, 1, 1),  # ArgMin
+        (1, 1, 1, 1),  # AveragePool
+        (5, 5, 1, 1),  # BatchNormalization
+        (1, 1, 1, 1),  # Cast
+        (1, 3, 1, 1),  # Clip
+        (1, 55, 1, 1),  # Concat
+        (1, 1, 1, 1),  # ConstantOfShape
+        (2, 3, 1, 1),  # Conv
+        (2, 3, 1, 1),  # ConvTranspose
+        (2, 2, 1, 1),  # Div
+        (1, 3, 1, 2),  # Dropout
+        (1, 1, 1, 1),  # Elu
+        (2, 2, 1, 1),  # Equal
+        (1, 1, 1, 1),  # Erf
+        (1, 1, 1, 1),  # Exp
+        (2, 2, 1, 1),  # Expand
+        (1, 1, 1, 1),  # Flatten
+        (2, 2, 1, 1),  # Gather
+        (2, 3, 1, 1),  # Gemm
+        (1, 1, 1, 1),  # GlobalAveragePool
+        (1, 1, 1, 1),  # GlobalMaxPool
+        (2, 2, 1, 1),  # Greater
+        (1, 1, 1, 1),  # HardSigmoid
+        (1, 1, 1, 1),  # Identity
+        (3, 3, 1, 1),  # InstanceNormalization
+        (1, 1, 1, 1),  # LRN
+        (2, 3, 1, 3),  # LayerNormalization
+        (1, 1, 1, 1),  # LeakyRelu
+        (2, 2, 1, 1),  # Less
+        (1, 1, 1, 1),  # Log
+        (1, 1, 1, 1),  # LogSoftmax
+        (2, 2, 1, 1),  # MatMul
+        (3, 3, 1, 1),  # MatMulBias
+        (1, 55, 1, 1),  # Max
+        (1, 1, 1, 2),  # MaxPool
+        (1, 55, 1, 1),  # Mean
+        (1, 55, 1, 1),  # Min
+        (2, 2, 1, 1),  # Mul
+        (1, 1, 1, 1),  # Neg
+        (1, 1, 1, 1),  # Not
+        (2, 2, 1, 1),  # Or
+        (2, 2, 1, 1),  # PRelu
+        (1, 4, 1, 1),  # Pad
+        (2, 2, 1, 1),  # Pow
+        (3, 3, 1, 1),  # Range
+        (1, 2, 1, 1),  # ReduceMax
+        (1, 2, 1, 1),  # ReduceMean
+        (1, 2, 1, 1),  # ReduceMin
+        (1, 2, 1, 1),  # ReduceProd
+        (1, 2, 1, 1),  # ReduceSum
+        (1, 1, 1, 1),  # Relu
+        (2, 2, 1, 1),  # Reshape
+        (1, 1, 1, 1),  # Selu
+        (1, 1, 1, 1),  # Shape
+        (1, 1, 1, 1),  # Shrink
+        (1, 1, 1, 1),  # Sigmoid
+        (1, 1, 1, 1),  # Sign
+        (1, 5, 1, 1),  # Slice
+        (1, 1, 1, 1),  # Softmax
+        (1, 1, 1, 1),  # Softplus
+        (1, 2, 1, 56),  # Split
+        (1, 1, 1, 1),  # Sqrt
+        (1, 2, 1, 1),  # Squeeze
+        (2, 2, 1, 1),  # Sub
+        (1, 55, 1, 1),  # Sum
+        (1, 1, 1, 1),  # Tanh
+        (2, 2, 1, 1),  # Tile
+        (1, 1, 1, 1),  # Transpose
+        (1, 2, 1, 1),  # Unsqueeze
+        (3, 3, 1, 1),  # Where
+        (2, 2, 1, 1),  # Xor
+    ],
+    dtype=np.int64,
+)
+
+
 @jit_with_nrt
 def arity(code):
-    """(min inputs, max inputs, min outputs, max outputs) of op `code`."""
-    if code == 0:  # Abs
-        return (1, 1, 1, 1)
-    elif code == 1:  # Add
-        return (2, 2, 1, 1)
-    elif code == 2:  # And
-        return (2, 2, 1, 1)
-    elif code == 3:  # ArgMax
-        return (1, 1, 1, 1)
-    elif code == 4:  # ArgMin
-        return (1, 1, 1, 1)
-    elif code == 5:  # AveragePool
-        return (1, 1, 1, 1)
-    elif code == 6:  # BatchNormalization
-        return (5, 5, 1, 1)
-    elif code == 7:  # Cast
-        return (1, 1, 1, 1)
-    elif code == 8:  # Clip
-        return (1, 3, 1, 1)
-    elif code == 9:  # Concat
-        return (1, 55, 1, 1)
-    elif code == 10:  # ConstantOfShape
-        return (1, 1, 1, 1)
-    elif code == 11:  # Conv
-        return (2, 3, 1, 1)
-    elif code == 12:  # ConvTranspose
-        return (2, 3, 1, 1)
-    elif code == 13:  # Div
-        return (2, 2, 1, 1)
-    elif code == 14:  # Dropout
-        return (1, 3, 1, 2)
-    elif code == 15:  # Elu
-        return (1, 1, 1, 1)
-    elif code == 16:  # Equal
-        return (2, 2, 1, 1)
-    elif code == 17:  # Erf
-        return (1, 1, 1, 1)
-    elif code == 18:  # Exp
-        return (1, 1, 1, 1)
-    elif code == 19:  # Expand
-        return (2, 2, 1, 1)
-    elif code == 20:  # Flatten
-        return (1, 1, 1, 1)
-    elif code == 21:  # Gather
-        return (2, 2, 1, 1)
-    elif code == 22:  # Gemm
-        return (2, 3, 1, 1)
-    elif code == 23:  # GlobalAveragePool
-        return (1, 1, 1, 1)
-    elif code == 24:  # GlobalMaxPool
-        return (1, 1, 1, 1)
-    elif code == 25:  # Greater
-        return (2, 2, 1, 1)
-    elif code == 26:  # HardSigmoid
-        return (1, 1, 1, 1)
-    elif code == 27:  # Identity
-        return (1, 1, 1, 1)
-    elif code == 28:  # InstanceNormalization
-        return (3, 3, 1, 1)
-    elif code == 29:  # LRN
-        return (1, 1, 1, 1)
-    elif code == 30:  # LayerNormalization
-        return (2, 3, 1, 3)
-    elif code == 31:  # LeakyRelu
-        return (1, 1, 1, 1)
-    elif code == 32:  # Less
-        return (2, 2, 1, 1)
-    elif code == 33:  # Log
-        return (1, 1, 1, 1)
-    elif code == 34:  # LogSoftmax
-        return (1, 1, 1, 1)
-    elif code == 35:  # MatMul
-        return (2, 2, 1, 1)
-    elif code == 36:  # MatMulBias
-        return (3, 3, 1, 1)
-    elif code == 37:  # Max
-        return (1, 55, 1, 1)
-    elif code == 38:  # MaxPool
-        return (1, 1, 1, 2)
-    elif code == 39:  # Mean
-        return (1, 55, 1, 1)
-    elif code == 40:  # Min
-        return (1, 55, 1, 1)
-    elif code == 41:  # Mul
-        return (2, 2, 1, 1)
-    elif code == 42:  # Neg
-        return (1, 1, 1, 1)
-    elif code == 43:  # Not
-        return (1, 1, 1, 1)
-    elif code == 44:  # Or
-        return (2, 2, 1, 1)
-    elif code == 45:  # PRelu
-        return (2, 2, 1, 1)
-    elif code == 46:  # Pad
-        return (1, 4, 1, 1)
-    elif code == 47:  # Pow
-        return (2, 2, 1, 1)
-    elif code == 48:  # Range
-        return (3, 3, 1, 1)
-    elif code == 49:  # ReduceMax
-        return (1, 2, 1, 1)
-    elif code == 50:  # ReduceMean
-        return (1, 2, 1, 1)
-    elif code == 51:  # ReduceMin
-        return (1, 2, 1, 1)
-    elif code == 52:  # ReduceProd
-        return (1, 2, 1, 1)
-    elif code == 53:  # ReduceSum
-        return (1, 2, 1, 1)
-    elif code == 54:  # Relu
-        return (1, 1, 1, 1)
-    elif code == 55:  # Reshape
-        return (2, 2, 1, 1)
-    elif code == 56:  # Selu
-        return (1, 1, 1, 1)
-    elif code == 57:  # Shape
-        return (1, 1, 1, 1)
-    elif code == 58:  # Shrink
-        return (1, 1, 1, 1)
-    elif code == 59:  # Sigmoid
-        return (1, 1, 1, 1)
-    elif code == 60:  # Sign
-        return (1, 1, 1, 1)
-    elif code == 61:  # Slice
-        return (1, 5, 1, 1)
-    elif code == 62:  # Softmax
-        return (1, 1, 1, 1)
-    elif code == 63:  # Softplus
-        return (1, 1, 1, 1)
-    elif code == 64:  # Split
-        return (1, 2, 1, 56)
-    elif code == 65:  # Sqrt
-        return (1, 1, 1, 1)
-    elif code == 66:  # Squeeze
-        return (1, 2, 1, 1)
-    elif code == 67:  # Sub
-        return (2, 2, 1, 1)
-    elif code == 68:  # Sum
-        return (1, 55, 1, 1)
-    elif code == 69:  # Tanh
-        return (1, 1, 1, 1)
-    elif code == 70:  # Tile
-        return (2, 2, 1, 1)
-    elif code == 71:  # Transpose
-        return (1, 1, 1, 1)
-    elif code == 72:  # Unsqueeze
-        return (1, 2, 1, 1)
-    elif code == 73:  # Where
-        return (3, 3, 1, 1)
-    elif code == 74:  # Xor
-        return (2, 2, 1, 1)
-    return (0, -1, 0, -1)
+    """ARITY's row of op `code`; (0, -1, 0, -1), which no count satisfies,
+    for a code the switch does not know."""
+    if code < 0 or code >= ARITY.shape[0]:
+        return (np.int64(0), np.int64(-1), np.int64(0), np.int64(-1))
+    return (ARITY[code, 0], ARITY[code, 1], ARITY[code, 2], ARITY[code, 3])
 
 
 @jit_with_nrt
