@@ -376,8 +376,13 @@ def _counting_heap_pushes(function):
         counts.append(key)
         return heap_push(heap, size, key)
 
-    namespace = dict(original.__globals__, heap_push=counting_push)
-    return types.FunctionType(original.__code__, namespace, original.__name__), counts
+    def counting(copy, **helpers):  # `copy` with heap_push counted
+        namespace = dict(copy.__globals__, heap_push=counting_push, **helpers)
+        return types.FunctionType(copy.__code__, namespace, copy.__name__, copy.__defaults__)
+
+    helper = original.__globals__.get("_made_ready")  # pushes for the function, if it has it
+    helpers = {} if helper is None else {"_made_ready": counting(helper)}
+    return counting(original, **helpers), counts
 
 
 def test_a_node_made_ready_by_the_one_just_taken_skips_the_heap():

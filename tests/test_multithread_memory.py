@@ -161,6 +161,62 @@ def test_ranks_follow_the_sequential_order_and_put_launches_before_their_frees()
     assert np.all(ranks[frees] > ranks[relation_graph.relation_targets])
 
 
+def _reference_release_order(graph, nodes):
+    """Kahn over the edges and the exact relations (Launch before Free), the ready set
+    ordered by (priority, ready ticket), each node's edges taken before its relations and
+    a Launch's Frees in increasing order: plain Python, for the executor's ranks."""
+    import heapq
+
+    n = graph.num_nodes
+    root = set(nodes.tolist())
+    successors = [
+        graph.succ_targets[graph.succ_offsets[u] : graph.succ_offsets[u + 1]].tolist()
+        for u in range(n)
+    ]
+    degree = np.bincount(graph.succ_targets, minlength=n).tolist()
+    for free in sorted(root):
+        start, end = graph.relation_offsets[free], graph.relation_offsets[free + 1]
+        for launch in graph.relation_targets[start:end].tolist():
+            successors[launch].append(free)
+            degree[free] += 1
+    ready, tickets, order = [], 0, []
+    for node in sorted(root):
+        if degree[node] == 0:
+            heapq.heappush(ready, (int(graph.node_priority[node]), tickets, node))
+            tickets += 1
+    while ready:
+        node = heapq.heappop(ready)[2]
+        order.append(node)
+        for target in successors[node]:
+            degree[target] -= 1
+            if degree[target] == 0:
+                heapq.heappush(ready, (int(graph.node_priority[target]), tickets, target))
+                tickets += 1
+    return order
+
+
+@pytest.mark.parametrize("priorities", ["generated", "equal", "shuffled"])
+@pytest.mark.parametrize("seed", [3, 8])
+def test_ranks_over_edges_and_relations_match_a_python_kahn(seed, priorities):
+    """After the relation pass the ranks come from Kahn over two CSRs (the edges and the
+    relation state's CSR by Launch, not merged). They equal a plain-Python Kahn over the
+    same successors, with the generator's priorities and shuffled ones (the heap path) and
+    with equal ones (the FIFO path)."""
+    graph = remove_launch_free_edges(generate("lowered", 1500, seed=seed)).graph
+    assert graph.relation_targets.shape[0] > 0
+    if priorities == "shuffled":
+        rng = np.random.default_rng(seed)
+        priority = rng.integers(-50, 50, size=graph.num_nodes).astype(graph.node_priority.dtype)
+        graph = graph._replace(node_priority=priority)
+    elif priorities == "equal":
+        graph = graph._replace(node_priority=np.zeros_like(graph.node_priority))
+    executor = prepare_executor(graph, "multithread", threads=2)
+    assert executor.edgeless > 0
+    order = _reference_release_order(graph, executor.nodes)
+    assert len(order) == executor.nodes.shape[0]
+    assert np.array_equal(_ranks(executor)[order], np.arange(len(order)))
+
+
 def test_graphs_without_memory_work_have_no_window():
     executor = prepare_executor(generate("random", 500, seed=2), "multithread", threads=3)
     assert executor.admission.window == 0

@@ -43,7 +43,7 @@ import numpy as np
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm
 from rtsoa.executors.atomics import atomic_cas, atomic_load, atomic_store
 from rtsoa.executors.heap import node_keys
-from rtsoa.graph.csr import build_csr
+from rtsoa.graph.csr import in_degrees
 from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels.runtime import line_zeros
 
@@ -70,38 +70,35 @@ class Admission(NamedTuple):
     shared: np.bool_ = np.bool_(True)
 
 
-def _order_with_relations(graph, nodes, starts, relations):
+def _order_with_relations(graph, nodes, starts, relations, edgeless):
     """The priority order of `nodes` over edges + relations (Launch before Free), or None
-    on a cycle."""
+    on a cycle. The relations are a second CSR of successors (by Launch, the relation
+    state's), not merged into the edges: a merge sorted 11 million entries for 15 ms on
+    100,000 nodes with 1,000,000 relations. `edgeless`: the relations without their edge
+    (`Binding.edgeless`)."""
     from rtsoa.executors.sequential import priority_order
-    from rtsoa.graph.relations import relations_without_edges
 
     n = graph.num_nodes
-    if relations_without_edges(graph, nodes) == 0:  # every relation has its edge: as is
+    if edgeless == 0:  # every relation has its edge: as is
         return priority_order(graph, nodes, starts)
-    sources = np.repeat(np.arange(n, dtype=np.int32), np.diff(graph.succ_offsets))
-    launches = np.repeat(np.arange(n, dtype=np.int32), np.diff(relations.waiter_offsets))
-    offsets, targets = build_csr(
-        np.concatenate([sources, launches]),
-        np.concatenate([graph.succ_targets, relations.waiter_frees]),
-        n,
-    )
-    degree = np.bincount(targets, minlength=n).astype(np.int32)
     root = np.zeros(n, dtype=np.bool_)
     root[nodes] = True
+    degree = in_degrees(graph.succ_offsets, graph.succ_targets, n)
+    degree += np.where(root, np.diff(relations.offsets), 0).astype(np.int32)
     merged_starts = np.flatnonzero(root & (degree == 0)).astype(np.int32)
-    merged = graph._replace(succ_offsets=offsets, succ_targets=targets, in_degree=degree)
-    return priority_order(merged, nodes, merged_starts)
+    extra = (relations.waiter_offsets, relations.waiter_frees)
+    return priority_order(graph, nodes, merged_starts, in_degree=degree, extra=extra)
 
 
-def release_keys(graph, nodes, starts, relations, wants_window, window=DEFAULT_WINDOW):
-    """(int64 heap key per node: rank << 32 | node, Admission). `wants_window`: bound the
-    run (the root has memory-class nodes); the window is off anyway when edges + relations
-    have a cycle (see the module docstring). Nodes outside the root rank last."""
+def release_keys(graph, nodes, starts, relations, edgeless, wants_window, window=DEFAULT_WINDOW):
+    """(int64 heap key per node: rank << 32 | node, Admission). `edgeless`: the root's
+    relations without their edge (`Binding.edgeless`); `wants_window`: bound the run (the
+    root has memory-class nodes); the window is off anyway when edges + relations have a
+    cycle (see the module docstring). Nodes outside the root rank last."""
     from rtsoa.executors.sequential import priority_order
 
     n = graph.num_nodes
-    order = _order_with_relations(graph, nodes, starts, relations)
+    order = _order_with_relations(graph, nodes, starts, relations, edgeless)
     if order is None:  # a relation against the edges: the no-progress detector reports it
         order = priority_order(graph, nodes, starts)
         wants_window = False

@@ -222,6 +222,7 @@ class Executor(abc.ABC):
         self.starts = binding.starts
         self.control_flow = binding.control_flow
         self.launch_count = binding.launch_count
+        self.edgeless = binding.edgeless
         if device is not None:
             check_state(device.state)  # jitted code assumes its layout: check a given device
         self.device = device if device is not None else default_device(graph)
@@ -416,6 +417,9 @@ class Binding(NamedTuple):
     starts: np.ndarray  # int32 root nodes with in-degree 0
     control_flow: bool
     launch_count: int
+    # the root's relations without their Launch -> Free edge (`relations_without_edges`):
+    # only the multithread executor honours those
+    edgeless: int = 0
 
 
 def bind(graph, root=GraphKind.MAIN, registry=None):
@@ -477,6 +481,7 @@ def bind(graph, root=GraphKind.MAIN, registry=None):
         starts=starts[:start_count],
         control_flow=bool(control_flow),
         launch_count=int(launches),
+        edgeless=relations_without_edges(graph, nodes[:count]),
     )
 
 
@@ -510,7 +515,7 @@ def prepare_executor(
     executor (`auto` with threads picks it for a graph without control flow).
     """
     binding = bind(graph, root, registry)
-    edgeless = relations_without_edges(graph, binding.nodes)
+    edgeless = binding.edgeless
     if executor == "auto" and threads is None and edgeless:
         threads = EXECUTORS["multithread"].default_threads()  # only it honours the relations
     name = resolve_executor(executor, binding.control_flow, binding.launch_count, threads)

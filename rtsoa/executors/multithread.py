@@ -431,7 +431,7 @@ class MultithreadExecutor(Executor):
         # bound the run where a worker allocates device memory (see rtsoa.executors.admission)
         memory = bool(counts[WorkerClass.MEMORY])
         keys, admission = release_keys(
-            graph, self.nodes, self.starts, relations, memory, self.window
+            graph, self.nodes, self.starts, relations, self.edgeless, memory, self.window
         )
         rank = keys >> RANK_SHIFT
         # Two threads: each class queue has one server, so each worker's window is its own,

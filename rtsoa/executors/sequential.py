@@ -8,7 +8,7 @@ control flow (a switch needs a queue to skip the untaken branches).
 
 import numpy as np
 
-from rtsoa._jit import jit
+from rtsoa._jit import jit, jit_inline_llvm
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.base import Executor, register_executor
 from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push
@@ -37,14 +37,45 @@ def run_sequential(rt, order, record):
     return np.int64(STATUS_OK), np.int64(-1), np.int64(executed)
 
 
+@jit_inline_llvm
+def _made_ready(target, degree, priority, ready_node, heap, size, tickets, best, held):
+    """One edge into `target` taken: when it was the last, `target` gets the next ready
+    ticket and is held (the best so far) or pushed. Returns (size, tickets, best, held)."""
+    degree[target] -= 1
+    if degree[target] == 0:
+        ready_node[tickets] = target
+        ready = (np.int64(priority[target]) << 32) | tickets
+        tickets += 1
+        if not held:
+            best = ready
+            held = True
+        elif ready < best:
+            size = heap_push(heap, size, best)
+            best = ready
+        else:
+            size = heap_push(heap, size, ready)
+    return size, tickets, best, held
+
+
 @jit
-def _kahn_priority_order(succ_offsets, succ_targets, in_degree, priority, starts, count):
+def _kahn_priority_order(
+    succ_offsets,
+    succ_targets,
+    in_degree,
+    priority,
+    starts,
+    count,
+    extra_offsets=None,
+    extra_targets=None,
+):
     """Up to `count` nodes in (priority, then ready time) order; shorter on a cycle.
 
     Keys are (priority << 32 | ready ticket), unique, so the order is the one a plain heap
     gives. The best node made ready by the node just taken is held apart and taken next without
     a heap round trip when it beats the heap's minimum (on graphs whose successors usually come
-    next in priority order, most nodes never enter the heap)."""
+    next in priority order, most nodes never enter the heap). `extra_offsets` /
+    `extra_targets`: a second CSR of successors taken after the edges (the multithread
+    executor's Launch -> Free relations, `in_degree` counting them); None compiles without."""
     degree = in_degree.copy()
     heap = np.empty(count + 1, dtype=np.int64)
     ready_node = np.empty(count, dtype=np.int32)  # FIFO ticket -> node
@@ -71,26 +102,23 @@ def _kahn_priority_order(succ_offsets, succ_targets, in_degree, priority, starts
         order[done] = node
         done += 1
         for e in range(succ_offsets[node], succ_offsets[node + 1]):
-            target = succ_targets[e]
-            degree[target] -= 1
-            if degree[target] == 0:
-                ready_node[tickets] = target
-                ready = (np.int64(priority[target]) << 32) | tickets
-                tickets += 1
-                if not held:
-                    best = ready
-                    held = True
-                elif ready < best:
-                    size = heap_push(heap, size, best)
-                    best = ready
-                else:
-                    size = heap_push(heap, size, ready)
+            size, tickets, best, held = _made_ready(
+                succ_targets[e], degree, priority, ready_node, heap, size, tickets, best, held
+            )
+        if extra_offsets is not None:
+            for e in range(extra_offsets[node], extra_offsets[node + 1]):
+                size, tickets, best, held = _made_ready(
+                    extra_targets[e], degree, priority, ready_node, heap, size, tickets, best, held
+                )
     return order[:done].copy()
 
 
 @jit
-def _kahn_fifo_order(succ_offsets, succ_targets, in_degree, starts, count):
-    """Kahn with a FIFO ready set (the priority order when all priorities are equal)."""
+def _kahn_fifo_order(
+    succ_offsets, succ_targets, in_degree, starts, count, extra_offsets=None, extra_targets=None
+):
+    """Kahn with a FIFO ready set (the priority order when all priorities are equal);
+    `extra_offsets` / `extra_targets` as in `_kahn_priority_order`."""
     degree = in_degree.copy()
     order = np.empty(count, dtype=np.int32)
     tail = 0
@@ -107,6 +135,13 @@ def _kahn_fifo_order(succ_offsets, succ_targets, in_degree, starts, count):
             if degree[target] == 0 and tail < count:
                 order[tail] = target
                 tail += 1
+        if extra_offsets is not None:
+            for e in range(extra_offsets[node], extra_offsets[node + 1]):
+                target = extra_targets[e]
+                degree[target] -= 1
+                if degree[target] == 0 and tail < count:
+                    order[tail] = target
+                    tail += 1
     return order[:tail].copy()
 
 
@@ -139,32 +174,49 @@ def _priorities_are_the_order(succ_offsets, succ_targets, in_degree, priority, n
     return templates == edges
 
 
-def priority_order(graph, nodes, starts):
+def priority_order(graph, nodes, starts, in_degree=None, extra=None):
     """Kahn order of `nodes` (one root graph) from `starts`; None if they contain a cycle.
 
     Three paths give the same order: equal priorities need no heap (FIFO); priorities that
     already order the graph (ids listed by rising priority, every edge rising) need no queue at
     all (a check of every edge, a third of the heap pass on the 100k-node random DAG, whose
-    generator gives priority = id); otherwise Kahn with a heap."""
+    generator gives priority = id); otherwise Kahn with a heap. `extra`: (offsets, targets),
+    a second CSR of successors beside the edges, with `in_degree` counting both (the
+    multithread executor's relations, `rtsoa.executors.admission`)."""
     starts = np.ascontiguousarray(starts, dtype=np.int32)
     count = int(nodes.shape[0])
     priority = graph.node_priority[nodes]
-    if count and _priorities_are_the_order(
-        graph.succ_offsets, graph.succ_targets, graph.in_degree, graph.node_priority, nodes
+    if in_degree is None:
+        in_degree = graph.in_degree
+    extra_offsets, extra_targets = (None, None) if extra is None else extra
+    if (
+        extra is None
+        and count
+        and _priorities_are_the_order(
+            graph.succ_offsets, graph.succ_targets, in_degree, graph.node_priority, nodes
+        )
     ):
         return np.ascontiguousarray(nodes, dtype=np.int32).copy()
     if count == 0 or priority.min() == priority.max():
         order = _kahn_fifo_order(
-            graph.succ_offsets, graph.succ_targets, graph.in_degree, starts, count
+            graph.succ_offsets,
+            graph.succ_targets,
+            in_degree,
+            starts,
+            count,
+            extra_offsets,
+            extra_targets,
         )
     else:
         order = _kahn_priority_order(
             graph.succ_offsets,
             graph.succ_targets,
-            graph.in_degree,
+            in_degree,
             graph.node_priority,
             starts,
             count,
+            extra_offsets,
+            extra_targets,
         )
     if order.shape[0] != count:
         return None
