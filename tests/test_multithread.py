@@ -412,6 +412,24 @@ def test_relation_graphs_run_on_multithread_only_with_zero_hazards(threads):
     assert prepare_executor(graph, "auto").name == "multithread"
 
 
+def test_relations_are_waited_on_only_where_the_pass_removed_their_edge():
+    """A relation whose Launch -> Free edge is still there is implied by the edge (the Free
+    runs after the Launch ended), so the executor keeps no relation state for a graph whose
+    every relation has its edge, and its loop skips the relation checks; after the relation
+    pass it keeps every relation. Both give the sequential executor's answer."""
+    original = generate("lowered", 2000, seed=9)
+    assert original.relation_targets.shape[0] > 0
+    with_edges = prepare_executor(original, "multithread", threads=2)
+    assert with_edges.edgeless == 0 and with_edges.relations.waiter_frees.shape[0] == 0
+    graph = remove_launch_free_edges(original).graph
+    without = prepare_executor(graph, "multithread", threads=2)
+    assert without.edgeless == graph.relation_targets.shape[0] > 0
+    assert without.relations.waiter_frees.shape[0] == graph.relation_targets.shape[0]
+    for executor, each in ((with_edges, original), (without, graph)):
+        assert executor.run() == RunResult(0, each.num_nodes, expected_checksum(each), False)
+        assert executor.device.hazard_count == 0
+
+
 def run_and_check_relations(executor, graph):
     """Profiled run: every Free starts after each related Launch ended (submitted)."""
     executor.run(subscriber=Profiler())

@@ -150,6 +150,21 @@ def relation_state(graph, root):
     )
 
 
+def no_relations(n):
+    """The RelationState of a root whose every relation keeps its Launch -> Free edge (or
+    that has none): the edge already runs the Free after its Launch, so there is nothing to
+    wait for and the executor's loop skips the relation checks (`waiter_frees` is empty)."""
+    offsets = read_only(np.zeros(n + 1, dtype=np.int64))
+    empty = read_only(np.zeros(0, dtype=np.int32))
+    return RelationState(
+        offsets=offsets,
+        launches=empty,
+        waiter_offsets=offsets,
+        waiter_frees=empty,
+        waits=np.zeros(n, dtype=np.int64),
+    )
+
+
 @jit_inline_ir
 def _state_of(word, epoch):
     """The PARKED_BIT | met bits of `word` in this epoch (0 for a word of an earlier run)."""
