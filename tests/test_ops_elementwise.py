@@ -1,4 +1,4 @@
-"""Sign and Shrink against onnxruntime (single thread) on one-node ONNX models, through the
+"""Sign, Shrink and Relu against onnxruntime (single thread) on one-node ONNX models, through the
 compiled op entry (`run_numpy`), and through lowering and a ModelExecutor.
 
 Exact comparisons: both ops select or shift single values, so rtsoa (which evaluates Shrink in
@@ -83,6 +83,26 @@ def test_sign_keeps_nan():
     np.testing.assert_array_equal(got, onnxruntime_output(one_node("Sign", x, {}, 13), x))
 
 
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: np.dtype(kind).name)
+def test_relu_matches_onnxruntime(kind):
+    """Relu of every type ONNX (opset 14) and rtsoa share; onnxruntime has no int64 Relu,
+    so that one is judged by onnx.reference. Floats: -0 stays -0 and NaN stays NaN, as
+    onnxruntime has them."""
+    x = values(kind)
+    if x.dtype.kind == "f":
+        x[0, :3] = [np.nan, -0.0, -np.inf]
+    model = one_node("Relu", x, {}, 14)
+    if kind == np.int64:
+        want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    else:
+        want = onnxruntime_output(model, x)
+    (got,) = run_numpy("Relu", [x])
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    if x.dtype.kind == "f":
+        assert np.signbit(got[0, 1]) == np.signbit(want[0, 1])
+
+
 @pytest.mark.parametrize("attributes", SHRINKS, ids=str)
 @pytest.mark.parametrize("kind", KINDS, ids=lambda kind: np.dtype(kind).name)
 def test_shrink_matches_onnxruntime(kind, attributes):
@@ -108,7 +128,7 @@ def test_shrink_by_hand():
     np.testing.assert_array_equal(got, np.array([-6, 0, 0, 0, 6], dtype=np.int32))
 
 
-@pytest.mark.parametrize("op", ["Sign", "Shrink"])
+@pytest.mark.parametrize("op", ["Sign", "Shrink", "Relu"])
 def test_unsupported_dtype_is_refused(op):
     with pytest.raises(OpError) as caught:
         run_numpy(op, [np.ones((2, 2), dtype=np.uint8)])
@@ -117,7 +137,11 @@ def test_unsupported_dtype_is_refused(op):
 
 @pytest.mark.parametrize(
     "op, attributes, opset, kind",
-    [("Sign", {}, 13, np.float32), ("Shrink", {"lambd": 0.25, "bias": 0.5}, 10, np.int64)],
+    [
+        ("Sign", {}, 13, np.float32),
+        ("Shrink", {"lambd": 0.25, "bias": 0.5}, 10, np.int64),
+        ("Relu", {}, 14, np.int32),
+    ],
 )
 def test_lowered_model_matches_onnxruntime(op, attributes, opset, kind):
     """The same ops lowered (symbolic batch) and run by a ModelExecutor at two batch sizes."""

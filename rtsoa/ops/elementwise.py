@@ -196,8 +196,8 @@ def compare(op, arena, table):
 
 @jit_with_nrt
 def unary(op, arena, table, n_in, p0, p1):
-    """out = f(x) for activation `op`: float32 / float64, and int32 / int64 for NEG, ABS and
-    SIGN."""
+    """out = f(x) for activation `op`: float32 / float64, and int32 / int64 for NEG, ABS,
+    SIGN and RELU (ONNX Relu takes integers from opset 14)."""
     kind = dtype(table, 0)
     if kind == F32:
         unary_loop(
@@ -215,7 +215,7 @@ def unary(op, arena, table, n_in, p0, p1):
             np.float64(p0),
             np.float64(p1),
         )
-    elif kind == I64 and (op == NEG or op == ABS or op == SIGN):
+    elif kind == I64 and (op == NEG or op == ABS or op == SIGN or op == RELU):
         unary_loop(
             op,
             view(arena, table, 0, np.int64),
@@ -223,7 +223,7 @@ def unary(op, arena, table, n_in, p0, p1):
             np.int64(0),
             np.int64(0),
         )
-    elif kind == I32 and (op == NEG or op == ABS or op == SIGN):
+    elif kind == I32 and (op == NEG or op == ABS or op == SIGN or op == RELU):
         unary_loop(
             op,
             view(arena, table, 0, np.int32),
