@@ -430,6 +430,22 @@ def test_relations_are_waited_on_only_where_the_pass_removed_their_edge():
         assert executor.device.hazard_count == 0
 
 
+def test_workers_call_the_entry_checked_against_their_run_state():
+    """Each worker calls the loop's compiled entry (no type resolution per run), made once
+    for the executor's run state; replacing a runtime makes `_compile` check the types
+    again (the entry unboxes without checking them), and the run still gives the answer."""
+    graph = generate("lowered", 400, seed=2)
+    executor = prepare_executor(graph, "multithread", threads=2)
+    expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
+    assert executor.run() == expected
+    entry = executor._compile(None)
+    assert entry is not executor._loop and executor._compile(None) is entry
+    checked = executor._owners
+    executor._runtimes[1] = executor._runtimes[1]._replace()  # the same types, a new object
+    assert executor._compile(None) is entry and executor._owners is not checked
+    assert executor.run() == expected
+
+
 def run_and_check_relations(executor, graph):
     """Profiled run: every Free starts after each related Launch ended (submitted)."""
     executor.run(subscriber=Profiler())

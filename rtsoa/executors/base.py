@@ -418,8 +418,9 @@ class Binding(NamedTuple):
     control_flow: bool
     launch_count: int
     # the root's relations without their Launch -> Free edge (`relations_without_edges`):
-    # only the multithread executor honours those
-    edgeless: int = 0
+    # only the multithread executor honours those (no default: a Binding made by hand must
+    # say, or the multithread executor would skip relations it has to wait on)
+    edgeless: int
 
 
 def bind(graph, root=GraphKind.MAIN, registry=None):

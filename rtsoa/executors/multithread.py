@@ -75,6 +75,7 @@ Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 (`runs_control_flow = False`), so `auto` never picks this executor for such graphs.
 """
 
+import operator
 import threading
 
 import numba
@@ -475,6 +476,7 @@ class MultithreadExecutor(Executor):
         order[ranks[self.nodes]] = self.nodes
         self._order = read_only(order)
         self._compiled = {}
+        self._owners = ()  # the run state objects `_compiled` was checked against
         owner = np.full(QUEUES, -1, dtype=np.int64)
         for queue in range(QUEUES):
             workers = np.flatnonzero(serves[:, queue])
@@ -541,9 +543,14 @@ class MultithreadExecutor(Executor):
         dispatcher: resolving the types of ~30 arguments, the runtime tuple of ~60 arrays
         among them, cost ~150 us per worker per run, more than a small graph's run. The
         entry unboxes without checking types, so every worker's arguments are checked once
-        here to have the types it was compiled for; where one differs (it cannot today),
-        the workers go through the dispatcher."""
+        here to have the types it was compiled for, and again whenever a runtime, the
+        shared arguments or an admission window is replaced; where one differs (it cannot
+        today), the workers go through the dispatcher."""
         kind = record is None
+        owners = (*self._runtimes, self._shared, *self._admissions)
+        if len(owners) != len(self._owners) or not all(map(operator.is_, owners, self._owners)):
+            self._owners = owners  # a run state object was replaced: check the types again
+            self._compiled = {}
         if kind not in self._compiled:
             signatures = {
                 tuple(numba.typeof(a) for a in self._worker_arguments(index, record))
