@@ -75,8 +75,8 @@ Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 (`runs_control_flow = False`), so `auto` never picks this executor for such graphs.
 """
 
+import functools
 import operator
-import threading
 
 import numba
 import numpy as np
@@ -140,6 +140,7 @@ from rtsoa.executors.relation_state import (
     relation_state,
 )
 from rtsoa.executors.steps import record_step, released_edges
+from rtsoa.executors.worker_threads import POOL
 from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
@@ -594,18 +595,16 @@ class MultithreadExecutor(Executor):
                 errors.append(error)
                 self._control[ABORTED] = 1  # stop the other workers
 
-        workers = [
-            threading.Thread(target=work, args=(index,), name=f"rtsoa-worker-{index}", daemon=True)
-            for index in range(1, self.threads)
-            if self._working[index]
-        ]
-        for thread in workers:
-            thread.start()
+        indices = [index for index in range(1, self.threads) if self._working[index]]
+        workers = POOL.acquire(len(indices))  # threads kept between runs (worker_threads)
+        for worker, index in zip(workers, indices, strict=True):
+            worker.start(functools.partial(work, index))
         try:
             work(0)
         finally:
-            for thread in workers:
-                thread.join()
+            for worker in workers:
+                worker.wait()
+            POOL.release(workers)
         if errors:
             raise errors[0]
         control = self._control
