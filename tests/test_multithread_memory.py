@@ -67,7 +67,7 @@ def _ranks(executor):
 
 def _device_nodes(executor):
     """bool per node: a memory or launch node (run by the device worker(s))."""
-    from rtsoa.executors.multithread import node_classes
+    from rtsoa.graph.relations import node_classes
     from rtsoa.graph.schema import WorkerClass
 
     tables = executor.registry.tables()

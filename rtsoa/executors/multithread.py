@@ -81,7 +81,7 @@ import operator
 import numba
 import numpy as np
 
-from rtsoa._jit import entry_point, jit
+from rtsoa._jit import entry_point
 from rtsoa.executors.admission import (
     DEFAULT_WINDOW,
     LOW,
@@ -140,7 +140,9 @@ from rtsoa.executors.relation_state import (
     relation_state,
 )
 from rtsoa.executors.steps import record_step, released_edges
+from rtsoa.executors.worker_classes import default_threads, queues_served, single_writer
 from rtsoa.executors.worker_threads import POOL
+from rtsoa.graph.relations import node_classes
 from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
@@ -158,50 +160,6 @@ NO_PROGRESS_POLLS = 200
 # The run made no progress: every outstanding node is a Free waiting for a Launch that cannot
 # be submitted. Reserved range, far above the codes rtsoa.kernels.status names.
 STATUS_NO_PROGRESS = 1_000_000_100
-
-
-def default_threads():
-    """Threads when none are given: 2, one NORMAL and one device worker (see the README's
-    "Multi-thread executor" for the measurements behind it)."""
-    return 2
-
-
-def queues_served(threads):
-    """bool[threads, QUEUES]: which class queues each worker pops from (see module doc)."""
-    serves = np.zeros((threads, QUEUES), dtype=np.bool_)
-    serves[:, WorkerClass.NORMAL] = True
-    serves[1, :] = False
-    serves[1, WorkerClass.MEMORY] = True
-    if threads > 2:
-        serves[2, :] = False
-        serves[2, WorkerClass.LAUNCH] = True
-    else:
-        serves[1, WorkerClass.LAUNCH] = True
-    return serves
-
-
-def node_classes(tables, node_dispatch):
-    """int8 class per node: its kernel's critical section if it has one, else its worker."""
-    section = tables.critical_section[node_dispatch]
-    worker = tables.worker[node_dispatch]
-    return np.where(section != 0, section, worker).astype(np.int8)
-
-
-@jit
-def _single_writer(succ_offsets, succ_targets, node_owner, nodes, plain):
-    """plain[v] = every predecessor of v is run by the same single worker (node_owner >= 0)."""
-    writer = np.full(plain.shape[0], -2, dtype=np.int64)  # -2: no predecessor seen yet
-    for i in range(nodes.shape[0]):
-        node = nodes[i]
-        owner = node_owner[node]
-        for e in range(succ_offsets[node], succ_offsets[node + 1]):
-            target = succ_targets[e]
-            if writer[target] == -2:
-                writer[target] = owner
-            elif writer[target] != owner:
-                writer[target] = -1
-    for i in range(plain.shape[0]):
-        plain[i] = writer[i] >= 0
 
 
 def run_multithread(
@@ -484,7 +442,7 @@ class MultithreadExecutor(Executor):
             owner[queue] = workers[0] if workers.shape[0] == 1 else -1
         plain = np.zeros(n, dtype=np.bool_)
         nodes = np.ascontiguousarray(self.nodes, dtype=np.int32)
-        _single_writer(graph.succ_offsets, graph.succ_targets, owner[classes], nodes, plain)
+        single_writer(graph.succ_offsets, graph.succ_targets, owner[classes], nodes, plain)
         # a worker that alone runs the whole root, every in-degree with it as single writer
         root_queues = np.unique(classes[nodes])
         single = plain | (np.asarray(graph.in_degree) == 0)  # start nodes have no writer

@@ -129,20 +129,23 @@ def _kahn_fifo_order(
     while head < tail:
         node = order[head]
         head += 1
-        for e in range(succ_offsets[node], succ_offsets[node + 1]):
-            target = succ_targets[e]
-            degree[target] -= 1
-            if degree[target] == 0 and tail < count:
-                order[tail] = target
-                tail += 1
+        tail = _fifo_row(succ_offsets, succ_targets, node, degree, order, tail, count)
         if extra_offsets is not None:
-            for e in range(extra_offsets[node], extra_offsets[node + 1]):
-                target = extra_targets[e]
-                degree[target] -= 1
-                if degree[target] == 0 and tail < count:
-                    order[tail] = target
-                    tail += 1
+            tail = _fifo_row(extra_offsets, extra_targets, node, degree, order, tail, count)
     return order[:tail].copy()
+
+
+@jit_inline_llvm
+def _fifo_row(offsets, targets, node, degree, order, tail, count):
+    """Take the CSR row of `node`: each target whose last edge it was joins the FIFO
+    `order` at `tail`. Returns the new tail."""
+    for e in range(offsets[node], offsets[node + 1]):
+        target = targets[e]
+        degree[target] -= 1
+        if degree[target] == 0 and tail < count:
+            order[tail] = target
+            tail += 1
+    return tail
 
 
 @jit

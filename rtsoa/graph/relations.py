@@ -47,12 +47,16 @@ class RelationPassResult(NamedTuple):
     relations: int  # relations in the new graph (existing ones included)
 
 
+def node_classes(tables, node_dispatch):
+    """int8 class per node: its kernel's critical section if it has one, else its worker."""
+    section = tables.critical_section[node_dispatch]
+    worker = tables.worker[node_dispatch]
+    return np.where(section != 0, section, worker).astype(np.int8)
+
+
 def node_classes_of(graph, registry):
     """int8 WorkerClass per node from the registry: critical section if set, else worker."""
-    tables = registry.tables()
-    dispatch = registry.bind(graph.kernel_names)[graph.node_kernel]
-    section = tables.critical_section[dispatch]
-    return np.where(section != 0, section, tables.worker[dispatch]).astype(np.int8)
+    return node_classes(registry.tables(), registry.bind(graph.kernel_names)[graph.node_kernel])
 
 
 def eligible_frees(graph, classes, free_kernels=FREE_KERNELS):

@@ -1,0 +1,47 @@
+"""Which worker runs what in the multithread executor: the default thread count, the class
+queues each worker serves, and the nodes whose in-degree one worker alone decrements (see
+`rtsoa.executors.multithread`'s module docstring). A node's class is
+`rtsoa.graph.relations.node_classes`."""
+
+import numpy as np
+
+from rtsoa._jit import jit
+from rtsoa.executors.ready_queues import QUEUES
+from rtsoa.graph.schema import WorkerClass
+
+
+def default_threads():
+    """Threads when none are given: 2, one NORMAL and one device worker (see the README's
+    "Multi-thread executor" for the measurements behind it)."""
+    return 2
+
+
+def queues_served(threads):
+    """bool[threads, QUEUES]: which class queues each worker pops from (see module doc)."""
+    serves = np.zeros((threads, QUEUES), dtype=np.bool_)
+    serves[:, WorkerClass.NORMAL] = True
+    serves[1, :] = False
+    serves[1, WorkerClass.MEMORY] = True
+    if threads > 2:
+        serves[2, :] = False
+        serves[2, WorkerClass.LAUNCH] = True
+    else:
+        serves[1, WorkerClass.LAUNCH] = True
+    return serves
+
+
+@jit
+def single_writer(succ_offsets, succ_targets, node_owner, nodes, plain):
+    """plain[v] = every predecessor of v is run by the same single worker (node_owner >= 0)."""
+    writer = np.full(plain.shape[0], -2, dtype=np.int64)  # -2: no predecessor seen yet
+    for i in range(nodes.shape[0]):
+        node = nodes[i]
+        owner = node_owner[node]
+        for e in range(succ_offsets[node], succ_offsets[node + 1]):
+            target = succ_targets[e]
+            if writer[target] == -2:
+                writer[target] = owner
+            elif writer[target] != owner:
+                writer[target] = -1
+    for i in range(plain.shape[0]):
+        plain[i] = writer[i] >= 0
