@@ -561,7 +561,9 @@ class MultithreadExecutor(Executor):
             work(0)
         finally:
             for worker in workers:
-                worker.wait()
+                lost = worker.wait()  # `work` catches what it raises: None unless it failed
+                if lost is not None:
+                    errors.append(lost)
             POOL.release(workers)
         if errors:
             raise errors[0]

@@ -60,18 +60,14 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._idle = []
         self._made = 0
-        self._pid = os.getpid()
 
     def _forget_after_fork(self):
         self._lock = threading.Lock()
         self._idle = []
-        self._pid = os.getpid()
 
     def acquire(self, count):
         """`count` idle workers (new threads where the pool has too few)."""
         with self._lock:
-            if self._pid != os.getpid():  # a fork without the at-fork hook (never expected)
-                self._forget_after_fork()
             taken = self._idle[-count:] if count else []
             del self._idle[len(self._idle) - len(taken) :]
             missing = count - len(taken)
@@ -90,5 +86,4 @@ class WorkerPool:
 
 
 POOL = WorkerPool()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=POOL._forget_after_fork)
+os.register_at_fork(after_in_child=POOL._forget_after_fork)  # POSIX; without fork, no forks
