@@ -1,8 +1,9 @@
-"""`DeviceState`: the whole simulated device as a NamedTuple of fixed-capacity numpy arrays.
+"""`DeviceState`: the whole simulated device as a bundle of fixed-capacity numpy arrays.
 
 Nothing inside is a Python object, so the state can be passed into any njit function (and be
-one field of the runtime's `rt` tuple). All arrays are sized once by `create_state`; no jitted
-path allocates. Column meanings are the constants of `layout.py`.
+one field of the runtime's `rt` tuple), by reference: jitted code receives one pointer to the
+arrays' descriptors, not the 34 arrays (`rtsoa._bundle`). All arrays are sized once by
+`create_state`; no jitted path allocates. Column meanings are the constants of `layout.py`.
 
 Jitted code does not check bounds and tells the optimiser the tables' row widths
 (`tables.assume_layout`), so a state must be checked in Python before any jitted code runs on
@@ -15,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rtsoa._bundle import bundle_class
 from rtsoa.device.errors import DeviceStateError
 from rtsoa.device.layout import (
     BITMAP_WORDS,
@@ -75,52 +77,62 @@ from rtsoa.device.layout import (
 from rtsoa.errors import TooLargeError
 from rtsoa.limits import addressable_memory, check_fits, format_size
 
-
-class DeviceState(NamedTuple):
-    """Simulated device state (arena bytes, allocator tables, streams, events, stats, trace)."""
-
+# DeviceState's fields: (dtype, shape, written by jitted code; typed read-only when not). A shape
+# entry is a layout constant or the name of a dimension that `_dimensions` reads off the state.
+_FIELDS = {
     # arenas: one byte array per placement; addresses are offsets into them
-    arena_hbm: np.ndarray  # uint8
-    arena_p2p: np.ndarray  # uint8
-    arena_host: np.ndarray  # uint8
-    config: np.ndarray  # int64[NUM_CONFIG]
-    placement_config: np.ndarray  # int64[NUM_PLACEMENTS, NUM_PLACEMENT_CONFIG]
-    cost: np.ndarray  # float64[NUM_COST]
-    counters: np.ndarray  # int64[NUM_COUNTERS]
-    stats: np.ndarray  # int64[NUM_PLACEMENTS, NUM_STATS]
+    "arena_hbm": (np.uint8, ("hbm_bytes",), True),
+    "arena_p2p": (np.uint8, ("p2p_bytes",), True),
+    "arena_host": (np.uint8, ("host_bytes",), True),
+    "config": (np.int64, (NUM_CONFIG,), False),
+    "placement_config": (np.int64, (NUM_PLACEMENTS, NUM_PLACEMENT_CONFIG), False),
+    "cost": (np.float64, (NUM_COST,), False),
+    "counters": (np.int64, (NUM_COUNTERS,), True),
+    "stats": (np.int64, (NUM_PLACEMENTS, NUM_STATS), True),
     # blocks: one row per slot (columns `layout.BLK_*`), kept together for cache locality
-    blocks: np.ndarray  # int64[max_blocks, NUM_BLOCK_COLUMNS]
-    history: np.ndarray  # int64[max_blocks, max_streams, NUM_HISTORY_COLUMNS] (`HIST_*`)
-    history_time: np.ndarray  # float64[max_blocks, max_streams]: end time of the last access
-    block_slots: np.ndarray  # int32 stack of unused block slots
-    # segments: one row per slot (columns `layout.SEG_*`)
-    segments: np.ndarray  # int64[max_segments, NUM_SEGMENT_COLUMNS]
-    segment_slots: np.ndarray  # int32 stack of unused segment slots
+    "blocks": (np.int64, ("max_blocks", NUM_BLOCK_COLUMNS), True),
+    # history: per (block, stream) `HIST_*`; history_time: end time of its last access
+    "history": (np.int64, ("max_blocks", "max_streams", NUM_HISTORY_COLUMNS), True),
+    "history_time": (np.float64, ("max_blocks", "max_streams"), True),
+    # slot stacks of unused block and segment rows (popped from the top)
+    "block_slots": (np.int32, ("max_blocks",), True),
+    "segments": (np.int64, ("max_segments", NUM_SEGMENT_COLUMNS), True),
+    "segment_slots": (np.int32, ("max_segments",), True),
     # arena free ranges per placement, sorted by offset (segments are carved from these)
-    range_offset: np.ndarray  # int64[NUM_PLACEMENTS, max_segments + 2]
-    range_size: np.ndarray  # int64[NUM_PLACEMENTS, max_segments + 2]
-    range_count: np.ndarray  # int64[NUM_PLACEMENTS]
-    # free lists: head per (placement, pool, size class) and a bitmap of non-empty classes
-    bin_head: np.ndarray  # int32[NUM_PLACEMENTS * 2 * NUM_BINS]
-    bin_bitmap: np.ndarray  # int64[NUM_PLACEMENTS * 2 * BITMAP_WORDS]
-    # quick lists: head and length per (placement, size in units - 1), linked by BLK_FREE_NEXT
-    quick_head: np.ndarray  # int64[NUM_PLACEMENTS * QUICK_CLASSES]
-    quick_count: np.ndarray  # int64[NUM_PLACEMENTS * QUICK_CLASSES]
-    # streams and events
-    stream_clock: np.ndarray  # float64[max_streams], ns
-    stream_priority: np.ndarray  # int32[max_streams]
-    stream_last_task: np.ndarray  # int64[max_streams]
-    stream_vc: np.ndarray  # int64[max_streams, max_streams] vector clocks (epochs)
-    host_clock: np.ndarray  # float64[1], ns
-    host_vc: np.ndarray  # int64[max_streams]
-    event_time: np.ndarray  # float64[max_events] (-1: never recorded)
-    event_stream: np.ndarray  # int32[max_events]
-    event_vc: np.ndarray  # int64[max_events, max_streams]
-    # trace ring buffer and hazard table
-    trace: np.ndarray  # int64[trace_capacity, NUM_RING_COLUMNS]: one 32-byte row per event
-    trace_extra: np.ndarray  # int64[trace_capacity, NUM_EXTRA_COLUMNS]: rows that do not fit
-    hazards: np.ndarray  # int64[hazard_capacity, NUM_HAZARD_COLUMNS]
-    hazard_time: np.ndarray  # float64[hazard_capacity, 2]
+    "range_offset": (np.int64, (NUM_PLACEMENTS, "range_capacity"), True),
+    "range_size": (np.int64, (NUM_PLACEMENTS, "range_capacity"), True),
+    "range_count": (np.int64, (NUM_PLACEMENTS,), True),
+    # free lists: head per (placement, pool, size class), a bitmap of non-empty classes
+    "bin_head": (np.int32, (NUM_PLACEMENTS * 2 * NUM_BINS,), True),
+    "bin_bitmap": (np.int64, (NUM_PLACEMENTS * 2 * BITMAP_WORDS,), True),
+    # quick lists: head and length per (placement, size in units - 1), by BLK_FREE_NEXT
+    "quick_head": (np.int64, (NUM_PLACEMENTS * QUICK_CLASSES,), True),
+    "quick_count": (np.int64, (NUM_PLACEMENTS * QUICK_CLASSES,), True),
+    # streams and events: clocks in ns, vector clocks (epochs); event_time -1: not recorded
+    "stream_clock": (np.float64, ("max_streams",), True),
+    "stream_priority": (np.int32, ("max_streams",), True),
+    "stream_last_task": (np.int64, ("max_streams",), True),
+    "stream_vc": (np.int64, ("max_streams", "max_streams"), True),
+    "host_clock": (np.float64, (1,), True),
+    "host_vc": (np.int64, ("max_streams",), True),
+    "event_time": (np.float64, ("max_events",), True),
+    "event_stream": (np.int32, ("max_events",), True),
+    "event_vc": (np.int64, ("max_events", "max_streams"), True),
+    # trace ring (one 32-byte row per event, `trace_extra` for what does not fit), hazards
+    "trace": (np.int64, ("trace_capacity", NUM_RING_COLUMNS), True),
+    "trace_extra": (np.int64, ("trace_capacity", NUM_EXTRA_COLUMNS), True),
+    "hazards": (np.int64, ("hazard_capacity", NUM_HAZARD_COLUMNS), True),
+    "hazard_time": (np.float64, ("hazard_capacity", 2), True),
+}
+
+
+DeviceState = bundle_class(
+    "DeviceState",
+    __name__,
+    {field: (dtype, len(shape), written) for field, (dtype, shape, written) in _FIELDS.items()},
+    doc="""Simulated device state (arena bytes, allocator tables, streams, events, stats, trace):
+    the arrays of `_FIELDS`, passed to jitted code by reference (`rtsoa._bundle`).""",
+)
 
 
 def aligned_zeros(shape, dtype, alignment=64):
@@ -221,46 +233,6 @@ def create_state(
     )
     check_state(state)
     return state
-
-
-# field: (dtype, shape, written by jitted code). A shape entry is a layout constant or the name
-# of a dimension that `_dimensions` reads off the state.
-_FIELDS = {
-    "arena_hbm": (np.uint8, ("hbm_bytes",), True),
-    "arena_p2p": (np.uint8, ("p2p_bytes",), True),
-    "arena_host": (np.uint8, ("host_bytes",), True),
-    "config": (np.int64, (NUM_CONFIG,), False),
-    "placement_config": (np.int64, (NUM_PLACEMENTS, NUM_PLACEMENT_CONFIG), False),
-    "cost": (np.float64, (NUM_COST,), False),
-    "counters": (np.int64, (NUM_COUNTERS,), True),
-    "stats": (np.int64, (NUM_PLACEMENTS, NUM_STATS), True),
-    "blocks": (np.int64, ("max_blocks", NUM_BLOCK_COLUMNS), True),
-    "history": (np.int64, ("max_blocks", "max_streams", NUM_HISTORY_COLUMNS), True),
-    "history_time": (np.float64, ("max_blocks", "max_streams"), True),
-    "block_slots": (np.int32, ("max_blocks",), True),
-    "segments": (np.int64, ("max_segments", NUM_SEGMENT_COLUMNS), True),
-    "segment_slots": (np.int32, ("max_segments",), True),
-    "range_offset": (np.int64, (NUM_PLACEMENTS, "range_capacity"), True),
-    "range_size": (np.int64, (NUM_PLACEMENTS, "range_capacity"), True),
-    "range_count": (np.int64, (NUM_PLACEMENTS,), True),
-    "bin_head": (np.int32, (NUM_PLACEMENTS * 2 * NUM_BINS,), True),
-    "bin_bitmap": (np.int64, (NUM_PLACEMENTS * 2 * BITMAP_WORDS,), True),
-    "quick_head": (np.int64, (NUM_PLACEMENTS * QUICK_CLASSES,), True),
-    "quick_count": (np.int64, (NUM_PLACEMENTS * QUICK_CLASSES,), True),
-    "stream_clock": (np.float64, ("max_streams",), True),
-    "stream_priority": (np.int32, ("max_streams",), True),
-    "stream_last_task": (np.int64, ("max_streams",), True),
-    "stream_vc": (np.int64, ("max_streams", "max_streams"), True),
-    "host_clock": (np.float64, (1,), True),
-    "host_vc": (np.int64, ("max_streams",), True),
-    "event_time": (np.float64, ("max_events",), True),
-    "event_stream": (np.int32, ("max_events",), True),
-    "event_vc": (np.int64, ("max_events", "max_streams"), True),
-    "trace": (np.int64, ("trace_capacity", NUM_RING_COLUMNS), True),
-    "trace_extra": (np.int64, ("trace_capacity", NUM_EXTRA_COLUMNS), True),
-    "hazards": (np.int64, ("hazard_capacity", NUM_HAZARD_COLUMNS), True),
-    "hazard_time": (np.float64, ("hazard_capacity", 2), True),
-}
 
 
 def table_bytes(dimensions):

@@ -1,7 +1,8 @@
 """The kernel ABI: `Runtime`, the one argument every kernel receives besides its node id.
 
 A kernel is `run(rt, node) -> int32 status`. `rt` is a NamedTuple of four parts, split by who
-owns them and who may write them:
+owns them and who may write them; each part is an array bundle passed by reference (one
+pointer, `rtsoa._bundle`), so a kernel call carries four pointers, not ~60 arrays:
 
 - `rt.graph` (`GraphArrays`): the prepared graph's columns. Shared by every run, worker and
   session of one prepared graph, read-only (the arrays are read-only views: a write does not
@@ -30,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rtsoa._bundle import bundle_class
 from rtsoa._jit import jit_inline_ir
 from rtsoa.graph.schema import MAX_RANK
 
@@ -49,45 +51,53 @@ NUM_FUNCTIONS = 1
 MODEL_KERNELS = ("OpInferShape", "OpLaunch", "ConstTensor", "UploadConstant")
 
 
-class GraphArrays(NamedTuple):
-    """Columns of the prepared graph kernels read (all read-only, shared by every worker)."""
-
-    node_dispatch: np.ndarray  # int32: registry dispatch id of each node (bound at prepare)
-    node_stream: np.ndarray  # int32: the stream each node issues its device work on
-    succ_offsets: np.ndarray  # int64 CSR of successors
-    succ_targets: np.ndarray  # int32
-    input_offsets: np.ndarray  # int64 CSR of input value ids
-    input_values: np.ndarray  # int32
-    output_offsets: np.ndarray  # int64 CSR of output value ids
-    output_values: np.ndarray  # int32
-    attr_offsets: np.ndarray  # int64 CSR of attribute slots
-    attr_pool: np.ndarray  # int64 attribute slots
-    attr_float: np.ndarray  # float64 view of attr_pool (float attributes)
-    constants: np.ndarray  # uint8 constant blob
-    value_kind: np.ndarray  # int8 per value: ValueKind
-    value_dtype: np.ndarray  # int8 per value: DType
-    value_placement: np.ndarray  # int8 per value: Placement (where its memory is allocated)
-    kernel_control_flow: np.ndarray  # bool per dispatch id: may its `notify(k)` be obeyed?
-    functions: np.ndarray  # int64[NUM_FUNCTIONS]: addresses of out-of-line compiled code
-
-
-class ValueState(NamedTuple):
-    """What one run produces (shared by the workers of that run, written by producers)."""
-
-    slots: np.ndarray  # int64 per value: its 8-byte inline slot
-    # int64[values, SHAPE_WIDTH] for graphs of lowered models (a tensor's run-time rank, dtype
-    # and dims, written by its shape kernel); one unused row for other graphs
-    shapes: np.ndarray
-
-
-class WorkerState(NamedTuple):
-    """What belongs to the thread running a kernel (never shared between threads)."""
-
-    checksum: np.ndarray  # uint64[1]: order-independent fold of the nodes this worker ran
-    scratch: np.ndarray  # int64[SCRATCH_SIZE]: sink for work that must not be optimized away
-    # int64[OPERAND_ROWS, OPERAND_WIDTH] each: operand tables of the op kernels (rtsoa.ops.abi)
-    table: np.ndarray
-    check_table: np.ndarray
+GraphArrays = bundle_class(
+    "GraphArrays",
+    __name__,
+    {  # all read-only, shared by every worker
+        "node_dispatch": (np.int32, 1, False),  # registry dispatch id of each node (at prepare)
+        "node_stream": (np.int32, 1, False),  # the stream each node issues its device work on
+        "succ_offsets": (np.int64, 1, False),  # CSR of successors
+        "succ_targets": (np.int32, 1, False),
+        "input_offsets": (np.int64, 1, False),  # CSR of input value ids
+        "input_values": (np.int32, 1, False),
+        "output_offsets": (np.int64, 1, False),  # CSR of output value ids
+        "output_values": (np.int32, 1, False),
+        "attr_offsets": (np.int64, 1, False),  # CSR of attribute slots
+        "attr_pool": (np.int64, 1, False),  # attribute slots
+        "attr_float": (np.float64, 1, False),  # float64 view of attr_pool (float attributes)
+        "constants": (np.uint8, 1, False),  # constant blob
+        "value_kind": (np.int8, 1, False),  # per value: ValueKind
+        "value_dtype": (np.int8, 1, False),  # per value: DType
+        "value_placement": (np.int8, 1, False),  # per value: Placement (where it is allocated)
+        "kernel_control_flow": (np.bool_, 1, False),  # per dispatch id: obey its `notify(k)`?
+        "functions": (np.int64, 1, False),  # [NUM_FUNCTIONS]: addresses of out-of-line code
+    },
+    doc="Columns of the prepared graph kernels read (all read-only, shared by every worker).",
+)
+ValueState = bundle_class(
+    "ValueState",
+    __name__,
+    {
+        "slots": (np.int64, 1, True),  # per value: its 8-byte inline slot
+        # [values, SHAPE_WIDTH] for graphs of lowered models (a tensor's run-time rank, dtype
+        # and dims, written by its shape kernel); one unused row for other graphs
+        "shapes": (np.int64, 2, True),
+    },
+    doc="What one run produces (shared by the workers of that run, written by producers).",
+)
+WorkerState = bundle_class(
+    "WorkerState",
+    __name__,
+    {
+        "checksum": (np.uint64, 1, True),  # [1]: order-independent fold of the nodes it ran
+        "scratch": (np.int64, 1, True),  # [SCRATCH_SIZE]: sink for work kept from the optimiser
+        # [OPERAND_ROWS, OPERAND_WIDTH] each: operand tables of the op kernels (rtsoa.ops.abi)
+        "table": (np.int64, 2, True),
+        "check_table": (np.int64, 2, True),
+    },
+    doc="What belongs to the thread running a kernel (never shared between threads).",
+)
 
 
 class Runtime(NamedTuple):
