@@ -274,6 +274,33 @@ def _install_tolerant_cache_index():
 
 
 TOLERANT_CACHE_INDEX = _install_tolerant_cache_index()
+
+
+def _install_plain_error_messages():
+    """Give Numba's error messages no terminal markup when its colour scheme is the default
+    `no_color`; returns True if installed.
+
+    Typing tries candidate signatures and templates in turn, and every failed try builds a
+    `TypingError` whose message Numba marks up: with colorama installed, even the `no_color`
+    theme wraps and unwraps stdout / stderr for each message (colorama `init` / `deinit`) to
+    add a bold escape. Compiling `device_malloc` cold built ~11,850 such messages, none shown.
+    A user's own `NUMBA_COLOR_SCHEME` is kept."""
+    from numba.core import config, errors
+
+    if config.COLOR_SCHEME != "no_color" or not hasattr(errors, "HighlightColorScheme"):
+        return False
+
+    class PlainColorScheme(errors._DummyColorScheme):
+        def code(self, msg):
+            return msg
+
+        errmsg = filename = indicate = highlight = reset = code
+
+    errors._termcolor_inst = PlainColorScheme()
+    return True
+
+
+PLAIN_ERROR_MESSAGES = _install_plain_error_messages()
 LAZY_BITCODE = _lazy_bitcode.install()  # cached entries load without parsing their bitcode
 
 
