@@ -161,7 +161,7 @@ def _numba_array_type(dtype, ndim, writeable):
 
 def _mismatch(array, dtype, ndim, writeable):
     """Why `array` does not have the exact type its field is compiled for (None if it does)."""
-    if type(array) is not np.ndarray:
+    if not isinstance(array, np.ndarray):  # subclasses (np.memmap) type as arrays too
         return f"a numpy array expected, got {type(array).__name__}"
     if array.dtype != dtype or array.ndim != ndim:
         return f"{array.ndim}-d {array.dtype}, expected {ndim}-d {dtype}"

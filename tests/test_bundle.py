@@ -116,6 +116,16 @@ def test_a_read_only_array_in_a_written_field_is_refused():
     assert total(pair) == python_total(pair)
 
 
+def test_an_ndarray_subclass_fits_its_field(tmp_path):
+    grid = np.memmap(tmp_path / "grid", dtype=np.float64, mode="w+", shape=(3, 4))
+    grid[:] = np.arange(12).reshape(3, 4)
+    pair = make_pair()._replace(grid=grid)
+    assert total(pair) == python_total(pair)
+    bump(pair, 0)
+    grid.flush()
+    assert np.fromfile(tmp_path / "grid")[-1] == -1.5
+
+
 def test_a_bundle_is_immutable_and_replace_builds_a_new_one():
     pair = make_pair()
     with pytest.raises(AttributeError, match="immutable"):
