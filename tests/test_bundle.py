@@ -91,11 +91,11 @@ def test_a_field_typed_read_only_cannot_be_written_by_jitted_code():
 @pytest.mark.parametrize(
     ("field", "array", "words"),
     [
-        ("counts", np.arange(5, dtype=np.int32), "1-d int32, expected 1-d int64"),
-        ("grid", np.zeros(4), "1-d float64, expected 2-d float64"),
+        ("counts", np.arange(5, dtype=np.int32), "dtype int32, expected int64"),
+        ("grid", np.zeros(4), "1 dimensions, expected 2"),
         ("grid", np.asfortranarray(np.zeros((3, 4))), "not C-contiguous"),
         ("grid", np.zeros((3, 8))[:, ::2], "not C-contiguous"),
-        ("counts", np.zeros(41, np.uint8)[1:].view(np.int64), "not C-contiguous and aligned"),
+        ("counts", np.zeros(41, np.uint8)[1:].view(np.int64), "not aligned to its item size"),
         ("counts", [1, 2, 3], "a numpy array expected, got list"),
     ],
 )

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa._bundle import bundle_class
+from rtsoa._bundle import bundle_class, bundle_problem
 from rtsoa.device.errors import DeviceStateError
 from rtsoa.device.layout import (
     BITMAP_WORDS,
@@ -282,7 +282,8 @@ def check_state(state):
     """Check that `state` is a `DeviceState` jitted code may run on, or raise
     `DeviceStateError` naming the first offending field.
 
-    Every field must be a C-contiguous numpy array of its dtype and dimension count, writeable
+    Every field must be a C-contiguous, aligned numpy array of its dtype and dimension count
+    (the type the `DeviceState` bundle compiles it as, `rtsoa._bundle.bundle_problem`), writeable
     where jitted code writes, with the layout's row widths; the tables' sizes must agree with
     each other (max_blocks, max_segments, max_streams <= MAX_STREAMS, max_events, a
     power-of-two trace capacity, the hazard capacity) and the arenas with the placement
@@ -292,18 +293,9 @@ def check_state(state):
     """
     if not isinstance(state, DeviceState):
         raise DeviceStateError("state", f"a DeviceState expected, got {type(state).__name__}")
-    for field, (dtype, shape, written) in _FIELDS.items():
-        array = getattr(state, field)
-        if not isinstance(array, np.ndarray):
-            raise DeviceStateError(field, f"a numpy array expected, got {type(array).__name__}")
-        if array.dtype != np.dtype(dtype):
-            raise DeviceStateError(field, f"dtype {array.dtype}, expected {np.dtype(dtype)}")
-        if array.ndim != len(shape):
-            raise DeviceStateError(field, f"{array.ndim} dimensions, expected {len(shape)}")
-        if not array.flags.c_contiguous:
-            raise DeviceStateError(field, "not C-contiguous")
-        if written and not array.flags.writeable:
-            raise DeviceStateError(field, "read-only, but jitted code writes it")
+    problem = bundle_problem(state)  # each array's type, as the bundle compiles it
+    if problem is not None:
+        raise DeviceStateError(*problem)
     fixed = [field for field, spec in _FIELDS.items() if all(type(n) is int for n in spec[1])]
     for field in fixed:  # first: the placement config gives the arena sizes
         _check_shape(state, field, {})
