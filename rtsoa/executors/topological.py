@@ -15,10 +15,15 @@ from rtsoa.kernels.runtime import read_only
 from rtsoa.kernels.status import STATUS_OK, STATUS_QUEUE_OVERFLOW, STATUS_STEP_LIMIT
 
 
-def run_topological(rt, starts, template, in_degree, queue, max_steps, record):
-    """Kahn with a FIFO ring buffer (capacity n + 1); a pushed node's in-degree is re-armed."""
-    for i in range(template.shape[0]):  # a slice copy would need NRT
-        in_degree[i] = template[i]
+def run_topological(rt, starts, degrees, queue, max_steps, record):
+    """Kahn with a FIFO ring buffer (capacity n + 1); a pushed node's in-degree is re-armed.
+
+    `degrees` holds each node's live in-degree and its template side by side (int32 pairs,
+    `degrees[2 * v]` and `degrees[2 * v + 1]`): the re-arm reads the cache line the decrement
+    has just loaded. With the template in an array of its own, each node pushed cost one more
+    random access into another 400 KB on the 100k-node random DAG."""
+    for i in range(0, degrees.shape[0], 2):  # a strided slice copy would need NRT
+        degrees[i] = degrees[i + 1]
     targets = rt.graph.succ_targets
     node_dispatch = rt.graph.node_dispatch
     capacity = queue.shape[0]
@@ -45,17 +50,18 @@ def run_topological(rt, starts, template, in_degree, queue, max_steps, record):
         if stop != STATUS_OK:
             return stop, np.int64(node), np.int64(executed)
         for e in range(first, last):
-            target = targets[e]
-            remaining = in_degree[target] - 1
+            live = 2 * np.int64(targets[e])
+            remaining = degrees[live] - 1
             if remaining == 0:
+                target = targets[e]
                 queue[tail] = target
                 tail += 1
                 if tail == capacity:
                     tail = 0
                 if tail == head:
                     return np.int64(STATUS_QUEUE_OVERFLOW), np.int64(target), np.int64(executed)
-                remaining = template[target]
-            in_degree[target] = remaining
+                remaining = degrees[live + 1]
+            degrees[live] = remaining
     return np.int64(STATUS_OK), np.int64(-1), np.int64(executed)
 
 
@@ -69,7 +75,7 @@ class TopologicalExecutor(Executor):
 
     def _prepare(self):
         n = self.graph.num_nodes
-        template = read_only(np.ascontiguousarray(self.graph.in_degree, dtype=np.int32))
-        in_degree = np.empty(n, dtype=np.int32)
+        degrees = np.empty(2 * n, dtype=np.int32)  # (live, template) per node
+        degrees[1::2] = self.graph.in_degree
         queue = np.empty(n + 1, dtype=np.int32)
-        return (read_only(self.starts), template, in_degree, queue, np.int64(self.max_steps))
+        return (read_only(self.starts), degrees, queue, np.int64(self.max_steps))
