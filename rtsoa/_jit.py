@@ -34,7 +34,9 @@ from numba.core.registry import CPUDispatcher
 
 from rtsoa import _lazy_bitcode, _linking
 
-JIT_OPTIONS = {"cache": True, "nogil": True, "boundscheck": False}
+# error_model "numpy": arithmetic follows IEEE / numpy (x / 0.0 is inf or nan, integer x // 0 is
+# 0) instead of raising ZeroDivisionError, which compiled ops could not report (see ops.entry).
+JIT_OPTIONS = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _JIT_MARKERS = (b"jit", b"intrinsic", b"overload")

@@ -22,6 +22,10 @@ its required inputs are present before calling it, so an op checks only its opti
 and dims (the caller computes byte sizes and allocates). `compute` reads the inputs' data and
 writes the outputs'; the output rows hold what `infer` wrote. Both return STATUS_OK or one of
 the STATUS_OP_* codes below, and never read or write outside the rows' byte ranges.
+Arithmetic follows IEEE / numpy semantics (rtsoa compiles with Numba's numpy error model:
+x / 0.0 is inf or nan, not an exception). Any exception that still escapes an op (an
+allocation that fails) is caught by the entry and becomes STATUS_OP_EXCEPTION, so a failing op
+never reports success.
 
 Ops are compiled once per machine (all of them, into one C-callable entry, `ops.entry`), not
 once per model or per executor: kernels call the entry through its address.
@@ -61,6 +65,7 @@ STATUS_OP_BAD_INDEX = 2007  # an index input out of range (Gather, ...)
 STATUS_OP_MISSING_INPUT = 2008  # a required input is absent
 STATUS_OP_TOO_LARGE = 2009  # a result's size overflows int64 bytes
 STATUS_OP_ARITY = 2010  # input / output counts outside what the op takes
+STATUS_OP_EXCEPTION = 2011  # an exception escaped the op's compiled code (the entry caught it)
 
 OP_STATUS_NAMES = {
     STATUS_OP_BAD_DTYPE: "unsupported or mismatched input dtype",
@@ -73,6 +78,10 @@ OP_STATUS_NAMES = {
     STATUS_OP_MISSING_INPUT: "a required input is absent",
     STATUS_OP_TOO_LARGE: "result too large",
     STATUS_OP_ARITY: "input or output count the op does not take",
+    STATUS_OP_EXCEPTION: (
+        "an exception was raised inside the op's compiled code (for example a MemoryError from "
+        "a host-side buffer too large to allocate); its outputs were not written"
+    ),
 }
 
 # Bytes per element by DType code (0 for UNDEFINED).

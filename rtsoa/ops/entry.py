@@ -1,7 +1,9 @@
 """The one compiled entry of all compute ops, and how kernels and Python call it.
 
 `entry` is a C-callable function (`numba.cfunc`, cached on disk) holding the generated switch
-over every registered op (`rtsoa/ops/switch.py`). Kernels do not link it into their own code:
+over every registered op (`rtsoa/ops/switch.py`). An exception that escapes an op (Numba's
+cfunc wrapper would print it as "Exception ignored" and return 0, success) is caught here and
+returned as STATUS_OP_EXCEPTION. Kernels do not link it into their own code:
 they call it through its address (`call_entry`), so the ops are compiled once per machine and
 version, not again inside every executor loop that dispatches to an op kernel.
 
@@ -14,7 +16,7 @@ shape inference and constant folding).
 import numpy as np
 from numba import carray, cfunc, types
 
-from rtsoa._jit import jit_out_of_line
+from rtsoa._jit import JIT_OPTIONS, jit_out_of_line
 from rtsoa.ops import switch
 from rtsoa.ops.abi import (
     COL_RANK,
@@ -24,6 +26,7 @@ from rtsoa.ops.abi import (
     MODE_INFER,
     ROW_WIDTH,
     STATUS_OP_ARITY,
+    STATUS_OP_EXCEPTION,
     STATUS_OP_MISSING_INPUT,
     STATUS_OP_UNKNOWN,
 )
@@ -43,7 +46,7 @@ _SIGNATURE = types.int32(
 )
 
 
-@cfunc(_SIGNATURE, cache=True, nopython=True)
+@cfunc(_SIGNATURE, cache=True, nopython=True, error_model=JIT_OPTIONS["error_model"])
 def entry(
     mode, code, arena_data, arena_bytes, table_data, attrs_data, fattrs_data, count, n_in, n_out
 ):
@@ -60,11 +63,15 @@ def entry(
     for row in range(low):
         if table[row, COL_RANK] < 0:
             return np.int32(STATUS_OP_MISSING_INPUT)
-    if mode == MODE_INFER:
-        return switch.infer(code, arena, table, n_in, n_out, attrs, fattrs)
-    if mode == MODE_COMPUTE:
-        return switch.compute(code, arena, table, n_in, n_out, attrs, fattrs)
-    return np.int32(STATUS_OP_UNKNOWN)
+    status = np.int32(STATUS_OP_UNKNOWN)
+    try:
+        if mode == MODE_INFER:
+            status = switch.infer(code, arena, table, n_in, n_out, attrs, fattrs)
+        elif mode == MODE_COMPUTE:
+            status = switch.compute(code, arena, table, n_in, n_out, attrs, fattrs)
+    except Exception:  # Numba catches any exception class here; the message is not available
+        status = np.int32(STATUS_OP_EXCEPTION)
+    return status
 
 
 def entry_address():
