@@ -22,6 +22,7 @@ from rtsoa._jit import EntryCache, jit_out_of_line
 from rtsoa.device import check_state
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.errors import ExecutorBusyError, KernelError
+from rtsoa.graph.op_table import op_name_of
 from rtsoa.graph.relations import relations_without_edges
 from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
 from rtsoa.kernels import REGISTRY
@@ -314,7 +315,12 @@ class Executor(abc.ABC):
             )
         self.release_blocks()
         raise KernelError(
-            status, node, self.kernel_name(node), self.graph.node_compute[node], executed
+            status,
+            node,
+            self.kernel_name(node),
+            self.graph.node_compute[node],
+            executed,
+            op=op_name_of(self.graph, node),
         )
 
     def release_blocks(self, values=None):

@@ -27,11 +27,13 @@ class KernelError(RtsoaError):
     """A run stopped on a kernel failure; the first failure wins.
 
     Attributes: status (int32 code), node (node id), kernel (kernel name), compute_node
-    (originating compute node or -1), nodes_executed (including the failing node).
+    (originating compute node or -1), nodes_executed (including the failing node), op (the
+    compute op an op node runs, e.g. "Div", or None).
     """
 
-    def __init__(self, status, node, kernel, compute_node, nodes_executed):
+    def __init__(self, status, node, kernel, compute_node, nodes_executed, op=None):
         self.status = int(status)
+        self.op = op
         self.node = int(node)
         self.kernel = kernel
         self.compute_node = int(compute_node)
@@ -42,14 +44,15 @@ class KernelError(RtsoaError):
         if meaning is None:
             meaning = MODEL_STATUS_NAMES.get(self.status)
         detail = f" ({meaning})" if meaning else ""
+        running = f" (op {op})" if op else ""
         super().__init__(
-            f"kernel {kernel!r} failed with status {self.status}{detail} at node {self.node} "
-            f"(compute node {self.compute_node}) after {self.nodes_executed} node(s)"
+            f"kernel {kernel!r}{running} failed with status {self.status}{detail} at node "
+            f"{self.node} (compute node {self.compute_node}) after {self.nodes_executed} node(s)"
         )
 
     def __reduce__(self):
         arguments = (self.status, self.node, self.kernel, self.compute_node, self.nodes_executed)
-        return (type(self), arguments)
+        return (type(self), (*arguments, self.op))
 
 
 class ExecutorBusyError(RtsoaError):

@@ -45,6 +45,18 @@ def op_nodes(graph):
     return np.flatnonzero(np.isin(graph.node_kernel, kernels)).astype(np.int64)
 
 
+def op_name_of(graph, node):
+    """The op that node `node` runs (its ops-table row's name), or None for a node of another
+    kernel or one whose op slot is missing or out of range (error messages)."""
+    if _kernel_of(graph, node) not in OP_KERNELS:
+        return None
+    start, end = int(graph.attr_offsets[node]), int(graph.attr_offsets[node + 1])
+    if end - start <= OP_SLOT or start + OP_SLOT >= graph.attr_pool.shape[0]:
+        return None
+    row = int(graph.attr_pool[start + OP_SLOT])
+    return graph.op_names[row] if 0 <= row < len(graph.op_names) else None
+
+
 def _kernel_of(graph, node):
     return graph.kernel_names[int(graph.node_kernel[node])]
 

@@ -98,12 +98,39 @@ def constant(ctx, node):
 
 @register_converter("Dropout")
 def dropout(ctx, node):
-    """Inference: the output is the input; the optional mask is all True."""
-    ctx.emit("Identity", node.inputs[:1], node.outputs[:1], {})
-    if len(node.outputs) > 1 and node.outputs[1]:
-        if "Dropout" not in _ops():
-            raise LoweringError(f"{ctx.describe(node)}: the mask output is not supported")
-        ctx.emit("Dropout", node.inputs[:1], node.outputs, node.attributes)
+    """Inference: output 0 is the input and the optional mask all True.
+
+    Training mode (input 2 true, ratio above 0) drops elements at random, which rtsoa does not
+    do: a constant true flag is refused here, and a flag given at run time goes to the Dropout
+    op, whose compute fails the run when it is true, so training mode is never a silent copy."""
+    inputs = list(node.inputs)
+    outputs = list(node.outputs)
+    flag = inputs[2] if len(inputs) > 2 else ""
+    dynamic_flag = bool(flag) and not ctx.tensor(flag).is_constant
+    if flag and not dynamic_flag and _training_ratio(ctx, node) > 0.0:
+        raise LoweringError(
+            f"{ctx.describe(node)}: training mode (training_mode true) is not supported; "
+            "rtsoa runs inference only"
+        )
+    wants_mask = len(outputs) > 1 and bool(outputs[1])
+    if not (wants_mask or dynamic_flag):
+        ctx.emit("Identity", inputs[:1], outputs[:1], {})
+        return
+    if "Dropout" not in _ops():
+        raise LoweringError(f"{ctx.describe(node)}: the mask output is not supported")
+    ctx.emit("Dropout", inputs, outputs if wants_mask else outputs[:1], node.attributes)
+
+
+def _training_ratio(ctx, node):
+    """The drop ratio of a Dropout whose training flag is a constant: 0.0 when the flag is
+    false, else the ratio input (or attribute before opset 12; default 0.5)."""
+    if not bool(np.asarray(ctx.tensor(node.inputs[2]).data).reshape(-1)[0]):
+        return 0.0
+    ratio = node.inputs[1] if len(node.inputs) > 1 else ""
+    if not ratio:
+        return float(node.attributes.get("ratio", 0.5))
+    data = ctx.tensor(ratio).data
+    return 0.5 if data is None else float(np.asarray(data).reshape(-1)[0])
 
 
 def _ops():
