@@ -121,6 +121,20 @@ def dropout(ctx, node):
     ctx.emit("Dropout", inputs, outputs if wants_mask else outputs[:1], node.attributes)
 
 
+@register_converter("BatchNormalization")
+def batch_normalization(ctx, node):
+    """Inference BatchNormalization (running mean and variance). Training mode (the
+    `training_mode` attribute, or the running-statistics outputs it fills) is refused by
+    name instead of as an output count the op does not take."""
+    outputs = [name for name in node.outputs[1:] if name]
+    if int(node.attributes.get("training_mode", 0)) or outputs:
+        raise LoweringError(
+            f"{ctx.describe(node)}: training mode (training_mode=1, or the running mean / "
+            "variance outputs) is not supported; rtsoa runs inference only"
+        )
+    ctx.emit("BatchNormalization", node.inputs, node.outputs[:1], node.attributes)
+
+
 def _training_ratio(ctx, node):
     """The drop ratio of a Dropout whose training flag is a constant: 0.0 when the flag is
     false, else the ratio input (or attribute before opset 12; default 0.5)."""

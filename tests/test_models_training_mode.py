@@ -1,5 +1,5 @@
-"""Dropout as exported models hold it: the mask output named, and training mode never a silent
-copy of the input."""
+"""Ops with a training mode, as exported models hold them: Dropout with its mask named, and
+training mode refused by name (never a silent copy of the input)."""
 
 import pickle
 
@@ -79,3 +79,18 @@ def test_training_mode_given_at_run_time_fails_the_run_when_true():
             run.execute_sync({"x": X, "t": np.bool_(True)})
     assert failure.value.op == "Dropout"
     assert pickle.loads(pickle.dumps(failure.value)).op == "Dropout"  # batch workers pickle it
+
+
+@pytest.mark.parametrize("training_outputs", [False, True])
+def test_batch_normalization_in_training_mode_is_refused_by_name(training_outputs):
+    c = 2
+    outputs = ["y", "running_mean", "running_var"] if training_outputs else ["y"]
+    node = helper.make_node(
+        "BatchNormalization", ["x", "s", "b", "m", "v"], outputs, training_mode=1
+    )
+    params = [(n, np.ones(c, dtype=np.float32)) for n in ("s", "b", "m", "v")]
+    declared = [("y", F, [1, c, 2])] + [(name, F, [c]) for name in outputs[1:]]
+    proto = _model(node, [("x", F, [1, c, 2])], declared, params)
+    proto.opset_import[0].version = 15
+    with pytest.raises(LoweringError, match="BatchNormalization.*training mode"):
+        lower(proto)
