@@ -1,0 +1,107 @@
+"""Published CNN architectures against onnxruntime, ratios measured in one process.
+
+The networks are built in code with random weights (`rtsoa.testing.cnn`: ResNet-18 / -50,
+MobileNetV2, DenseNet-121, Inception-v1), full width, at two input shapes: one 224 x 224
+image ("1x224") and a batch of eight 64 x 64 images ("8x64"). Each runs on rtsoa and on
+onnxruntime (its default graph optimisations, which fold BatchNormalization into the convs and
+fuse activations) in interleaved rounds; `track_ratio_vs_onnxruntime` is rtsoa's median
+latency over onnxruntime's (target <= 1.0). Threads:
+
+- "one": onnxruntime with one intra-op and one inter-op thread; rtsoa's BLAS limited to one
+  thread (threadpoolctl), so both compute on one core;
+- "default": both as a user gets them (onnxruntime's default pool, rtsoa's BLAS threads).
+
+`track_device_peak_mib` is rtsoa's peak allocated device memory (weights included) over the
+model's load and inferences: the lowering's frees and the caching allocator's result. (No
+onnxruntime arena figure is taken beside it yet.)
+
+Reproduce: `cd asv_bench && asv run --python=same --quick -b bench_cnn`.
+"""
+
+import time
+
+import numpy as np
+
+MODELS = ("resnet18", "resnet50", "mobilenet_v2", "densenet121", "inception_v1")
+SHAPES = {"1x224": (1, 224), "8x64": (8, 64)}
+
+
+def _interleaved_medians(first, second, rounds=5):
+    a, b = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        first()
+        a.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        second()
+        b.append(time.perf_counter() - start)
+    return float(np.median(a)), float(np.median(b))
+
+
+class CnnLatency:
+    params = (MODELS, tuple(SHAPES), ("one", "default"))
+    param_names = ("model", "input", "threads")
+    timeout = 1200
+
+    def setup(self, model, shape, threads):
+        import onnxruntime as ort
+        from threadpoolctl import threadpool_limits
+
+        from rtsoa.lowering import lower
+        from rtsoa.runtime import load_model
+        from rtsoa.testing.cnn import ARCHITECTURES
+
+        batch, size = SHAPES[shape]
+        proto = ARCHITECTURES[model](size=size)
+        rng = np.random.default_rng(0)
+        self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
+        options = ort.SessionOptions()
+        if threads == "one":
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(proto.SerializeToString(), options)
+        self.limits = (lambda: threadpool_limits(1)) if threads == "one" else None
+        self.model = load_model(lower(proto))
+        want = self.session.run(None, self.inputs)[0]
+        got = self._ours()
+        assert np.allclose(got, want, rtol=1e-3, atol=1e-5), "rtsoa disagrees with onnxruntime"
+
+    def teardown(self, model, shape, threads):
+        self.model.unload()
+
+    def _ours(self):
+        if self.limits is None:
+            return self.model.execute_sync(self.inputs)["y"]
+        with self.limits():
+            return self.model.execute_sync(self.inputs)["y"]
+
+    def track_ratio_vs_onnxruntime(self, model, shape, threads):
+        ours, theirs = _interleaved_medians(self._ours, lambda: self.session.run(None, self.inputs))
+        return ours / theirs
+
+    def track_device_peak_mib(self, model, shape, threads):
+        return self.model.device.stats()["hbm"]["allocated_bytes.peak"] / 2**20
+
+    track_ratio_vs_onnxruntime.unit = "rtsoa / onnxruntime"
+    track_device_peak_mib.unit = "MiB"
+
+
+def main():
+    """`python -m benchmarks.bench_cnn [MODEL ...]`: the ratios as a table, without asv."""
+    import sys
+
+    names = sys.argv[1:] or MODELS
+    print(f"{'model':14} {'input':6} {'threads':8} {'ratio':>6} {'peak MiB':>9}")
+    for name in names:
+        for shape in SHAPES:
+            for threads in ("one", "default"):
+                bench = CnnLatency()
+                bench.setup(name, shape, threads)
+                ratio = bench.track_ratio_vs_onnxruntime(name, shape, threads)
+                peak = bench.track_device_peak_mib(name, shape, threads)
+                bench.teardown(name, shape, threads)
+                print(f"{name:14} {shape:6} {threads:8} {ratio:6.2f} {peak:9.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
