@@ -510,8 +510,9 @@ def lower(model, name=None, streams=1, fuse=True):
     """The ExecuteGraph of `model`: a ComputeGraph, an ONNX ModelProto, ONNX bytes or a path
     to an .onnx file. Raises LoweringError naming the op, node and opset it cannot lower.
 
-    `fuse`: MatMul -> Add of a bias (-> Relu) chains run as one op (`rtsoa.lowering.fuse`);
-    False keeps every op of the model.
+    `fuse`: BatchNormalization folded into the preceding Conv's weights, and MatMul -> Add of a
+    bias (-> Relu) chains run as one op (`rtsoa.lowering.fuse`); False keeps every op of the
+    model.
 
     `streams`: ops are issued round-robin on this many device streams; a tensor read on
     another stream than its producer's is ordered by a RecordEvent / StreamWaitEvent pair,
@@ -535,8 +536,9 @@ def lower(model, name=None, streams=1, fuse=True):
     calls = fold_and_infer(model, ctx.calls)
     calls = drop_dead(model, calls)
     if fuse:
-        from rtsoa.lowering.fuse import fuse_matmul_bias
+        from rtsoa.lowering.fuse import fold_batch_norm, fuse_matmul_bias
 
+        calls = fold_batch_norm(model, calls)
         calls = fuse_matmul_bias(model, calls)
     for output in model.outputs:
         tensor = model.tensors[output]
