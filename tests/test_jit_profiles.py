@@ -11,7 +11,7 @@ import rtsoa.device
 import rtsoa.testing
 from rtsoa import _jit
 
-BASE = {"cache": True, "nogil": True, "boundscheck": False}
+BASE = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 EXPECTED = {
     "jit_inline_ir": {**BASE, "_nrt": False, "inline": "always"},
     "jit_inline_llvm": {**BASE, "_nrt": False, "forceinline": True},
