@@ -80,13 +80,37 @@ def _spin_graph(path):
 
 def test_workers_end_with_a_parent_killed_by_sigkill(tmp_path):
     """SIGKILL leaves the batch no chance to stop its workers: they stop themselves, a worker
-    in a kernel that never returns (holding the GIL) included."""
+    in a kernel that never returns (holding the GIL: the parent-death signal) included."""
     spin = _spin_graph(tmp_path / "spin.rtsoa")
-    path = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
     argv = ["batch", spin, "--import", "batch_kernels", "--kernels", "used", "--workers", "1"]
     argv += ["-o", str(tmp_path / "r.arrow"), "--no-progress"]
+    _kill_parent_and_wait([sys.executable, "-m", "rtsoa.cli", *argv])
+
+
+def test_workers_started_by_another_thread_end_with_their_parent(tmp_path):
+    """A pool started by a thread other than the main one arms no parent-death signal (it
+    follows the starting thread); the workers' watch of their parent ends them."""
+    stall = _model(tmp_path / "stall.onnx", "Stall", domain="com.example.batch")
+    script = f"""
+import threading
+from rtsoa.batch import Settings, collect_jobs, run_batch
+
+settings = Settings(imports=("batch_converters",))
+jobs = collect_jobs([{stall!r}])
+arguments = (jobs, {str(tmp_path / "r.arrow")!r}, settings, 1)
+thread = threading.Thread(target=run_batch, args=arguments, kwargs={{"progress": False}})
+thread.start()
+thread.join()
+"""
+    _kill_parent_and_wait([sys.executable, "-c", script])
+
+
+def _kill_parent_and_wait(command):
+    """Start `command` (a batch with one never-ending job), SIGKILL it once its worker has
+    run a few seconds, and check the worker is gone within 5 s."""
+    path = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
     parent = subprocess.Popen(
-        [sys.executable, "-m", "rtsoa.cli", *argv],
+        command,
         env={**os.environ, "PYTHONPATH": path},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -102,7 +126,7 @@ def test_workers_end_with_a_parent_killed_by_sigkill(tmp_path):
             ]
             time.sleep(0.1)
         assert workers, "no worker started"
-        time.sleep(3)  # the worker imports, loads and spins
+        time.sleep(3)  # the worker imports, loads and runs its job
         assert all(worker.is_running() for worker in workers)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
@@ -110,6 +134,7 @@ def test_workers_end_with_a_parent_killed_by_sigkill(tmp_path):
         assert not alive, f"workers outlived their parent: {alive}"
     finally:
         parent.kill()
+        parent.wait()
         for worker in workers:
             if worker.is_running():
                 worker.kill()
