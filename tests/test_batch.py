@@ -200,6 +200,20 @@ def _busy_manifest(tmp_path, count):
     return manifest
 
 
+def _default_sigint():
+    """In a child before it runs Python: SIGINT's default action, however pytest started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test, whatever this process
+    inherited (an ignored SIGINT stays ignored in Python); the previous one restored after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys):
     JOBS = 300  # noqa: N806
     # enough jobs that the batch outlasts the first rewrite of the file (~1 s after it starts)
@@ -207,13 +221,16 @@ def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys
     manifest = _busy_manifest(tmp_path, JOBS)
     out = tmp_path / "results.arrow"
     argv = ["batch", "--manifest", str(manifest), "-o", str(out), "--workers", "1"]
-    # a terminal's Ctrl-C: SIGINT to the whole process group, workers included
+    # a terminal's Ctrl-C: SIGINT to the whole process group, workers included. The batch
+    # starts with SIGINT's default action, as from a terminal, even when pytest runs with it
+    # ignored (nohup, a background job): Python keeps an inherited SIG_IGN
     process = subprocess.Popen(
         [sys.executable, "-m", "rtsoa.cli", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_default_sigint,
     )
     deadline = time.monotonic() + 60
     while not out.exists() and time.monotonic() < deadline and process.poll() is None:
@@ -235,7 +252,7 @@ def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys
     assert table["checksum"].n_unique() == 1 and (table["status"] == "ok").all()
 
 
-def test_ctrl_c_while_the_pool_closes_ends_as_an_interrupt(tmp_path, monkeypatch):
+def test_ctrl_c_while_the_pool_closes_ends_as_an_interrupt(tmp_path, monkeypatch, python_sigint):
     """A Ctrl-C that lands while the workers are being stopped (here: as the last job's
     batch came in) is held until they are stopped, then reported like any Ctrl-C: no
     traceback, every worker gone, the rows so far in a valid file."""
