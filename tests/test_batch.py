@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -508,6 +509,66 @@ def test_workers_dying_before_any_job_stop_the_batch_without_blaming_jobs(tmp_pa
     with pytest.raises(BatchError, match=r"keep dying outside jobs \(at startup\): .* SIGKILL"):
         run_batch(jobs, out, settings=settings, workers=1, progress=False)
     assert not out.exists()  # no job was blamed: no row to write
+
+
+def _worker_two_jobs_in(pool, run_start):
+    """A pool worker over a real (sleeping) process that began two jobs, finished the first
+    (its row not sent yet) and is running the second, whose run started at `run_start`."""
+    import multiprocessing
+
+    from rtsoa.batch.jobs import Job
+    from rtsoa.batch.local import (
+        _BEGUN,
+        _FINISHED,
+        _JOB_START,
+        _PROGRESS_SLOTS,
+        _RUN_START,
+        _Worker,
+    )
+
+    context = multiprocessing.get_context("spawn")
+    worker = _Worker.__new__(_Worker)
+    worker.connection, child = context.Pipe()
+    child.close()  # the worker sent nothing more
+    worker.progress = context.RawArray("d", _PROGRESS_SLOTS)
+    worker.progress[_BEGUN], worker.progress[_FINISHED] = 2, 1
+    worker.progress[_JOB_START] = worker.progress[_RUN_START] = run_start
+    worker.process = context.Process(target=time.sleep, args=(60,), daemon=True)
+    worker.process.start()
+    worker.ready = True
+    first, second = (Job(name, f"{name}.rtsoa", ".rtsoa", "test") for name in ("first", "second"))
+    worker.jobs = deque([first, second])
+    worker.chunk_ends = deque([2])
+    worker.sent, worker.reported = 2, 0
+    pool._workers.append(worker)
+    return worker, first, second
+
+
+@pytest.mark.parametrize("stale", [True, False])
+def test_a_stale_overdue_report_does_not_blame_the_job_now_running(monkeypatch, stale):
+    """`_overdue` noted a run start; by the time the pool kills the worker, that run may have
+    ended and the next job's run begun (a new start): then nothing is blamed and both jobs go
+    back to the queue. When the start is still the same, the running job is the timeout and
+    only the finished one (its row lost with the worker) runs again."""
+    from rtsoa.batch.local import LocalPool
+
+    pool = LocalPool(1, Settings(timeout=2.0))
+    started = []
+    monkeypatch.setattr(pool, "_start", lambda: started.append(1))
+    now = time.monotonic()
+    worker, first, second = _worker_two_jobs_in(pool, run_start=now)
+    noted = now - 3.0 if stale else now  # the start `_overdue` saw: the first job's run, or this
+    pending = deque()
+    batches = list(pool._time_out(worker, noted, pending))
+    assert not worker.process.is_alive() and pool._workers == [] and started == [1]
+    if stale:
+        assert batches == [] and list(pending) == [first, second]
+        assert pool.retried == 0
+        return
+    (row,) = pa.Table.from_batches(batches).to_pylist()
+    assert row["job"] == "second" and row["status"] == "timeout", row
+    assert "no result after 2 s" in row["message"]
+    assert list(pending) == [first] and pool.retried == 1
 
 
 def test_onnx_model_jobs_run_on_their_input_sets(tmp_path, capsys):
