@@ -519,10 +519,10 @@ def _worker_two_jobs_in(pool, run_start):
     from rtsoa.batch.jobs import Job
     from rtsoa.batch.local import (
         _BEGUN,
+        _CLOCK_START,
         _FINISHED,
         _JOB_START,
         _PROGRESS_SLOTS,
-        _RUN_START,
         _Worker,
     )
 
@@ -532,7 +532,7 @@ def _worker_two_jobs_in(pool, run_start):
     child.close()  # the worker sent nothing more
     worker.progress = context.RawArray("d", _PROGRESS_SLOTS)
     worker.progress[_BEGUN], worker.progress[_FINISHED] = 2, 1
-    worker.progress[_JOB_START] = worker.progress[_RUN_START] = run_start
+    worker.progress[_JOB_START] = worker.progress[_CLOCK_START] = run_start
     worker.process = context.Process(target=time.sleep, args=(60,), daemon=True)
     worker.process.start()
     worker.ready = True
@@ -546,10 +546,10 @@ def _worker_two_jobs_in(pool, run_start):
 
 @pytest.mark.parametrize("stale", [True, False])
 def test_a_stale_overdue_report_does_not_blame_the_job_now_running(monkeypatch, stale):
-    """`_overdue` noted a run start; by the time the pool kills the worker, that run may have
-    ended and the next job's run begun (a new start): then nothing is blamed and both jobs go
-    back to the queue. When the start is still the same, the running job is the timeout and
-    only the finished one (its row lost with the worker) runs again."""
+    """`_overdue` noted the worker's count of begun jobs; by the time the pool kills the
+    worker, that job may have ended and the next one begun (a higher count): then nothing is
+    blamed and both jobs go back to the queue. When the count is still the same, the running
+    job is the timeout and only the finished one (its row lost with the worker) runs again."""
     from rtsoa.batch.local import LocalPool
 
     pool = LocalPool(1, Settings(timeout=2.0))
@@ -557,7 +557,7 @@ def test_a_stale_overdue_report_does_not_blame_the_job_now_running(monkeypatch, 
     monkeypatch.setattr(pool, "_start", lambda: started.append(1))
     now = time.monotonic()
     worker, first, second = _worker_two_jobs_in(pool, run_start=now)
-    noted = now - 3.0 if stale else now  # the start `_overdue` saw: the first job's run, or this
+    noted = 1 if stale else 2  # the count `_overdue` saw: the first job's, or the running one's
     pending = deque()
     batches = list(pool._time_out(worker, noted, pending))
     assert not worker.process.is_alive() and pool._workers == [] and started == [1]
