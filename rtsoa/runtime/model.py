@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from rtsoa.errors import ModelInputError, RtsoaError
+from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
 from rtsoa.kernels.runtime import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
@@ -156,6 +157,7 @@ class ModelExecutor:
         self.kept_runs = 0  # runs that took the kept path
         self._staging = []
         self._lock = threading.Lock()  # one run at a time, in call order
+        self.cancellation = CancelFlag()  # polled by Main's runs (both preparations of it)
         self._subscribers = []
         self.values = None
         self.streams = ()  # device streams Main runs on (streams[0]: the default stream)
@@ -202,6 +204,7 @@ class ModelExecutor:
                         device=device,
                         values=self.values,
                         kernels=MODEL_KERNELS,
+                        cancel=self.cancellation,
                     )
 
                 self._main = prepare(graph)
@@ -317,16 +320,27 @@ class ModelExecutor:
         return check_outputs(self, outputs, inputs, symbols)
 
     # -- execution ---------------------------------------------------------------------------
-    def execute(self, inputs, outputs=None, stream=None, subscriber=None):
+    def execute(self, inputs, outputs=None, stream=None, subscriber=None, timeout=None):
         """Enqueue a run of Main on `inputs` ({name: array}); returns an `Execution` (its
         `result()` waits). `outputs`: buffers to write outputs into, in place (checked, see
         check_outputs); outputs not given are new arrays. `stream`: a stream index of this
         executor's device; the run starts after the work already on it and the stream waits
         for the run (None: the executor's default stream). `subscriber`: extra subscribers of
-        this run, besides `subscribers`."""
-        return self._execute(inputs, outputs, stream, subscriber, sync=False)
+        this run, besides `subscribers`. `timeout`: seconds the run may take (its host work,
+        from its start) before it stops with RunTimeout.
 
-    def _execute(self, inputs, outputs, stream, subscriber, sync):
+        A run stops on `timeout`, on `cancel()` from another thread (RunCancelled) and, called
+        from the main thread, on Ctrl-C (RunInterrupted, a KeyboardInterrupt raised after
+        the run stopped); its blocks are freed as after a failed run and the next execute
+        runs normally (see rtsoa.executors.cancel)."""
+        return self._execute(inputs, outputs, stream, subscriber, sync=False, timeout=timeout)
+
+    def cancel(self):
+        """Stop the run in progress (from another thread): it raises RunCancelled. With no
+        run in progress, nothing happens."""
+        self.cancellation.cancel()
+
+    def _execute(self, inputs, outputs, stream, subscriber, sync, timeout=None):
         with self._lock:
             if self.state != "loaded":
                 raise ModelStateError(
@@ -350,7 +364,7 @@ class ModelExecutor:
             if subscriber is not None:
                 extra = list(subscriber) if isinstance(subscriber, list | tuple) else [subscriber]
                 subscribers = subscribers + extra
-            with self.home.lock:
+            with self.home.lock, self.cancellation.scope(timeout):
                 results = self._run(arrays, buffers, stream, subscribers or None, not sync)
                 if sync:  # execute_sync: wait for the run's streams (no completion events)
                     for own in self.streams:
@@ -493,9 +507,10 @@ class ModelExecutor:
             raise ModelInputError(problem)
         return results
 
-    def execute_sync(self, inputs, outputs=None, subscriber=None):
-        """execute() on the default stream, then wait; returns {output name: array}."""
-        return self._execute(inputs, outputs, None, subscriber, sync=True)
+    def execute_sync(self, inputs, outputs=None, subscriber=None, timeout=None):
+        """execute() on the default stream, then wait; returns {output name: array}.
+        `timeout`, `cancel()` and Ctrl-C stop it as they stop execute()."""
+        return self._execute(inputs, outputs, None, subscriber, sync=True, timeout=timeout)
 
     def synchronize(self):
         """Wait for every run of this executor (its streams)."""
