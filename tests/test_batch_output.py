@@ -165,3 +165,11 @@ def test_a_stale_entry_at_the_staging_name_is_never_followed(tmp_path):
     results.flush()
     results.close()
     assert victim.read_text() == "keep me" and read_results(out).num_rows == 1
+
+
+def test_a_link_at_the_lock_name_is_never_followed(tmp_path):
+    out = tmp_path / "r.arrow"
+    (tmp_path / ".r.arrow.lock").symlink_to(tmp_path / "made-elsewhere.txt")
+    with pytest.raises(BatchError, match=r"r.arrow: cannot open the lock file .*\.r\.arrow\.lock"):
+        ResultsFile(out)
+    assert not (tmp_path / "made-elsewhere.txt").exists()

@@ -38,21 +38,28 @@ def test_a_tiny_model_asking_for_millions_of_elements_is_refused_at_once():
     assert time.perf_counter() - start < 5  # it ran for minutes, one op per element
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith("SplitToSequence node 'split' (#0) (opset 18): 2,000,000 more")
-    assert "past its limit of 65,536 (LoweringLimits.sequence_elements;" in message
+    assert message.startswith("SplitToSequence node 'split' (#0) (opset 18): needs 2,000,000 ")
+    assert (
+        "2,000,000 in this lowering, past its limit of 65,536 (LoweringLimits.sequence_elements;"
+        in message
+    )
 
 
 def test_the_limits_count_the_whole_lowering_and_the_caller_sets_them():
     small = _split_and_join(300)
     lower(small)  # within the defaults
     lower(small, limits=LoweringLimits(sequence_elements=600))  # 300 made, 300 read
-    with pytest.raises(LoweringError, match=r"^ConcatFromSequence node 'join' \(#1\).*to 600, "):
+    with pytest.raises(
+        LoweringError, match=r"^ConcatFromSequence node 'join' \(#1\).*: needs 300 .*, 600 in this"
+    ):
         lower(small, limits=LoweringLimits(sequence_elements=599))
     with pytest.raises(LoweringError) as refused:
         lower(_split_and_join(300, keepdims=0), limits=LoweringLimits(op_calls=50))
     message = str(refused.value)  # a Squeeze per element goes past it
-    assert message.startswith("SplitToSequence node 'split' (#0) (op Squeeze, opset 18): 1 more")
-    assert "to 51, past its limit of 50 (LoweringLimits.op_calls;" in message
+    assert message.startswith(
+        "SplitToSequence node 'split' (#0) (op Squeeze, opset 18): needs 1 op"
+    )
+    assert "calls, 51 in this lowering, past its limit of 50 (LoweringLimits.op_calls;" in message
 
 
 def test_bad_limits_are_refused():

@@ -209,7 +209,12 @@ class ResultsFile:
         """One batch writes a results file at a time (their rewrites would drop each other's
         rows): an exclusive flock on `.NAME.lock` next to it, held while this object lives."""
         directory, name = os.path.split(os.path.abspath(self.path))
-        self._lock_file = open(os.path.join(directory, f".{name}.lock"), "a+b")  # noqa: SIM115
+        lock = os.path.join(directory, f".{name}.lock")
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC  # never a link's target
+        try:
+            self._lock_file = os.fdopen(os.open(lock, flags, 0o666), "a+b")
+        except OSError as error:
+            raise BatchError(f"-o {self.path}: cannot open the lock file {lock}: {error}") from None
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

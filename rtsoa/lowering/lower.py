@@ -55,8 +55,8 @@ class WorkBudget:
         limit = getattr(self.limits, kind)
         if self.spent[kind] > limit:
             raise LoweringError(
-                f"{where()}: {count:,} more {kind.replace('_', ' ')} would take this lowering "
-                f"to {self.spent[kind]:,}, past its limit of {limit:,} (LoweringLimits.{kind}; "
+                f"{where()}: needs {count:,} {kind.replace('_', ' ')}, {self.spent[kind]:,} in "
+                f"this lowering, past its limit of {limit:,} (LoweringLimits.{kind}; "
                 "lower(..., limits=LoweringLimits(...)) sets it)"
             )
 
