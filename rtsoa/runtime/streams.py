@@ -22,8 +22,8 @@ from rtsoa.runtime.sources import graph_of
 class StreamExecutor:
     """Get-or-create and erase per-stream executors of one model (thread-safe)."""
 
-    def __init__(self, source, executor="auto", session=None, **options):
-        self.graph = graph_of(source)
+    def __init__(self, source, executor="auto", session=None, base_dir=None, **options):
+        self.graph = graph_of(source, base_dir=base_dir)
         self.executor_name = executor
         self._own_session = session is None
         self.session = session if session is not None else Session()
