@@ -210,7 +210,7 @@ class ModelExecutor:
             except BaseException:
                 for allocator, indices in reversed(taken):
                     if allocator is None:
-                        self.home.release(deinit=self.session is None)
+                        self._release_home()
                     else:
                         allocator.release(indices)
                 self.streams = self.events = self.notifies = ()
@@ -243,8 +243,15 @@ class ModelExecutor:
             stream_alloc.release(self.streams)
             event_alloc.release(self.events)
             notify_alloc.release(self.notifies)
-            self.home.release(deinit=self.session is None)
+            self._release_home()
             self.state = "unloaded"  # `main` stays readable (its name, record); runs are refused
+
+    def _release_home(self):
+        """One user of the home fewer: a private home runs DeInit now; a session decides."""
+        if self.session is None:
+            self.home.release(deinit=True)
+        else:
+            self.session.release(self.home)
 
     def __enter__(self):
         if self.state == "created":
