@@ -42,6 +42,7 @@ def load_executor(
     `base_dir`: the directory an ONNX model's external data is relative to (default: the
     model file's directory; bytes and a ModelProto have none: one with external data is
     refused unless it is given)."""
+    from rtsoa.runtime.forks import CALLS
     from rtsoa.runtime.model import ModelExecutor
     from rtsoa.runtime.sources import graph_of
     from rtsoa.runtime.streams import StreamExecutor
@@ -69,8 +70,9 @@ def load_executor(
     graph = graph_of(source, base_dir=base_dir)
     if constant_memory is not None:
         options["constant_memory"] = constant_memory
-    model = ModelExecutor(graph, executor, device, hbm_bytes, session=session, **options)
-    return model.load() if load else model
+    with CALLS:  # a fork waits for the device's creation (forks.py)
+        model = ModelExecutor(graph, executor, device, hbm_bytes, session=session, **options)
+        return model.load() if load else model
 
 
 def is_dynamic(source):

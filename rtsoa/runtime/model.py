@@ -25,6 +25,7 @@ from rtsoa.ops.abi import NUMPY_DTYPES
 from rtsoa.runtime import constants, resources
 from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
 from rtsoa.runtime.execution import Execution
+from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.kept import kept_shapes_graph
 from rtsoa.runtime.resources import ModelResourceError
 from rtsoa.runtime.session import DEFAULT_HBM_BYTES, MODEL_KERNELS, ModelHome, model_device
@@ -170,7 +171,7 @@ class ModelExecutor:
         prepare Main on this executor's streams and value state."""
         from rtsoa.executors import prepare_executor
 
-        with self._lock:
+        with CALLS, self._lock:  # a fork waits for it (forks.py)
             if self.state != "created":
                 raise ModelStateError(f"load() on a model that is {self.state}")
             stream_alloc, event_alloc, notify_alloc = self._allocators
@@ -230,7 +231,7 @@ class ModelExecutor:
     def unload(self):
         """Release streams, events and this executor's values; DeInit runs when the weights'
         last user goes (a session's weights live until the session closes)."""
-        with self._lock:
+        with CALLS, self._lock:
             if self.state != "loaded":
                 raise ModelStateError(f"unload() on a model that is {self.state}")
             with self.home.lock:
@@ -334,7 +335,7 @@ class ModelExecutor:
         return self._execute(inputs, outputs, stream, subscriber, sync=False)
 
     def _execute(self, inputs, outputs, stream, subscriber, sync):
-        with self._lock:
+        with CALLS, self._lock:  # a fork waits for the run (forks.py)
             if self.state != "loaded":
                 raise ModelStateError(
                     f"execute on a model that is {self.state}; call load() first"
@@ -506,7 +507,7 @@ class ModelExecutor:
 
     def synchronize(self):
         """Wait for every run of this executor (its streams)."""
-        with self.home.lock:
+        with CALLS, self.home.lock:
             for stream in self.streams:
                 self.device.synchronize(stream)
 

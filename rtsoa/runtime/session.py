@@ -29,6 +29,7 @@ from rtsoa.device import defaults
 from rtsoa.errors import RtsoaError
 from rtsoa.graph.schema import GraphKind
 from rtsoa.kernels.runtime import ValueState, new_values
+from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.resources import IndexPool
 
 # Every kernel a lowered model runs: Init, Main and DeInit (and every model) share one compiled
@@ -136,7 +137,7 @@ class Session:
 
     def home_for(self, graph):
         """The home of the next executor of `graph` in this session."""
-        with self._lock:
+        with CALLS, self._lock:
             if self.closed:
                 raise SessionStateError("the session is closed")
             entry = self._homes.get(id(graph))
@@ -151,7 +152,7 @@ class Session:
     def release(self, home):
         """An executor of `home` unloaded: one user fewer. Without `max_devices` the home was
         that executor's alone, so it is closed (DeInit) and dropped with its device."""
-        with self._lock:
+        with CALLS, self._lock:
             home.release(deinit=False)
             if self.max_devices is not None or home.users:
                 return
@@ -164,7 +165,7 @@ class Session:
                 self._dropped_init_runs += home.init_runs
 
     def homes(self):
-        with self._lock:
+        with CALLS, self._lock:
             return [home for _, homes, _ in self._homes.values() for home in homes]
 
     @property
@@ -174,7 +175,7 @@ class Session:
     @property
     def init_runs(self):
         """How many times Init ran in this session (once per device)."""
-        with self._lock:
+        with CALLS, self._lock:
             dropped = self._dropped_init_runs
         return dropped + sum(home.init_runs for home in self.homes())
 
@@ -183,7 +184,7 @@ class Session:
         first (ModelStateError from rtsoa.runtime.model otherwise)."""
         from rtsoa.runtime.model import ModelStateError
 
-        with self._lock:
+        with CALLS, self._lock:
             if self.closed:
                 return
             busy = [home for _, homes, _ in self._homes.values() for home in homes if home.users]

@@ -32,8 +32,11 @@ def graph_of(source, base_dir=None):
                 "a model is an ExecuteGraph, a saved .rtsoa directory or an ONNX model (path, "
                 f"bytes, ModelProto), got {type(source).__name__}"
             )
+    from rtsoa.runtime.forks import CALLS
+
     try:
-        return lower_cached(source, base_dir=base_dir)
+        with CALLS:  # a fork waits for the lowering (forks.py)
+            return lower_cached(source, base_dir=base_dir)
     except Exception as error:
         from google.protobuf.message import DecodeError
 
