@@ -30,14 +30,15 @@ class CallGate:
         self._fresh(running=0)
 
     def _fresh(self, running):
-        self._condition = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # taken directly when no fork waits (cheaper)
+        self._condition = threading.Condition(self._lock)
         self._running = running  # calls in flight, counted once per thread at depth 1
         self._forking = False
 
     def __enter__(self):
         depth = getattr(self._local, "depth", 0)
         if depth == 0:
-            with self._condition:
+            with self._lock:
                 while self._forking:
                     self._condition.wait()
                 self._running += 1
@@ -47,7 +48,7 @@ class CallGate:
     def __exit__(self, *exc):
         self._local.depth -= 1
         if self._local.depth == 0:
-            with self._condition:
+            with self._lock:
                 self._running -= 1
                 if self._forking:  # before_fork waits for the count to drop
                     self._condition.notify_all()
