@@ -26,6 +26,7 @@ from rtsoa.ops.abi import NUMPY_DTYPES
 from rtsoa.runtime import constants, resources
 from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
 from rtsoa.runtime.execution import Execution
+from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.kept import kept_shapes_graph
 from rtsoa.runtime.resources import ModelResourceError
 from rtsoa.runtime.session import DEFAULT_HBM_BYTES, MODEL_KERNELS, ModelHome, model_device
@@ -172,7 +173,7 @@ class ModelExecutor:
         prepare Main on this executor's streams and value state."""
         from rtsoa.executors import prepare_executor
 
-        with self._lock:
+        with CALLS, self._lock:  # a fork waits for it (forks.py)
             if self.state != "created":
                 raise ModelStateError(f"load() on a model that is {self.state}")
             stream_alloc, event_alloc, notify_alloc = self._allocators
@@ -213,7 +214,7 @@ class ModelExecutor:
             except BaseException:
                 for allocator, indices in reversed(taken):
                     if allocator is None:
-                        self.home.release(deinit=self.session is None)
+                        self._release_home()
                     else:
                         allocator.release(indices)
                 self.streams = self.events = self.notifies = ()
@@ -233,7 +234,7 @@ class ModelExecutor:
     def unload(self):
         """Release streams, events and this executor's values; DeInit runs when the weights'
         last user goes (a session's weights live until the session closes)."""
-        with self._lock:
+        with CALLS, self._lock:
             if self.state != "loaded":
                 raise ModelStateError(f"unload() on a model that is {self.state}")
             with self.home.lock:
@@ -246,8 +247,15 @@ class ModelExecutor:
             stream_alloc.release(self.streams)
             event_alloc.release(self.events)
             notify_alloc.release(self.notifies)
-            self.home.release(deinit=self.session is None)
+            self._release_home()
             self.state = "unloaded"  # `main` stays readable (its name, record); runs are refused
+
+    def _release_home(self):
+        """One user of the home fewer: a private home runs DeInit now; a session decides."""
+        if self.session is None:
+            self.home.release(deinit=True)
+        else:
+            self.session.release(self.home)
 
     def __enter__(self):
         if self.state == "created":
@@ -341,7 +349,7 @@ class ModelExecutor:
         self.cancellation.cancel()
 
     def _execute(self, inputs, outputs, stream, subscriber, sync, timeout=None):
-        with self._lock:
+        with CALLS, self._lock:  # a fork waits for the run (forks.py)
             if self.state != "loaded":
                 raise ModelStateError(
                     f"execute on a model that is {self.state}; call load() first"
@@ -514,7 +522,7 @@ class ModelExecutor:
 
     def synchronize(self):
         """Wait for every run of this executor (its streams)."""
-        with self.home.lock:
+        with CALLS, self.home.lock:
             for stream in self.streams:
                 self.device.synchronize(stream)
 
