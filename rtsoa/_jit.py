@@ -44,6 +44,7 @@ from rtsoa._numba.dispatcher import (
     internal_jit,
     is_dispatcher,
     python_twin,
+    rtsoa_cfunc,
     rtsoa_jit,
 )
 from rtsoa._numba.lazy_bitcode import INSTALLED as LAZY_BITCODE
@@ -71,6 +72,7 @@ __all__ = [
     "jit_with_nrt",
     "package_source_stamp",
     "python_twin",
+    "rtsoa_cfunc",
     "source_stamp",
     "stamped_files",
 ]

@@ -202,15 +202,23 @@ def test_a_users_njit_code_goes_through_numbas_unchanged_classes(tmp_path):
 
 CALLER_MODULE = """
 from numba import njit
-from rtsoa._jit import jit_out_of_line
+from rtsoa._jit import jit, jit_out_of_line
 
 @jit_out_of_line
 def leaf(x):
     return x * 2 + 1
 
+@jit(cache=False)
+def middle(x):  # linked as usual, calls leaf by symbol
+    return leaf(x) - 1
+
 @njit(cache=True)
 def caller(x):
     return leaf(x) + 1
+
+@njit(cache=True)
+def caller_of_middle(x):
+    return middle(x) + 100
 """
 
 CALLER_SCRIPT = """
@@ -218,19 +226,22 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 import caller_module
 print(json.dumps({"value": caller_module.caller(20),
-                  "hits": sum(caller_module.caller.stats.cache_hits.values())}))
+                  "middle": caller_module.caller_of_middle(20),
+                  "hits": sum(caller_module.caller.stats.cache_hits.values())
+                  + sum(caller_module.caller_of_middle.stats.cache_hits.values())}))
 """
 
 
 def test_a_users_cached_njit_caller_of_a_function_linked_once_reloads(tmp_path):
     """Numba's cache cannot record callees linked by symbol, so a plain njit caller copies
-    them (as Numba always does): its cache entry loads in a later process on its own."""
+    them (as Numba always does), also through an rtsoa function linked as usual that calls
+    them by symbol: its cache entries load in a later process on their own."""
     (tmp_path / "caller_module.py").write_text(CALLER_MODULE)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     first = run_json(CALLER_SCRIPT, tmp_path, env=env)
     second = run_json(CALLER_SCRIPT, tmp_path, env=env)
-    assert first == {"value": 42, "hits": 0}
-    assert second == {"value": 42, "hits": 1}
+    assert first == {"value": 42, "middle": 140, "hits": 0}
+    assert second == {"value": 42, "middle": 140, "hits": 2}
 
 
 def test_the_compat_rows_name_their_scope():

@@ -185,12 +185,13 @@ class RtsoaCacheImpl(_numba_caching.CompileResultCacheImpl):
         return linking.reduce(cres, super().reduce(cres))
 
     def rebuild(self, target_context, payload):
-        payload = linking.unwrap(payload)
+        payload, callees = linking.unwrap(payload)
         if payload is None:
             return None  # a cache miss: the caller is compiled against today's callees
         rebuilt = lazy_bitcode.rebuild(target_context, payload)
         if rebuilt is None:
-            return super().rebuild(target_context, payload)
+            rebuilt = super().rebuild(target_context, payload)
+        linking.remember_callees(rebuilt.library, callees)
         return rebuilt
 
 

@@ -27,6 +27,8 @@ compat.register(
         "numba.core.dispatcher.Dispatcher.add_overload",
         "numba.core.dispatcher.Dispatcher.compile",
         "numba.core.compiler.CompileResult",
+        "numba.core.ccallback.CFunc.compile",
+        "numba.core.ccallback.CFunc.enable_caching",
     ],
     "rtsoa's dispatcher subclasses, their wrapper-less twins and compiled entry points",
     patch=False,
@@ -53,6 +55,35 @@ class RtsoaDispatcher(CPUDispatcher):
 
     def enable_caching(self):
         self._cache = RtsoaFunctionCache(self.py_func)
+
+    def add_overload(self, cres):
+        super().add_overload(cres)
+        if not cres.objectmode and not linking.separately_linked(self):
+            linking.link_standalone_for_plain_callers(self, cres)
+
+
+def rtsoa_cfunc(signature, cache=False, **options):
+    """`numba.cfunc(signature, cache=cache, **options)` compiled by rtsoa's pipeline and cached
+    by rtsoa's cache, so the functions linked once that it calls are recorded in its entry."""
+    from numba.core import sigutils
+    from numba.core.ccallback import CFunc
+
+    signature = sigutils.normalize_signature(signature)
+
+    def decorate(function):
+        compiled = CFunc(
+            function,
+            signature,
+            locals={},
+            options=options,
+            pipeline_class=linking.RecordingCompiler,
+        )
+        if cache:
+            compiled._cache = RtsoaFunctionCache(function)
+        compiled.compile()
+        return compiled
+
+    return decorate
 
 
 def rtsoa_jit(function, options):

@@ -29,7 +29,10 @@ never reaches the JIT's linker (which would abort the process). rtsoa's cache
 (`rtsoa._numba.caching.RtsoaCacheImpl`) writes and checks these records; Numba's own cache
 cannot, so a caller compiled by a plain `numba.njit` dispatcher (a user's kernel calling the
 device) is not given the call by symbol: it copies the callee's module, as Numba always does,
-and its cache entries stand alone. Which compile a call belongs to is read from the code
+and its cache entries stand alone. The same holds through normal linking: a plain caller of
+an rtsoa function that itself calls functions by symbol (a user kernel calling the device's
+`device_malloc`, which calls `_malloc_slow` by symbol) copies those callees too
+(`link_standalone_for_plain_callers`). Which compile a call belongs to is read from the code
 library being lowered: `RecordingCompiler`, the pipeline of rtsoa's dispatchers, notes its
 libraries. If Numba's internals are not the expected ones (or RTSOA_NUMBA_PATCHES=off),
 nothing is separately linked and calls are linked as before.
@@ -44,6 +47,7 @@ from rtsoa._numba import compat
 _MARKER = "rtsoa-separately-linked-v1"
 _by_name = {}  # (module, qualname) -> dispatcher, or None when the name is ambiguous
 _by_symbol = {}  # mangled name -> (module, qualname, argument types, mangled name, stamp)
+_libraries = {}  # mangled name -> the code library of that separately linked overload
 _loading = threading.local()
 _recording = weakref.WeakSet()  # code libraries compiled by rtsoa's dispatchers
 
@@ -58,6 +62,7 @@ INSTALLED = compat.register(
         "numba.core.base.BaseContext.declare_function",
         "numba.core.imputils.fix_returning_optional",
         "numba.core.imputils.impl_ret_new_ref",
+        "numba.core.imputils.user_function",
         "numba.core.codegen.CPUCodeLibrary.get_llvm_str",
         "numba.core.codegen.CPUCodeLibrary.enable_object_caching",
     ],
@@ -90,17 +95,27 @@ def reduce(cres, payload):
 
 
 def unwrap(payload):
-    """Numba's payload of a cache entry `reduce` wrote, its recorded callees loaded; None
-    (a cache miss) when one of them is not the recorded one."""
+    """(Numba's payload of a cache entry `reduce` wrote, its callee records), the callees
+    loaded; (None, ()) - a cache miss - when one of them is not the recorded one."""
     if isinstance(payload, tuple) and payload and payload[0] == _MARKER:
         _, callees, payload = payload
         if not INSTALLED or not all(map(_load_callee, callees)):
-            return None
-    return payload
+            return None, ()
+        return payload, callees
+    return payload, ()
+
+
+def remember_callees(library, callees):
+    """Keep a loaded entry's callee records on its library (its machine code is loaded
+    without the module whose declarations `linked_callees` reads)."""
+    library._rtsoa_callees = tuple(callees)
 
 
 def linked_callees(library):
     """The separately linked functions `library`'s machine code calls, as cache records."""
+    recorded = getattr(library, "_rtsoa_callees", None)
+    if recorded is not None:
+        return recorded
     found = []
     for function in library._final_module.functions:
         if function.is_declaration:
@@ -173,9 +188,54 @@ def link_by_symbol(dispatcher, cres):
         fndesc.mangled_name,
         _stamp(dispatcher),
     )
+    _libraries[fndesc.mangled_name] = cres.library
     context = dispatcher.targetctx
     context.remove_user_function(cres.entry_point)
     call = _call_by_symbol(fndesc, cres.library)
+    context._defns[cres.entry_point].append(call, call.signature)
+
+
+def _callee_closure(library):
+    """The libraries of the separately linked functions `library` calls by symbol, and of
+    those they call, and so on: what a plain caller must copy besides `library`."""
+    found = []
+    pending = [library]
+    seen = set()
+    while pending:
+        for record in linked_callees(pending.pop()):
+            callee = _libraries.get(record[3])
+            if callee is not None and record[3] not in seen:
+                seen.add(record[3])
+                found.append(callee)
+                pending.append(callee)
+    return tuple(found)
+
+
+def _link_for(context, library):
+    """Link `library` into the library being lowered as Numba does; for a caller that is not
+    rtsoa's (its cache cannot record callees), with every callee it calls by symbol too."""
+    if context.active_code_library in _recording:
+        context.add_linking_libs((library,))
+    else:
+        context.add_linking_libs((library, *_callee_closure(library)))
+
+
+def link_standalone_for_plain_callers(dispatcher, cres):
+    """For an overload of an rtsoa function that is linked as usual but calls functions by
+    symbol: replace Numba's call so that a plain caller also copies those callees."""
+    if not INSTALLED or not linked_callees(cres.library):
+        return
+    context = dispatcher.targetctx
+    numba_call = imputils.user_function(cres.fndesc, ())
+
+    def call(context, builder, sig, args):
+        value = numba_call(context, builder, sig, args)
+        _link_for(context, cres.library)
+        return value
+
+    call.signature = numba_call.signature
+    call.libs = ()
+    context.remove_user_function(cres.entry_point)
     context._defns[cres.entry_point].append(call, call.signature)
 
 
@@ -186,7 +246,7 @@ def _call_by_symbol(fndesc, library):
 
     def call(context, builder, sig, args):
         if context.active_code_library not in _recording:
-            context.add_linking_libs((library,))
+            _link_for(context, library)
         function = context.declare_function(builder.module, fndesc)
         status, value = context.call_conv.call_function(
             builder, function, fndesc.restype, fndesc.argtypes, args
