@@ -4,7 +4,9 @@ Each row is one patch (a change to how Numba compiles or loads rtsoa's functions
 dependency (an internal rtsoa reads without changing it), with the attributes it needs. A patch
 is installed only when every one of them exists, and then says so; otherwise it reports
 `skipped: <reason>` and its fallback runs (what Numba does without the patch), so a Numba
-release that renames an internal makes rtsoa slower, never wrong. With RTSOA_NUMBA_PATCHES=off
+release that renames an internal a patch needs makes rtsoa slower, never wrong. A private
+dependency has no fallback: a missing one reads `missing: <reason>` (and
+tests/test_numba_compat.py fails naming it and the Numba version). With RTSOA_NUMBA_PATCHES=off
 every patch is skipped, which is how CI runs the fallbacks (`.ci/run`).
 
 Scope says who sees a patch: "rtsoa" patches live in rtsoa's own dispatcher and cache classes
