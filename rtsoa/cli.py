@@ -448,6 +448,12 @@ def build_parser():
 
     batch = sub.add_parser("batch", help="run many saved graphs, one result row per job")
     add_arguments(batch, ["auto", *EXECUTORS])
+
+    from rtsoa import caches
+
+    cache = sub.add_parser("cache", help="where rtsoa's caches live and their sizes; clear them")
+    caches.add_arguments(cache)
+    COMMANDS["cache"] = caches.run
     return parser
 
 
