@@ -224,3 +224,23 @@ def test_clip_without_a_bound_clips_infinities_to_the_dtype_range():
         np.testing.assert_array_equal(got, run_onnxruntime(proto, feeds)["y"])
     (got,) = run_numpy("Clip", [np.array([np.inf, -np.inf])])
     assert got.tolist() == [np.finfo(np.float64).max, -np.finfo(np.float64).max]
+
+
+def test_max_pooling_gives_nan_for_a_nan_anywhere_in_the_window():
+    """Before, a NaN counted only as the window's first tap (MaxPool) or not at all
+    (GlobalMaxPool). onnxruntime depends on the NaN's place too, and onnx.reference drops it;
+    rtsoa propagates it as its Max and ReduceMax do (numpy's max of each window)."""
+    x = np.arange(2 * 16, dtype=np.float32).reshape(1, 2, 4, 4)
+    x[0, 0, 1, 2] = NAN  # inside two windows, never their first tap
+    x[0, 1, 0, 0] = NAN  # the first tap of one window
+    attributes = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}
+    (got,) = run_numpy("MaxPool", [x], attributes)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    want = np.empty((1, 2, 2, 2), np.float32)
+    for i in range(2):
+        for j in range(2):
+            want[:, :, i, j] = padded[:, :, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3].max(axis=(2, 3))
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[0, 0]).sum() == 2 and np.isnan(got[0, 1]).sum() == 1
+    (got,) = run_numpy("GlobalMaxPool", [x])
+    assert np.isnan(got).all()

@@ -134,7 +134,11 @@ def _pool_run(op, x, y, indices, geo, include_pad, column_major):
                                 if op != MAX:
                                     value += x[x_p + at]
                                     count += 1
-                                elif best_at < 0 or x[x_p + at] > value:
+                                elif (
+                                    best_at < 0
+                                    or x[x_p + at] > value
+                                    or _first_nan(x[x_p + at], value)
+                                ):  # a NaN anywhere in the window wins, as in numpy's max
                                     value = x[x_p + at]
                                     best_at = at
                     if op == MAX:
@@ -223,6 +227,12 @@ def global_pool_infer(arena, table, n_in, n_out, attrs, fattrs):
     return np.int32(0)
 
 
+@jit_inline_ir
+def _first_nan(candidate, best):
+    """Is `candidate` NaN while `best` is not yet (a NaN is kept once taken)?"""
+    return candidate != candidate and best == best
+
+
 @jit_with_nrt
 def _global_run(op, x, y, planes, size):
     for p in range(planes):
@@ -230,7 +240,8 @@ def _global_run(op, x, y, planes, size):
         if op == MAX:
             best = -np.inf
             for v in values:
-                best = max(best, v)
+                if v > best or _first_nan(v, best):  # NaN propagates (max() would drop it)
+                    best = v
             y[p] = best
         else:
             total = 0.0
