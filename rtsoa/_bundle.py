@@ -23,141 +23,11 @@ any array argument.
 """
 
 import numpy as np
-from llvmlite import ir
-from numba import typeof
-from numba.core import callconv, cgutils, types
-from numba.core.extending import (
-    NativeValue,
-    lower_getattr_generic,
-    models,
-    register_model,
-    typeof_impl,
-    unbox,
-)
-from numba.core.imputils import impl_ret_borrowed
-from numba.core.typing.templates import AttributeTemplate, infer_getattr
+from numba.extending import typeof_impl
 
-_HEADER_WORDS = 5  # meminfo, parent, size, item size, data; then shape and strides
+from rtsoa._numba.bundle import BundleType, numba_array_type
 
-
-class BundleType(types.Type):
-    """The Numba type of a bundle class: its fields' array types and descriptor offsets."""
-
-    def __init__(self, name, fields):
-        self.fields = tuple(fields)  # ((field, numba array type), ...)
-        self.offsets = {}  # field -> offset of its descriptor, in int64 words
-        words = 0
-        for field, array_type in self.fields:
-            self.offsets[field] = words
-            words += _HEADER_WORDS + 2 * array_type.ndim
-        self.words = words
-        super().__init__(name=f"{name}Ref")
-
-    @property
-    def key(self):
-        return self.name, self.fields
-
-    def field_type(self, field):
-        return dict(self.fields).get(field)
-
-
-@register_model(BundleType)
-class _BundleModel(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, ir.IntType(8).as_pointer())
-
-
-@infer_getattr
-class _BundleAttributes(AttributeTemplate):
-    key = BundleType
-
-    def generic_resolve(self, bundle_type, attr):
-        return bundle_type.field_type(attr)
-
-
-@lower_getattr_generic(BundleType)
-def _lower_field(context, builder, bundle_type, pointer, attr):
-    """A field read: its descriptor, loaded member by member (meminfo, parent, size, item size,
-    data, shape, strides), each load marked invariant. LLVM splits one load of the whole
-    descriptor struct into member loads without the mark, and more of them stayed inside
-    loops: a malloc + free pair ran 387.0 instructions against 366.8 (callgrind, both with the
-    argument attributes below; 361.2 when the state was passed by value)."""
-    array_type = bundle_type.field_type(attr)
-    descriptor_type = context.get_value_type(array_type)
-    base = builder.gep(
-        builder.bitcast(pointer, ir.IntType(64).as_pointer()),
-        [ir.Constant(ir.IntType(32), bundle_type.offsets[attr])],
-    )
-    base = builder.bitcast(base, descriptor_type.as_pointer())
-    invariant = builder.module.add_metadata([])
-    descriptor = ir.Constant(descriptor_type, ir.Undefined)
-    for index, member_type in enumerate(descriptor_type.elements):
-        member_pointer = cgutils.gep_inbounds(builder, base, 0, index)
-        if isinstance(member_type, ir.ArrayType):  # shape, strides: one load per dimension
-            member = ir.Constant(member_type, ir.Undefined)
-            for dim in range(member_type.count):
-                load = builder.load(cgutils.gep_inbounds(builder, member_pointer, 0, dim))
-                load.set_metadata("invariant.load", invariant)
-                member = builder.insert_value(member, load, dim)
-        else:
-            member = builder.load(member_pointer)
-            member.set_metadata("invariant.load", invariant)
-        descriptor = builder.insert_value(descriptor, member, index)
-    return impl_ret_borrowed(context, builder, array_type, descriptor)
-
-
-@unbox(BundleType)
-def _unbox_bundle(bundle_type, obj, c):
-    builder = c.builder
-    pointer = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(8).as_pointer(), None))
-    address = c.pyapi.object_getattr_string(obj, "_address")
-    with builder.if_then(cgutils.is_not_null(builder, address), likely=True):
-        builder.store(c.pyapi.long_as_voidptr(address), pointer)
-        c.pyapi.decref(address)
-    return NativeValue(builder.load(pointer), is_error=c.pyapi.c_api_error())
-
-
-def _mark_dereferenceable(fe_type, argument):
-    """Give the LLVM argument(s) of `fe_type` that are bundle pointers `dereferenceable(n)`."""
-    if isinstance(fe_type, BundleType) and isinstance(argument, ir.Argument):
-        argument.attributes.dereferenceable = 8 * fe_type.words
-        argument.attributes.align = 8
-        # nothing writes the descriptors, so no other pointer's store can change what a load
-        # through this one reads: LLVM keeps the loads out of loops that store into arrays
-        # (inlined, it turns the attribute into alias scopes on the callee's accesses)
-        argument.add_attribute("noalias")
-    elif isinstance(fe_type, types.BaseTuple) and isinstance(argument, (tuple, list)):
-        for member_type, member in zip(fe_type.types, argument, strict=True):
-            _mark_dereferenceable(member_type, member)
-
-
-def _install_dereferenceable_arguments():
-    """Declare every bundle pointer a jitted function receives (alone or inside a tuple, as the
-    kernels' runtime) `dereferenceable` and `noalias`: LLVM may then load a field's descriptor
-    before the branch that uses it, and knows no store into an array changes it, so
-    loop-invariant code motion can lift it out of loops even when the use is conditional (a
-    kernel in the dispatch switch, the allocator's slow path). Without `noalias` a malloc +
-    free pair ran 369.8 instructions against 366.8 (callgrind)."""
-    original = callconv.CPUCallConv.decorate_function
-
-    def decorate_function(self, fn, args, fe_argtypes, noalias=False):
-        original(self, fn, args, fe_argtypes, noalias=noalias)
-        packer = self._get_arg_packer(fe_argtypes)
-        arguments = packer._unflattener.unflatten(self.get_arguments(fn))
-        for fe_type, argument in zip(fe_argtypes, arguments, strict=True):
-            _mark_dereferenceable(fe_type, argument)
-
-    decorate_function.__wrapped__ = original
-    callconv.CPUCallConv.decorate_function = decorate_function
-
-
-_install_dereferenceable_arguments()
-
-
-def _numba_array_type(dtype, ndim, writeable):
-    sample = np.empty((0,) * ndim, dtype=dtype)
-    sample.flags.writeable = writeable
-    return typeof(sample)
+__all__ = ["BundleType", "bundle_class", "bundle_problem"]
 
 
 def _mismatch(array, dtype, ndim, writeable):
@@ -208,7 +78,7 @@ def bundle_class(name, module, fields, doc=""):
     }
     names = tuple(specs)
     bundle_type = BundleType(
-        name, [(field, _numba_array_type(*spec)) for field, spec in specs.items()]
+        name, [(field, numba_array_type(*spec)) for field, spec in specs.items()]
     )
 
     def __init__(self, **arrays):

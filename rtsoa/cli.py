@@ -448,6 +448,12 @@ def build_parser():
 
     batch = sub.add_parser("batch", help="run many saved graphs, one result row per job")
     add_arguments(batch, ["auto", *EXECUTORS])
+
+    from rtsoa import caches
+
+    cache = sub.add_parser("cache", help="where rtsoa's caches live and their sizes; clear them")
+    caches.add_arguments(cache)
+    COMMANDS["cache"] = caches.run
     return parser
 
 
@@ -477,6 +483,13 @@ def main(argv=None):
     except MemoryError:  # estimates refuse what cannot fit; this is the machine running short
         print(f"rtsoa {args.command}: error: out of memory", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as interrupt:  # Ctrl-C: a run stops cleanly first (RunInterrupted)
+        if args.command != "run":
+            raise
+        executed = getattr(interrupt, "nodes_executed", None)
+        where = "" if executed is None else f": the run stopped after {executed:,} node(s)"
+        print(f"rtsoa {args.command}: interrupted{where}", file=sys.stderr)
+        return 130
     return status or 0
 
 

@@ -6,12 +6,17 @@ simulated device's tables from its sizes, `rtsoa run`'s timing array from `--rep
 those places estimates what it is about to allocate and calls `check_fits`, which raises
 `TooLargeError` with the estimate instead of letting numpy fail halfway with MemoryError (or
 the kernel's out-of-memory killer end the process after the pages are touched).
+
+Lowering is bounded the same way, in work rather than bytes (`LoweringLimits`): a model of a
+few bytes can ask for millions of op calls (a SplitToSequence of a long tensor is one op per
+element), so a lowering counts what it resolves and refuses to go past the limits.
 """
 
 import os
 import re
 from fractions import Fraction
 from pathlib import Path
+from typing import NamedTuple
 
 from rtsoa.errors import TooLargeError
 
@@ -128,3 +133,28 @@ def check_count(name, value, low, high):
     if not low <= value <= high:
         raise ValueError(f"{name} must be in {low:,} .. {high:,}, got {value:,}")
     return value
+
+
+class LoweringLimits(NamedTuple):
+    """The work one lowering may do (`rtsoa.lowering.lower(..., limits=...)`); going past one
+    is a LoweringError naming the op, the node and the limit. The defaults are far above the
+    models rtsoa lowers (its largest test models use a few thousand op calls) and keep a
+    refused lowering to seconds."""
+
+    # Sequence elements the sequence ops resolve, summed over the lowering: each op counts
+    # the elements it reads and those it makes (a SplitToSequence of n parts counts n).
+    sequence_elements: int = 1 << 16
+    # Op calls the converters and sequence ops emit, summed over the lowering (If / Loop
+    # bodies included); each becomes about three nodes of the lowered graph.
+    op_calls: int = 1 << 18
+
+
+def check_lowering_limits(limits):
+    """`limits` (None: the defaults) as LoweringLimits of counts >= 1, else ValueError."""
+    if limits is None:
+        return LoweringLimits()
+    if not isinstance(limits, LoweringLimits):
+        raise ValueError(f"limits must be a LoweringLimits, got {type(limits).__name__}")
+    for name, value in limits._asdict().items():
+        check_count(f"LoweringLimits.{name}", value, 1, INT64_MAX)
+    return limits

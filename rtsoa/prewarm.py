@@ -61,19 +61,15 @@ def _signatures():
 def _device_cache_state():
     """None when Numba's disk cache is off for the device (a helper would work in vain),
     else whether it holds `device_malloc` for these sources and this machine."""
-    from numba.core.registry import cpu_target
-
+    from rtsoa._numba.caching import cached_signatures, is_cached
     from rtsoa.device import device_malloc
 
-    cache = getattr(device_malloc, "_cache", None)
-    if cache is None or type(cache).__name__ == "NullCache":
+    if not is_cached(device_malloc):
         return None
-    magic = cpu_target.target_context.codegen().magic_tuple()
     try:
-        index = cache._cache_file._load_index()  # {} when written for other sources
+        return bool(cached_signatures(device_malloc))
     except Exception:  # noqa: BLE001 - an unreadable index: Numba recompiles, so do we
         return False
-    return any(key[1] == magic for key in index)
 
 
 def uses_device(graph):

@@ -35,10 +35,10 @@ pytest_plugins = ["pytester"]  # tests/test_ci_skips.py runs pytest on small fil
 
 
 if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):
-    import rtsoa._jit
+    from rtsoa._numba.caching import set_package_source_stamp
 
     with open(os.environ["RTSOA_MUTATION_STAMP_FILE"]) as stamp_file:
-        rtsoa._jit._stamp = stamp_file.read().strip()
+        set_package_source_stamp(stamp_file.read().strip())
 
 if "RTSOA_LOWERED_DIR" not in os.environ:
     import atexit

@@ -19,6 +19,7 @@ from numba.core.registry import CPUDispatcher
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
 from rtsoa.device import bits
+from rtsoa.executors.atomics import atomic_load
 from rtsoa.kernels.clock import monotonic_ns
 
 
@@ -44,6 +45,7 @@ INTRINSICS = (
     (trailing_zeros, _trailing_zeros),
     (bits.assume, lambda condition: None),
     (bits.float_bits, _float_bits),
+    (atomic_load, lambda array, index: array[index]),
 )
 _COPIES = {}
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -200,6 +201,20 @@ def _busy_manifest(tmp_path, count):
     return manifest
 
 
+def _default_sigint():
+    """In a child before it runs Python: SIGINT's default action, however pytest started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test, whatever this process
+    inherited (an ignored SIGINT stays ignored in Python); the previous one restored after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys):
     JOBS = 300  # noqa: N806
     # enough jobs that the batch outlasts the first rewrite of the file (~1 s after it starts)
@@ -207,13 +222,16 @@ def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys
     manifest = _busy_manifest(tmp_path, JOBS)
     out = tmp_path / "results.arrow"
     argv = ["batch", "--manifest", str(manifest), "-o", str(out), "--workers", "1"]
-    # a terminal's Ctrl-C: SIGINT to the whole process group, workers included
+    # a terminal's Ctrl-C: SIGINT to the whole process group, workers included. The batch
+    # starts with SIGINT's default action, as from a terminal, even when pytest runs with it
+    # ignored (nohup, a background job): Python keeps an inherited SIG_IGN
     process = subprocess.Popen(
         [sys.executable, "-m", "rtsoa.cli", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_default_sigint,
     )
     deadline = time.monotonic() + 60
     while not out.exists() and time.monotonic() < deadline and process.poll() is None:
@@ -235,7 +253,7 @@ def test_ctrl_c_leaves_a_valid_partial_file_and_resume_finishes(tmp_path, capsys
     assert table["checksum"].n_unique() == 1 and (table["status"] == "ok").all()
 
 
-def test_ctrl_c_while_the_pool_closes_ends_as_an_interrupt(tmp_path, monkeypatch):
+def test_ctrl_c_while_the_pool_closes_ends_as_an_interrupt(tmp_path, monkeypatch, python_sigint):
     """A Ctrl-C that lands while the workers are being stopped (here: as the last job's
     batch came in) is held until they are stopped, then reported like any Ctrl-C: no
     traceback, every worker gone, the rows so far in a valid file."""
@@ -491,6 +509,66 @@ def test_workers_dying_before_any_job_stop_the_batch_without_blaming_jobs(tmp_pa
     with pytest.raises(BatchError, match=r"keep dying outside jobs \(at startup\): .* SIGKILL"):
         run_batch(jobs, out, settings=settings, workers=1, progress=False)
     assert not out.exists()  # no job was blamed: no row to write
+
+
+def _worker_two_jobs_in(pool, run_start):
+    """A pool worker over a real (sleeping) process that began two jobs, finished the first
+    (its row not sent yet) and is running the second, whose run started at `run_start`."""
+    import multiprocessing
+
+    from rtsoa.batch.jobs import Job
+    from rtsoa.batch.local import (
+        _BEGUN,
+        _CLOCK_START,
+        _FINISHED,
+        _JOB_START,
+        _PROGRESS_SLOTS,
+        _Worker,
+    )
+
+    context = multiprocessing.get_context("spawn")
+    worker = _Worker.__new__(_Worker)
+    worker.connection, child = context.Pipe()
+    child.close()  # the worker sent nothing more
+    worker.progress = context.RawArray("d", _PROGRESS_SLOTS)
+    worker.progress[_BEGUN], worker.progress[_FINISHED] = 2, 1
+    worker.progress[_JOB_START] = worker.progress[_CLOCK_START] = run_start
+    worker.process = context.Process(target=time.sleep, args=(60,), daemon=True)
+    worker.process.start()
+    worker.ready = True
+    first, second = (Job(name, f"{name}.rtsoa", ".rtsoa", "test") for name in ("first", "second"))
+    worker.jobs = deque([first, second])
+    worker.chunk_ends = deque([2])
+    worker.sent, worker.reported = 2, 0
+    pool._workers.append(worker)
+    return worker, first, second
+
+
+@pytest.mark.parametrize("stale", [True, False])
+def test_a_stale_overdue_report_does_not_blame_the_job_now_running(monkeypatch, stale):
+    """`_overdue` noted the worker's count of begun jobs; by the time the pool kills the
+    worker, that job may have ended and the next one begun (a higher count): then nothing is
+    blamed and both jobs go back to the queue. When the count is still the same, the running
+    job is the timeout and only the finished one (its row lost with the worker) runs again."""
+    from rtsoa.batch.local import LocalPool
+
+    pool = LocalPool(1, Settings(timeout=2.0))
+    started = []
+    monkeypatch.setattr(pool, "_start", lambda: started.append(1))
+    now = time.monotonic()
+    worker, first, second = _worker_two_jobs_in(pool, run_start=now)
+    noted = 1 if stale else 2  # the count `_overdue` saw: the first job's, or the running one's
+    pending = deque()
+    batches = list(pool._time_out(worker, noted, pending))
+    assert not worker.process.is_alive() and pool._workers == [] and started == [1]
+    if stale:
+        assert batches == [] and list(pending) == [first, second]
+        assert pool.retried == 0
+        return
+    (row,) = pa.Table.from_batches(batches).to_pylist()
+    assert row["job"] == "second" and row["status"] == "timeout", row
+    assert "no result after 2 s" in row["message"]
+    assert list(pending) == [first] and pool.retried == 1
 
 
 def test_onnx_model_jobs_run_on_their_input_sets(tmp_path, capsys):

@@ -69,13 +69,20 @@ class Run:
     """One executor loop run as Python on `graph`: (status, node, executed, order, checksum)."""
 
     # A bounded step count: a loop mutated never to stop ends with a failure, not a hang.
-    def __init__(self, graph, name, max_steps=100_000, slots=None):
+    # `cancel`: the cancellation words (default: never set); `on_step(steps)`: called before
+    # each kernel with the number of kernels called so far.
+    def __init__(self, graph, name, max_steps=100_000, slots=None, cancel=None, on_step=None):
         kernels = [
             (pure(KERNELS[kernel].function), KERNELS[kernel].constants)
             for kernel in graph.kernel_names
         ]
 
+        steps = [0]
+
         def dispatch(rt, kernel, node):  # as the generated dispatch calls them
+            if on_step is not None:
+                on_step(steps[0])
+                steps[0] += 1
             function, constants = kernels[kernel]
             return function(rt, node, *constants)
 
@@ -87,6 +94,7 @@ class Run:
             nodes=main,
             starts=main[graph.in_degree[main] == 0],
             max_steps=max_steps,
+            cancel_words=np.zeros(2, dtype=np.int64) if cancel is None else cancel,
         )
         arguments = EXECUTORS[name]._prepare(state)
         control_flow = np.array([CONTROL_FLOW[name] for name in graph.kernel_names])

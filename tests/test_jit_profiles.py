@@ -11,7 +11,7 @@ import rtsoa.device
 import rtsoa.testing
 from rtsoa import _jit
 
-BASE = {"cache": True, "nogil": True, "boundscheck": False}
+BASE = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 EXPECTED = {
     "jit_inline_ir": {**BASE, "_nrt": False, "inline": "always"},
     "jit_inline_llvm": {**BASE, "_nrt": False, "forceinline": True},
@@ -51,7 +51,8 @@ def test_profiles_have_their_documented_options():
 def test_every_device_function_uses_a_profile(name, function):
     options = dict(function.targetoptions)
     assert options.pop("nopython") is True
-    assert function._cache.__class__.__name__ == "FunctionCache", name
+    assert isinstance(function, _jit.RtsoaDispatcher), name
+    assert function._cache.__class__.__name__ == "RtsoaFunctionCache", name
     profiles = [profile for profile in _jit.PROFILES if _target_options(profile) == options]
     assert len(profiles) == 1, f"{name}: {options}"
     assert isinstance(function, _jit.InternalDispatcher) == profiles[0].wrapperless, name

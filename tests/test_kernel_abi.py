@@ -2,6 +2,7 @@
 state, the device), switch choices carried in the status, typed tensor views, and executor
 loops specialised on the generated dispatch without text surgery."""
 
+import re
 import sys
 
 import numba
@@ -145,7 +146,9 @@ def test_loops_are_the_executor_sources_bound_to_the_generated_dispatch():
 
 def test_plain_runs_carry_no_profiling_code():
     """The subscribed variant is the same loop with a record array; in the plain variant Numba
-    prunes every `record is not None` branch, so no clock is read per node."""
+    prunes every `record is not None` branch, so no clock is read per node. (The plain loop
+    reads the clock in its cancellation poll alone: a timeout's deadline, once every
+    POLL_STEPS steps, rtsoa.executors.cancel.)"""
     graph = generate("random", 100, seed=1)
     for name, cls in EXECUTORS.items():
         ex = prepare_executor(graph, name)
@@ -159,8 +162,12 @@ def test_plain_runs_carry_no_profiling_code():
         loop = specialise(cls.loop, module, cache=False)
         loop(ex.runtime, *ex._arguments, None)
         loop(ex.runtime, *ex._arguments, ex.record())
-        assert "clock_gettime" not in loop.inspect_llvm(plain[0])
-        assert "clock_gettime" in loop.inspect_llvm(profiled[0])
+        plain_ir, profiled_ir = loop.inspect_llvm(plain[0]), loop.inspect_llvm(profiled[0])
+        assert "record_step" not in plain_ir and "record_step" in profiled_ir
+        clock_calls = [
+            len(re.findall(r"call .*@clock_gettime", ir)) for ir in (plain_ir, profiled_ir)
+        ]
+        assert clock_calls[1] == clock_calls[0] + 2  # a node's start and end
 
 
 def test_dispatch_ids_do_not_depend_on_registration_order():

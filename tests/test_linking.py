@@ -1,4 +1,4 @@
-"""Separately linked functions (`rtsoa._linking`): callers call an out-of-line function by
+"""Separately linked functions (`rtsoa._numba.linking`): callers call an out-of-line function by
 symbol instead of copying its code, and a cached caller loads only against the very callees it
 was compiled with (else it is compiled again: never a stale call, never an unresolved symbol)."""
 
@@ -9,7 +9,8 @@ import textwrap
 import pytest
 from subprocess_json import run_json
 
-from rtsoa import _jit, _linking
+from rtsoa import _jit
+from rtsoa._numba import linking as _linking
 from rtsoa.device import allocator, streams
 
 MODULE = textwrap.dedent(

@@ -218,3 +218,66 @@ def test_relu_after_a_nan_or_infinite_first_element():
         want = run_onnxruntime(proto, {"x": x})["y"]
         np.testing.assert_array_equal(got, want)
         assert np.signbit(got[3]) == np.signbit(want[3])
+
+
+def _region_reading(product, kind):
+    """An If (on input c) or a Loop (M iterations) whose subgraph reads `product` from the
+    enclosing scope: If gives product * 2 or -product, Loop adds product to its carried value
+    (started at the sum `a`) each iteration."""
+    if kind == "If":
+        then_branch = helper.make_graph(
+            [helper.make_node("Add", [product, product], ["doubled"])],
+            "then",
+            [],
+            [helper.make_tensor_value_info("doubled", FLOAT, None)],
+        )
+        else_branch = helper.make_graph(
+            [helper.make_node("Neg", [product], ["negated"])],
+            "else",
+            [],
+            [helper.make_tensor_value_info("negated", FLOAT, None)],
+        )
+        return helper.make_node(
+            "If", ["c"], ["region"], then_branch=then_branch, else_branch=else_branch
+        )
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["carried_in", product], ["carried_out"]),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("carried_in", FLOAT, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("carried_out", FLOAT, None),
+        ],
+    )
+    return helper.make_node("Loop", ["M", "", "a"], ["region"], body=body)
+
+
+@pytest.mark.parametrize(
+    "kind, region_first",
+    [("If", False), ("If", True), ("Loop", False)],  # a Loop starting from `a` follows the Add
+)
+def test_a_product_an_if_or_loop_also_reads_is_not_fused(kind, region_first):
+    """The product of a MatMul -> Add chain is read by an If branch / a Loop body too (an
+    outer read of the region): fusing would drop the tensor the region reads, so the chain is
+    kept as two ops whichever of the Add and the region comes first."""
+    matmul = helper.make_node("MatMul", ["x", "w"], ["m"])
+    add = helper.make_node("Add", ["m", "b"], ["a"])
+    region = _region_reading("m", kind)
+    nodes = [matmul, region, add] if region_first else [matmul, add, region]
+    inputs = [("x", FLOAT, ["batch", 8])]
+    inputs.append(("c", TensorProto.BOOL, []) if kind == "If" else ("M", INT64, []))
+    proto = model(
+        nodes, inputs, [("a", FLOAT, None), ("region", FLOAT, None)], [("w", W), ("b", B)]
+    )
+    for value in (True, False) if kind == "If" else (0, 3):
+        feeds = _x(3, 8)
+        feeds["c" if kind == "If" else "M"] = np.array(value, bool if kind == "If" else np.int64)
+        counts = _check(proto, feeds, fused_ops=0)
+        assert counts.get("MatMul") == 1 and counts.get("Add", 0) >= 1

@@ -1,6 +1,8 @@
 """`rtsoa lower` and `rtsoa run` on models: outputs match onnxruntime, bad inputs are named."""
 
+import io
 import json
+import zipfile
 
 import numpy as np
 import onnx
@@ -110,3 +112,53 @@ def test_lower_refuses_to_overwrite_a_foreign_directory(model_file, tmp_path, ca
     assert main(["lower", str(path), "-o", str(foreign), "--no-progress"]) == 1
     assert (foreign / "notes.txt").read_text() == "keep me"
     assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "bad member", "npy"])
+def test_a_damaged_inputs_archive_is_a_one_line_error(model_file, tmp_path, capsys, damage):
+    _, path = model_file
+    inputs = _inputs(tmp_path, x=np.ones((2, 16), np.float32))
+    data = inputs.read_bytes()
+    if damage == "truncated":
+        inputs.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        inputs.write_bytes(b"")
+    elif damage == "bad member":  # the zip directory is intact, a member's bytes are not
+        start = data.index(b"\x93NUMPY") + 200
+        inputs.write_bytes(data[:start] + bytes(32) + data[start + 32 :])
+    else:
+        np.save(inputs.with_suffix(".npy"), np.ones((2, 16), np.float32))
+        inputs = inputs.with_suffix(".npy")
+    assert main(["run", str(path), "--inputs", str(inputs)]) == 1
+    err = capsys.readouterr().err
+    assert "not a readable .npz file" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("names", [("file", "allow_pickle"), ("allow_pickle", "file")])
+def test_inputs_and_outputs_named_like_savez_arguments_round_trip(tmp_path, capsys, names):
+    """np.savez takes array names as keyword arguments: an output named `file` collided with
+    its path argument (TypeError) and one named `allow_pickle` was silently dropped."""
+    from onnx import helper
+
+    from rtsoa.testing.models import FLOAT, model
+
+    given, made = names
+    proto = model(
+        [helper.make_node("Neg", [given], [made])],
+        [(given, FLOAT, [2, 3])],
+        [(made, FLOAT, [2, 3])],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, path)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    inputs = tmp_path / "in.npz"
+    member = io.BytesIO()
+    np.save(member, x)
+    with zipfile.ZipFile(inputs, "w") as archive:  # np.savez cannot name an array `file`
+        archive.writestr(f"{given}.npy", member.getvalue())
+    out = tmp_path / "out.npz"
+    assert main(["run", str(path), "--inputs", str(inputs), "--outputs", str(out)]) == 0
+    capsys.readouterr()
+    with np.load(out) as got:
+        assert got.files == [made]
+        np.testing.assert_array_equal(got[made], -x)

@@ -112,6 +112,10 @@ def test_lifecycle_out_of_order_is_refused(mlp_model):
     executor.unload()
     with pytest.raises(ModelStateError, match="unloaded"):
         executor.execute_sync(x)
+    with pytest.raises(ModelStateError, match=re.escape("load() on a model that is unloaded")):
+        executor.load()  # an unloaded executor stays unloaded: load a new one instead
+    with pytest.raises(ModelStateError, match="unloaded"):
+        executor.execute_sync(x)
 
 
 def test_unsupported_op_fails_at_lowering_naming_op_node_and_opset():
@@ -165,6 +169,63 @@ def test_dead_ops_are_dropped():
     graph = lower(proto)
     launches = [n for n in range(graph.num_nodes) if graph.kernel_name(n) == "OpLaunch"]
     assert len(launches) == 1
+
+
+def test_a_multi_output_op_with_an_unread_named_output_is_kept():
+    """Split gives a and b; only a is read: the Split still runs (one of its outputs is
+    needed), b's block is allocated and freed unread."""
+    proto = model(
+        [
+            helper.make_node("Split", ["x"], ["a", "b"], axis=0),
+            helper.make_node("Neg", ["a"], ["y"]),
+        ],
+        [("x", FLOAT, [4, 3])],
+        [("y", FLOAT, [2, 3])],
+    )
+    graph = lower(proto)
+    launches = [n for n in range(graph.num_nodes) if graph.kernel_name(n) == "OpLaunch"]
+    assert len(launches) == 2
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    with load_model(graph) as executor:
+        got = executor.execute_sync({"x": x})["y"]
+        assert executor.main.leaked_blocks == 0
+    np.testing.assert_array_equal(got, run_onnxruntime(proto, {"x": x})["y"])
+
+
+def test_a_call_with_an_absent_middle_input_folds():
+    """Clip(c, "", hi) of constants folds at lowering like any constant call (the absent min
+    is no tensor that could be unknown): only the Add of the input runs."""
+    c = np.array([-3.0, 0.5, 7.0], np.float32)
+    proto = model(
+        [
+            helper.make_node("Clip", ["c", "", "hi"], ["clipped"]),
+            helper.make_node("Add", ["x", "clipped"], ["y"]),
+        ],
+        [("x", FLOAT, [3])],
+        [("y", FLOAT, [3])],
+        [("c", c), ("hi", np.float32(2.0))],
+    )
+    graph = lower(proto)
+    launches = [n for n in range(graph.num_nodes) if graph.kernel_name(n) == "OpLaunch"]
+    assert len(launches) == 1
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    with load_model(graph) as executor:
+        got = executor.execute_sync({"x": x})["y"]
+    np.testing.assert_array_equal(got, run_onnxruntime(proto, {"x": x})["y"])
+    np.testing.assert_array_equal(got, x + np.minimum(c, 2.0))
+
+
+def test_inputs_of_the_maximum_rank_run_and_one_above_is_refused():
+    """A rank-8 input (MAX_RANK) runs; a rank-9 array is refused naming the input."""
+    dims = [2, 1, 3, 1, 2, 1, 1, 2]
+    proto = model(
+        [helper.make_node("Neg", ["x"], ["y"])], [("x", FLOAT, dims)], [("y", FLOAT, dims)]
+    )
+    x = np.arange(24, dtype=np.float32).reshape(dims)
+    with load_model(lower(proto)) as executor:
+        np.testing.assert_array_equal(executor.execute_sync({"x": x})["y"], -x)
+        with pytest.raises(ModelInputError, match="input 'x' has rank 9 > 8"):
+            executor.execute_sync({"x": x.reshape([*dims, 1])})
 
 
 def test_a_tampered_op_header_fails_with_a_status_not_a_crash(mlp_model):

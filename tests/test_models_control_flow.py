@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from model_checks import ATOL, RTOL, run_and_compare, subgraph
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from rtsoa.errors import LoweringError
 from rtsoa.executors import EXECUTORS, KernelError, prepare_executor
@@ -295,6 +296,77 @@ def test_loop_carried_tensor_may_grow_every_iteration(executor):
     x = np.array([1.5, -1.0], np.float32)
     sets = [{"M": np.array(trips, np.int64), "x": x} for trips in (4, 0, 1, 7)]
     run_and_compare(growing_model(), sets, executor)
+
+
+def growing_shape_model():
+    """v grows by x every iteration (v = concat(v, x)) and s = Shape(v) is taken inside the
+    body before it grows: after M iterations s is [2 * M] (the shape of the last iteration's
+    v), v has 2 * (M + 1) elements."""
+    body = subgraph(
+        [
+            helper.make_node("Shape", ["v_in"], ["s_out"]),
+            helper.make_node("Concat", ["v_in", "x"], ["v_out"], axis=0),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [("cond_out", BOOL, []), ("v_out", FLOAT, None), ("s_out", INT64, None)],
+        inputs=[("i", INT64, []), ("cond_in", BOOL, []), ("v_in", FLOAT, None)]
+        + [("s_in", INT64, None)],
+    )
+    nodes = [helper.make_node("Loop", ["M", "", "x", "s0"], ["v", "s"], body=body)]
+    return model(
+        nodes,
+        [("M", INT64, []), ("x", FLOAT, [2])],
+        [("v", FLOAT, None), ("s", INT64, None)],
+        [("s0", np.array([0], np.int64))],
+    )
+
+
+@pytest.mark.parametrize("executor", CONTROL_FLOW_EXECUTORS)
+def test_a_shape_inside_a_loop_body_follows_a_growing_carried_value(executor):
+    """The body's Shape must not fold to the initial value's dims (2): the carried value's
+    dims widen to unknown before the body is folded, so with three iterations s is [6]."""
+    x = np.array([1.5, -1.0], np.float32)
+    sets = [{"M": np.array(trips, np.int64), "x": x} for trips in (3, 1, 5)]
+    graph = run_and_compare(growing_shape_model(), sets, executor)
+    with load_model(graph, executor=executor) as run:
+        got = run.execute_sync({"M": np.array(3, np.int64), "x": x})
+    np.testing.assert_array_equal(got["s"], [6])
+    assert got["v"].shape == (8,)
+
+
+@pytest.mark.parametrize("executor", CONTROL_FLOW_EXECUTORS)
+def test_if_branches_returning_one_tensor_for_two_outputs(executor):
+    """A branch returning the same tensor for both outputs (then: t, t; else: e, e), both read
+    after the join: each output is a block of its own. Judged by onnx.reference (onnxruntime
+    returns garbage for the second output of such a branch)."""
+    then_branch = subgraph(
+        [helper.make_node("Neg", ["x"], ["t"])], "then", [("t", FLOAT, None), ("t", FLOAT, None)]
+    )
+    else_branch = subgraph(
+        [helper.make_node("Abs", ["x"], ["e"])], "else", [("e", FLOAT, None), ("e", FLOAT, None)]
+    )
+    proto = model(
+        [
+            helper.make_node(
+                "If", ["c"], ["y1", "y2"], then_branch=then_branch, else_branch=else_branch
+            ),
+            helper.make_node("Mul", ["y1", "y2"], ["product"]),
+        ],
+        [("c", BOOL, []), ("x", FLOAT, [3])],
+        [("y1", FLOAT, [3]), ("y2", FLOAT, [3]), ("product", FLOAT, [3])],
+    )
+    x = np.array([1.0, -2.0, 3.5], np.float32)
+    judge = ReferenceEvaluator(proto)
+    with load_model(lower(proto), executor=executor) as run:
+        for flag in (True, False, True):
+            inputs = {"c": np.array(flag), "x": x}
+            got = run.execute_sync(inputs)
+            want = dict(zip(["y1", "y2", "product"], judge.run(None, inputs), strict=True))
+            for name, expected in want.items():
+                np.testing.assert_array_equal(got[name], expected)
+            assert run.main.leaked_blocks == 0
+        assert run.device.hazard_count == 0
 
 
 def test_lowered_loop_saves_and_reloads(tmp_path):

@@ -8,6 +8,7 @@ from unittest import mock
 import numpy as np
 import pytest
 from executor_checks import GENERATED, generated_case, property_settings, random_priority_graph
+from figures import report
 from hypothesis import given
 from hypothesis import strategies as st
 from multithread_kernels import (
@@ -29,6 +30,7 @@ from rtsoa.executors.atomics import (
     atomic_load,
     atomic_store,
     atomic_sub,
+    cpu_yield,
     spin_lock,
     spin_unlock,
 )
@@ -56,14 +58,59 @@ def _add_many(counters, times):
     return atomic_load(counters, 0)
 
 
+# The spin lock's test: state words, each on a cache line of its own but the checked ones.
+_LOCK, _ARRIVED, _TORN, _WORDS, _CHECKED_WORDS = 0, 8, 16, 24, 8
+
+
 @njit(nogil=True)
-def _locked_increments(state, times):
-    """state[0] is the lock; state[8] a plain (non-atomic) counter it protects."""
-    for _ in range(times):
-        spin_lock(state, 0)
-        state[8] = state[8] + 1
-        spin_unlock(state, 0)
-    return state[8]
+def _lock_in_two_steps(state, index):
+    """A broken spin lock: it tests the word, then sets it, two steps another thread can come
+    between (no atomic test-and-set). The spin lock test must catch it."""
+    while atomic_load(state, index) != 0:
+        cpu_yield()
+    atomic_store(state, index, 1)
+
+
+def _lock_exerciser(lock, unlock):
+    """A nogil function (state, threads, times) that waits until `threads` callers arrived (a
+    barrier: every thread starts its loop at once), then `times` times takes the lock, checks
+    that the checked words hold first, first + 1, ... (counting in state[_TORN] when they do
+    not: another holder is half-way through its update), writes them one higher each, and
+    releases it."""
+
+    @njit(nogil=True)
+    def exercise(state, threads, times):
+        atomic_add(state, _ARRIVED, 1)
+        while atomic_load(state, _ARRIVED) < threads:
+            cpu_yield()
+        for _ in range(times):
+            lock(state, _LOCK)
+            first = state[_WORDS]
+            for k in range(1, _CHECKED_WORDS):
+                if state[_WORDS + k] != first + k:
+                    state[_TORN] += 1
+                    break
+            for k in range(_CHECKED_WORDS):
+                state[_WORDS + k] = first + 1 + k
+            unlock(state, _LOCK)
+
+    return exercise
+
+
+_real_lock_exercise = _lock_exerciser(spin_lock, spin_unlock)
+_broken_lock_exercise = _lock_exerciser(_lock_in_two_steps, spin_unlock)
+
+
+def _exercise_lock(exercise, threads, times):
+    """(the count reached, torn sections seen, the lock word) after `threads` threads ran
+    `exercise` `times` times each."""
+    state = np.zeros(_WORDS + _CHECKED_WORDS, dtype=np.int64)
+    state[_WORDS:] = np.arange(_CHECKED_WORDS)
+    exercise(state, 1, 1)  # compile outside the threads
+    state[:] = 0
+    state[_WORDS:] = np.arange(_CHECKED_WORDS)
+    _in_threads(exercise, (state, threads, times), threads=threads)
+    return int(state[_WORDS]), int(state[_TORN]), int(state[_LOCK])
 
 
 @njit
@@ -100,11 +147,31 @@ def test_compare_and_swap_exchange_load_store():
 
 
 def test_spin_lock_excludes_threads():
-    state = np.zeros(16, dtype=np.int64)
-    _locked_increments(state, 1)
-    state[:] = 0
-    _in_threads(_locked_increments, (state, 200_000), threads=3)
-    assert state[8] == 600_000 and state[0] == 0
+    """Three threads, released together by a barrier, take the lock 100,000 times each and
+    update eight words inside it, checking that no other holder is half-way through: every
+    update counted, no torn section, the lock free at the end.
+
+    The test can fail: with a lock that tests and then sets in two steps
+    (`_lock_in_two_steps`), measured on the 2-core machine, five runs of this test reached
+    288,970 / 286,907 / 255,690 / 285,842 / 287,487 of 300,000 with 5,698 to 19,321 torn
+    sections (test_a_lock_without_an_atomic_test_and_set_fails_the_lock_test runs it)."""
+    assert _exercise_lock(_real_lock_exercise, 3, 100_000) == (300_000, 0, 0)
+
+
+def test_a_lock_without_an_atomic_test_and_set_fails_the_lock_test():
+    """The broken lock lets two threads into the section: lost updates and torn sections. It
+    needs the threads to run at once (a thread taken off its core between the test and the
+    set is rare), so it is tried up to 40 times: on the 2-core machine under load it was
+    caught in 90 of 100 runs, and once missed 10 in a row while other work held the cores."""
+    for attempt in range(1, 41):
+        count, torn, _ = _exercise_lock(_broken_lock_exercise, 3, 100_000)
+        if count < 300_000 or torn > 0:
+            report(
+                "test_multithread.py::test_a_lock_without_an_atomic_test_and_set_fails_the_lock_test",
+                [f"  caught at attempt {attempt}: {count:,} of 300,000 counted, {torn:,} torn"],
+            )
+            return
+    pytest.fail("40 runs of the broken lock all passed the lock test: it cannot fail")
 
 
 def test_atomics_refuse_read_only_and_float_arrays():
@@ -239,16 +306,25 @@ def test_workers_by_class_and_critical_sections_exclusive(threads):
 # -- errors, end of sequence, refusals --------------------------------------------------------
 
 
-def test_first_failure_in_priority_order_with_one_normal_worker():
+@pytest.mark.parametrize("threads, runs", [(2, 1), (4, 30)])
+def test_first_failure_in_priority_order(threads, runs):
+    """Node 0 releases two failing nodes; the one of priority 1 fails first. With two threads
+    one NORMAL worker takes both from its private batch in priority order. With four, the
+    NORMAL queue has two workers: the one that finished node 0 runs the better successor
+    itself at once (the speculative successor) and queues the other, so priority 1 still
+    fails first, run after run (300 of 300 runs; continuing with the worse one instead
+    reported status 12 in 300 of 300)."""
     builder = GraphBuilder()
     builder.add_node("Checksum0")
     builder.add_node("Fail", attributes=[11], priority=1)
     builder.add_node("Fail", attributes=[12], priority=2)
     builder.add_edge(0, 1)
     builder.add_edge(0, 2)
-    with pytest.raises(KernelError) as caught:
-        prepare_executor(builder.finalize(), "multithread", threads=2).run()
-    assert (caught.value.status, caught.value.node) == (11, 1)
+    executor = prepare_executor(builder.finalize(), "multithread", threads=threads)
+    for _ in range(runs):
+        with pytest.raises(KernelError) as caught:
+            executor.run()
+        assert (caught.value.status, caught.value.node) == (11, 1)
 
 
 @pytest.mark.parametrize("threads", THREADS)

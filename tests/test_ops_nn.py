@@ -227,6 +227,40 @@ def test_average_pool_matches_onnxruntime(shape, attributes, include_pad):
     check("AveragePool", [random(shape)], {**attributes, "count_include_pad": include_pad})
 
 
+# ceil_mode windows at the end of an axis: the output drops a last window that would start in
+# the end padding, keeps one that starts on the input or in the begin padding (out spatial
+# dims worked out by hand from ceil((size + pads - kernel) / stride) + 1).
+CEIL_MODE_EDGES = [
+    # 4 + 1 - 2 = 3: ceil gives 3 windows, the third would start at 4, in the end padding
+    ((1, 1, 4, 4), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [0, 0, 1, 1]}, (2, 2)),
+    # the same with a begin pad: the third window starts at padded 4, input element 3: kept
+    ((1, 1, 4, 4), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1]}, (3, 3)),
+    # axis 0: 4 windows by ceil, the fourth would start at padded 6 = input 5: dropped;
+    # axis 1: the third window starts at 6, the input's last element: kept
+    ((1, 2, 5, 7), {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 0, 2, 1]}, (3, 3)),
+    ((1, 1, 6), {"kernel_shape": [2], "strides": [3], "pads": [0, 1]}, (2,)),
+    # the last window starts on the input's last element (4 of 0..4): kept
+    ((1, 2, 5, 5), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [0, 0, 1, 1]}, (3, 3)),
+    # both axes drop a window that would start in their end padding
+    ((1, 1, 7, 4), {"kernel_shape": [3, 3], "strides": [3, 3], "pads": [1, 2, 2, 2]}, (3, 2)),
+]
+
+
+@pytest.mark.parametrize("shape, attributes, spatial", CEIL_MODE_EDGES)
+@pytest.mark.parametrize(
+    "op, extra",
+    [
+        ("MaxPool", {}),
+        ("AveragePool", {"count_include_pad": 0}),
+        ("AveragePool", {"count_include_pad": 1}),
+    ],
+)
+def test_ceil_mode_never_starts_a_window_in_the_end_padding(shape, attributes, spatial, op, extra):
+    x = random(shape)
+    (got,) = check(op, [x], {**attributes, **extra, "ceil_mode": 1})
+    assert got.shape[2:] == spatial
+
+
 def test_pools_with_dilations_and_float64():
     x = random((1, 2, 11, 10), F64)
     attributes = {"kernel_shape": [3, 2], "dilations": [2, 3], "pads": [1, 1, 2, 1]}

@@ -55,8 +55,9 @@ def add_arguments(parser, executors):
         "--timeout",
         type=_seconds,
         metavar="SECONDS",
-        help="seconds a job's run may take; its worker is then killed and replaced (local "
-        "workers; loading, preparing and compiling are not counted)",
+        help="seconds a job may take (lowering, loading, preparing and running it); its "
+        "worker is then killed and replaced (local workers; a worker's warm-up, loading or "
+        "compiling machine code for its first job of a kind, is not counted)",
     )
     parser.add_argument(
         "--no-hazard-check",

@@ -17,17 +17,26 @@ a user kernel, an out-of-memory kill) the pool knows which job it was running: t
 recorded as "crashed" with the signal; the jobs of its chunks that it had not begun, and those
 it had finished but whose rows had not been sent yet (at most `chunk_seconds` of them), go back
 to the queue and are run again elsewhere; a new worker takes the dead one's place. A worker
-that dies between jobs has no job to blame: its jobs go back to the queue. A job whose executor
-run goes past `settings.timeout` seconds (loading, preparing and compiling are not counted:
-they always end) has its worker killed and is recorded as "timeout". Workers ignore SIGINT
-(Ctrl-C goes to the whole process group): the parent decides what an interrupt means, and
-kills them.
+that dies between jobs has no job to blame: its jobs go back to the queue. A job that goes past
+`settings.timeout` seconds (lowering, loading, preparing and the run; not the warm-up of a
+worker process, see `rtsoa.batch.worker`) has its worker killed and is recorded as "timeout".
+Workers ignore SIGINT (Ctrl-C goes to the whole process group): the parent decides what an
+interrupt means, and kills them.
+
+Workers end with their parent, even one killed by SIGKILL (no chance to stop them): on Linux
+the kernel sends them SIGKILL when the thread that started them ends (prctl
+PR_SET_PDEATHSIG, armed when that thread is the main thread: another thread may end before
+the pool does), and everywhere a thread of each worker checks every `_PARENT_POLL_SECONDS`
+that its parent is still its parent. (That thread needs the GIL, which a kernel in a long
+compiled loop holds: there the signal does it.)
 """
 
+import ctypes
 import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -35,7 +44,7 @@ from multiprocessing.connection import wait
 
 from rtsoa.batch.jobs import BatchError
 from rtsoa.batch.results import read_rows_message, rows_batch, rows_message
-from rtsoa.batch.worker import import_modules, on_run_start, run_job, worker_name
+from rtsoa.batch.worker import import_modules, on_warm_up, run_job, worker_name
 
 # Workers dying before they are ready (or while idle) more often than this in a row stop the
 # batch: something kills every worker, nothing would get done. Their jobs are not blamed.
@@ -44,32 +53,35 @@ _QUEUED = 2  # chunks sent ahead to each worker: the one it runs and the next
 CHUNK_SECONDS = 0.05  # jobs per chunk: about this much work (and rows sent at least this often)
 _MAX_CHUNK = 256
 _SHARE = 2  # a chunk takes at most 1 / (_SHARE x workers) of the jobs left: an even finish
-_POLL_SECONDS = 0.05  # with --timeout: how often runs not yet started are looked at
+_POLL_SECONDS = 0.05  # with --timeout: how often jobs whose clock is paused are looked at
+_PARENT_POLL_SECONDS = 0.5  # how often a worker checks that its parent is alive
+_PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 # The progress a worker shares with the parent (a RawArray of doubles; times are
 # time.monotonic, CLOCK_MONOTONIC: one clock for every process of the machine).
 _BEGUN = 0  # jobs it has begun
 _FINISHED = 1  # jobs it has finished (its row made)
 _JOB_START = 2  # when its current (or last) job began
-_RUN_START = 3  # when its current job's executor run started; 0 outside a run
+_CLOCK_START = 3  # when its current job's --timeout clock started, moved on by the warm-ups
+# it was paused for (see _JobClock); 0 between jobs and while paused
 _PROGRESS_SLOTS = 4
 
 
-def _worker_main(connection, settings, progress, chunk_seconds):
+def _worker_main(connection, settings, progress, chunk_seconds, parent, death_signal):
     """A worker process: import the user's modules, then run chunks of jobs until told to
     stop, sending each chunk's rows as one record batch (sooner when they have waited
-    `chunk_seconds`)."""
+    `chunk_seconds`). `parent`: the pid of the pool's process, whose death ends this one
+    (`death_signal`: also by PR_SET_PDEATHSIG)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _end_with_parent(parent, death_signal)
     try:
         import_modules(settings.imports)
     except Exception as error:
         connection.send(("fatal", f"--import: {type(error).__name__}: {error}"))
         return
 
-    def run_started():  # the timeout counts from the run: loading, compiling always end
-        progress[_RUN_START] = time.monotonic()
-
-    on_run_start(run_started)
+    clock = _JobClock(progress)
+    on_warm_up(clock.pause, clock.resume)
     connection.send(("ready", worker_name()))
     chunks = deque()  # received, not run yet (None: stop)
     rows = []
@@ -90,13 +102,67 @@ def _worker_main(connection, settings, progress, chunk_seconds):
                     first = now
                 progress[_JOB_START] = now
                 progress[_BEGUN] += 1
+                clock.begin()
                 rows.append(run_job(job, settings))
-                progress[_RUN_START] = 0.0
+                clock.end()
                 progress[_FINISHED] += 1
             _send_rows(connection, rows, first, chunks)
             rows = []
     except EOFError:  # the parent went away
         return
+
+
+class _JobClock:
+    """The --timeout clock of a worker's current job, kept in its shared `progress`: started
+    with the job, paused while the job warms the process up (nested pauses count once)."""
+
+    def __init__(self, progress):
+        self.progress = progress
+        self.start = 0.0  # the clock's start, moved on by the pauses; 0.0: no job
+        self.depth = 0  # pauses open
+        self.paused_at = 0.0
+
+    def begin(self):
+        self.start = time.monotonic()
+        self.depth = 0
+        self.progress[_CLOCK_START] = self.start
+
+    def end(self):
+        self.start = 0.0
+        self.progress[_CLOCK_START] = 0.0
+
+    def pause(self):
+        self.depth += 1
+        if self.depth == 1 and self.start:
+            self.paused_at = time.monotonic()
+            self.progress[_CLOCK_START] = 0.0
+
+    def resume(self):
+        self.depth -= 1
+        if self.depth == 0 and self.start:
+            self.start += time.monotonic() - self.paused_at
+            self.progress[_CLOCK_START] = self.start
+
+
+def _end_with_parent(parent, death_signal):
+    """Make this worker end when the process `parent` dies (see the module docstring)."""
+    if death_signal and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watch below still ends it
+    if os.getppid() != parent:  # it died before the signal was armed
+        os._exit(1)
+    threading.Thread(
+        target=_watch_parent, args=(parent,), name="rtsoa-parent-watch", daemon=True
+    ).start()
+
+
+def _watch_parent(parent):
+    while os.getppid() == parent:
+        time.sleep(_PARENT_POLL_SECONDS)
+    os._exit(1)  # reparented: the pool's process is gone, nobody wants this job's row
 
 
 def _send_rows(connection, rows, first, chunks):
@@ -140,9 +206,11 @@ class _Worker:
     def __init__(self, context, settings, number, chunk_seconds):
         self.connection, child = context.Pipe()
         self.progress = context.RawArray("d", _PROGRESS_SLOTS)
+        # PR_SET_PDEATHSIG follows the starting thread: armed only for the main thread
+        death_signal = threading.current_thread() is threading.main_thread()
         self.process = context.Process(
             target=_worker_main,
-            args=(child, settings, self.progress, chunk_seconds),
+            args=(child, settings, self.progress, chunk_seconds, os.getpid(), death_signal),
             name=f"rtsoa-batch-{number}",
             daemon=True,
         )
@@ -282,8 +350,8 @@ class LocalPool:
                     continue
                 yield self._lost_row(worker, position, "crashed", died)
                 self._retire(worker, pending, self._others(worker, position))
-            for worker, run_start in self._overdue():
-                yield from self._time_out(worker, run_start, pending)
+            for worker, begun in self._overdue():
+                yield from self._time_out(worker, begun, pending)
 
     def _others(self, worker, position):
         """The jobs of a dead worker but the one at `position`: those it finished (rows lost
@@ -292,15 +360,15 @@ class LocalPool:
         self.retried += position
         return jobs[:position] + jobs[position + 1 :]
 
-    def _time_out(self, worker, run_start, pending):
-        """Kill an overdue worker and read what it sent; its job is "timeout" when the run
-        that started at `run_start` was still going when it died (else the job ended just
-        then and the next one began: nothing to blame)."""
+    def _time_out(self, worker, begun, pending):
+        """Kill an overdue worker and read what it sent; its job is "timeout" when the job it
+        had begun (`begun`: its count of begun jobs then) is still unfinished (else the job
+        ended just then and the next one began: nothing to blame)."""
         worker.kill_process()
         batches, _ = self._collect(worker, (worker.process.sentinel,))
         yield from batches
         position = worker.running()
-        if position is None or worker.progress[_RUN_START] != run_start:
+        if position is None or int(worker.progress[_BEGUN]) != begun:
             self._retire(worker, pending, list(worker.jobs))
             return
         message = (
@@ -314,8 +382,8 @@ class LocalPool:
         return [w.connection for w in self._workers] + [w.process.sentinel for w in self._workers]
 
     def _next_deadline(self):
-        """How long `wait` may sleep: until the first run's timeout, polling while a worker
-        with jobs is not in a run (its next run may start any time)."""
+        """How long `wait` may sleep: until the first job's timeout, polling while a worker
+        with jobs has no clock running (its next job, or its clock, may start any time)."""
         if self.settings.timeout is None:
             return None
         now = time.monotonic()
@@ -323,21 +391,22 @@ class LocalPool:
         for worker in self._workers:
             if not worker.jobs:
                 continue
-            start = worker.progress[_RUN_START]
+            start = worker.progress[_CLOCK_START]
             left = start + self.settings.timeout - now if start else _POLL_SECONDS
             deadline = left if deadline is None else min(deadline, left)
         return None if deadline is None else max(0.0, min(deadline, self.settings.timeout))
 
     def _overdue(self):
-        """(worker, the start of its run) of each worker whose run is past the timeout."""
+        """(worker, its count of begun jobs) of each worker whose job is past the timeout."""
         if self.settings.timeout is None:
             return []
         now = time.monotonic()
         overdue = []
         for worker in self._workers:
-            start = worker.progress[_RUN_START]
+            begun = int(worker.progress[_BEGUN])  # read first: the clock is then this job's
+            start = worker.progress[_CLOCK_START]
             if worker.jobs and start and now - start > self.settings.timeout:
-                overdue.append((worker, start))
+                overdue.append((worker, begun))
         return overdue
 
     def _collect(self, worker, ready):

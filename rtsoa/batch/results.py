@@ -1,17 +1,26 @@
 """The results file of a batch: one row per job, always a valid file.
 
-Rows are kept in memory and the whole file is rewritten atomically (written next to the target,
-then renamed over it) at most every `flush_seconds` (1 s), and at the end or on Ctrl-C: a
-reader, a killed batch or a full disk never leaves a torn file, only one that lacks the latest
-rows. The interval grows with the cost of a rewrite (at most ~2 % of the batch's time goes to
-writing). Arrow IPC file format, or Parquet when the name ends in `.parquet`; both carry the
-schema metadata `rtsoa.results`, which is how an existing file is recognised as a results
-file (replaced without asking, or resumed with `--resume`).
+Rows are kept in memory and the whole file is rewritten atomically at most every
+`flush_seconds` (1 s), and at the end or on Ctrl-C: written to a new file next to the target,
+flushed to disk, renamed over the target (os.replace) and the directory flushed, as
+`save_graph` publishes a graph. A reader, a killed batch, a power loss or a full disk never
+leaves a torn file, only one that lacks the latest rows. The interval grows with the cost of
+a rewrite (at most ~2 % of the batch's time goes to writing). Arrow IPC file format, or
+Parquet when the name ends in `.parquet`; both carry the schema metadata `rtsoa.results`,
+which is how an existing file is recognised as a results file (replaced without asking, or
+resumed with `--resume`).
+
+What `-o` may name: nothing yet, or a regular file (a results file is replaced or resumed; any
+other regular file only with `force`). A directory, FIFO, device, socket or symbolic link is
+refused with or without `force`, before it is opened: the rename would replace the node itself
+(a device node, or a link with a file), and opening a FIFO blocks.
 """
 
 import fcntl
 import glob
+import mmap
 import os
+import stat
 import time
 
 import pyarrow as pa
@@ -19,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rtsoa.batch.jobs import BatchError
+from rtsoa.graph.atomic import fsync_path
 
 RESULTS_KEY = b"rtsoa.results"
 RESULTS_VERSION = b"1"
@@ -69,14 +79,50 @@ def is_parquet(path):
     return str(path).endswith(".parquet")
 
 
+def file_kind(mode):
+    """What a `st_mode` is, in words ("a regular file", "a FIFO", "a directory", ...)."""
+    kinds = (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    for test, kind in kinds:
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _read_regular(path):
+    """The bytes of the regular file `path`, mapped; BatchError for anything else, checked on
+    the open descriptor (opened without blocking: a FIFO is refused, not waited on)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise BatchError(f"{path}: {error.strerror}") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise BatchError(f"{path} is {file_kind(mode)}, not an rtsoa batch results file")
+        try:
+            return pa.py_buffer(mmap.mmap(descriptor, 0, access=mmap.ACCESS_READ))
+        except ValueError:  # an empty file cannot be mapped
+            return pa.py_buffer(b"")
+    finally:
+        os.close(descriptor)
+
+
 def read_results(path):
     """The results table at `path` (BatchError if it is not an rtsoa batch results file)."""
+    data = _read_regular(os.fspath(path))
     try:
         if is_parquet(path):
-            table = pq.read_table(path)
+            table = pq.read_table(pa.BufferReader(data))
         else:
-            with pa.memory_map(str(path), "r") as source:
-                table = pa.ipc.open_file(source).read_all()
+            table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
     except (pa.ArrowException, OSError, ValueError) as error:
         raise BatchError(f"{path} is not an rtsoa batch results file ({error})") from None
     metadata = table.schema.metadata or {}
@@ -115,12 +161,11 @@ class ResultsFile:
                 f"-o {path} is inside the graph directory {directory}; write the "
                 "results elsewhere (a save of that graph would delete them)"
             )
+        self._check_kind()  # refused before a lock file is made next to it
         self._lock()
         self._remove_leftovers()
-        if not os.path.lexists(path):
+        if not self._check_kind():
             return
-        if os.path.isdir(path) and not os.path.islink(path):
-            raise BatchError(f"-o {path} is a directory; name a results file")
         if resume:
             table = read_results(path)
             if retry_failed:  # their rows go at the next rewrite, replaced by the new ones
@@ -128,25 +173,48 @@ class ResultsFile:
             self._batches = table.to_batches()
             self.done = set(table.column("job").to_pylist())
             return
-        if os.path.islink(path) or not os.path.isfile(path):
-            what = "a symbolic link" if os.path.islink(path) else "not a regular file"
-        else:
-            try:
-                read_results(path)
-                return  # a results file: replaced, like `gen -o` replaces a graph
-            except BatchError:
-                what = "not an rtsoa batch results file"
+        try:
+            read_results(path)
+            return  # a results file: replaced, like `gen -o` replaces a graph
+        except BatchError:
+            pass
         if not force:
             raise BatchError(
-                f"-o {path} exists and is {what}; refusing to replace it (--force replaces "
-                "it, --resume continues a results file)"
+                f"-o {path} exists and is not an rtsoa batch results file; refusing to replace "
+                "it (--force replaces it, --resume continues a results file)"
             )
+
+    def _check_kind(self, now=""):
+        """Whether `path` exists; BatchError unless it is a regular file (never followed,
+        whatever `force` says: see the module docstring). `now`: " now" at a rewrite."""
+        path = self.path
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return False
+        if stat.S_ISREG(mode):
+            return True
+        if stat.S_ISLNK(mode):
+            raise BatchError(
+                f"-o {path} is{now} a symbolic link (to {os.readlink(path)}); results are "
+                "written to a new file renamed over the name, which would replace the link: "
+                "name the file itself"
+            )
+        raise BatchError(
+            f"-o {path} is{now} {file_kind(mode)}, not a regular file; refusing to write "
+            "results there (--force replaces only a results file or a regular file)"
+        )
 
     def _lock(self):
         """One batch writes a results file at a time (their rewrites would drop each other's
         rows): an exclusive flock on `.NAME.lock` next to it, held while this object lives."""
         directory, name = os.path.split(os.path.abspath(self.path))
-        self._lock_file = open(os.path.join(directory, f".{name}.lock"), "a+b")  # noqa: SIM115
+        lock = os.path.join(directory, f".{name}.lock")
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC  # never a link's target
+        try:
+            self._lock_file = os.fdopen(os.open(lock, flags, 0o666), "a+b")
+        except OSError as error:
+            raise BatchError(f"-o {self.path}: cannot open the lock file {lock}: {error}") from None
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -162,6 +230,15 @@ class ResultsFile:
     def _staging(self):
         directory, name = os.path.split(os.path.abspath(self.path))
         return os.path.join(directory, f".{name}.partial-{os.getpid()}")
+
+    @staticmethod
+    def _create_staging(staging):
+        """A new file at `staging`, never an existing entry followed (a stale one of this pid
+        is removed first)."""
+        if os.path.lexists(staging):
+            os.unlink(staging)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        return os.fdopen(os.open(staging, flags, 0o666), "wb")
 
     def _remove_leftovers(self):
         """Staging files of batches that died while writing (their pid is gone)."""
@@ -198,21 +275,23 @@ class ResultsFile:
             return
         start = time.monotonic()
         table = self.table().combine_chunks()
-        if os.path.isdir(self.path) and not os.path.islink(self.path):
-            raise BatchError(f"-o {self.path} became a directory; cannot write the results")
+        self._check_kind(now=" now")  # it may have been replaced since the batch began
         staging = self._staging()
         try:
-            if is_parquet(self.path):
-                pq.write_table(table, staging)
-            else:
-                with pa.OSFile(staging, "wb") as sink:
-                    with pa.ipc.new_file(sink, RESULT_SCHEMA) as writer:
+            with self._create_staging(staging) as file:
+                if is_parquet(self.path):
+                    pq.write_table(table, file)
+                else:
+                    with pa.ipc.new_file(file, RESULT_SCHEMA) as writer:
                         writer.write_table(table)
+                file.flush()
+                os.fsync(file.fileno())  # on disk before the rename makes it the results
             os.replace(staging, self.path)
         except BaseException:
-            if os.path.exists(staging):
+            if os.path.lexists(staging):
                 os.unlink(staging)
             raise
+        fsync_path(os.path.dirname(os.path.abspath(self.path)), directory=True)
         self._batches = table.to_batches()
         self._dirty = False
         self._last_flush = time.monotonic()

@@ -14,6 +14,12 @@ first job of each (executor, kernel set) in a process, and only until one such j
 completed with the current sources: it then leaves a marker file (named by a hash of the key,
 the kernel registry with its sources and rtsoa's package stamp, and NUMBA_CACHE_DIR) and warm
 workers start in parallel without the lock.
+
+The --timeout clock (local workers) runs for the whole job, lowering, loading and preparing
+included, except while this process warms up: the first job of each key here waits for the
+compile lock and loads or compiles machine code (bounded work, minutes on a cold cache) with
+the clock paused (`on_warm_up`). A model job first loads the op library so; its lowering is
+timed.
 """
 
 import fcntl
@@ -77,10 +83,18 @@ def first_compile_lock(key):
     """Hold the cache directory's compile lock while the first job of `key` loads and
     prepares in this process, unless a job of `key` completed before with the same sources (a
     no-op afterwards, and when this process already holds it). Yields whether this is the
-    first job of `key` here; `key` is marked warm only when the body completes."""
+    first job of `key` here; `key` is marked warm only when the body completes. Until then
+    the job's --timeout clock is paused (a warm-up: see the module docstring)."""
     if key in _warmed:
         yield False
         return
+    with _warming_up():
+        with _cold_lock(key) as first:
+            yield first
+
+
+@contextmanager
+def _cold_lock(key):
     marker = _warm_marker(key)
     if marker.exists():
         _warmed.add(key)
@@ -147,8 +161,31 @@ def load_cached(path):
     return graph
 
 
+# ---- the --timeout clock ---------------------------------------------------------------------
+_clock_hooks = [None]  # (pause, resume) of the local pool's job clock; None elsewhere (Dask)
+
+
+def on_warm_up(pause, resume):
+    """Call `pause()` when a job starts warming this process up (see `first_compile_lock`) and
+    `resume()` when that is done: the local pool's --timeout does not count warm-ups."""
+    _clock_hooks[0] = (pause, resume)
+
+
+@contextmanager
+def _warming_up():
+    hooks = _clock_hooks[0]
+    if hooks is None:
+        yield
+        return
+    pause, resume = hooks
+    pause()
+    try:
+        yield
+    finally:
+        resume()
+
+
 # ---- runs ------------------------------------------------------------------------------------
-_run_starting = [lambda: None]  # called right before a job's run (the local pool's timeout)
 
 
 def _load_machine_code(executor):
@@ -162,12 +199,6 @@ def _load_machine_code(executor):
     if loop is None or arguments is None or not hasattr(loop, "compile") or loop.signatures:
         return  # compiled already: typing ~50 arguments again would cost ~1 ms a job
     loop.compile(tuple(typeof(value) for value in (executor.runtime, *arguments, None)))
-
-
-def on_run_start(callback):
-    """Call `callback()` right before each job's executor run in this process (the local pool
-    starts a job's --timeout there: loading, preparing and compiling always end)."""
-    _run_starting[0] = callback
 
 
 # ---- prepared executors and devices, per thread -----------------------------------------------
@@ -234,25 +265,27 @@ def run_graph(job, settings):
     """Load the graph (cached), take its prepared executor (cached) with the worker's device
     reset to its just-built state, and run its Main graph once."""
     from rtsoa.cli import _device_summary
+    from rtsoa.kernels.runtime import is_model
 
     fields = {}
     executor_option = job.executor or settings.executor
     with first_compile_lock(("process",)):
         graph = load_cached(job.path)
-        kernel_set = None if settings.kernels == "all" else frozenset(graph.kernel_names)
-        key = (executor_option, settings.kernels, kernel_set, settings.imports)
-        with first_compile_lock(key) as first:
-            executor, prepared = prepared_executor(graph, executor_option, settings)
-            device = executor.device
-            fields["executor"] = executor.name
-            if prepared:
-                _load_machine_code(executor)
-            if first:  # what runs after the run, compiled under the lock too (no-ops here)
-                device.synchronize()
-                device.stats()
+    if is_model(graph):  # a lowered model runs as `rtsoa run` runs it: inputs checked
+        return _run_lowered(job, settings, graph)
+    kernel_set = None if settings.kernels == "all" else frozenset(graph.kernel_names)
+    key = (executor_option, settings.kernels, kernel_set, settings.imports)
+    with first_compile_lock(key) as first:
+        executor, prepared = prepared_executor(graph, executor_option, settings)
+        device = executor.device
+        fields["executor"] = executor.name
+        if prepared:
+            _load_machine_code(executor)
+        if first:  # what runs after the run, compiled under the lock too (no-ops here)
+            device.synchronize()
+            device.stats()
     device.reset()  # each job starts on a device as new: its statistics are its own
     # the run holds no lock: a hung kernel must not stop the other workers
-    _run_starting[0]()
     start = time.perf_counter()
     try:
         result = executor.run()
@@ -284,21 +317,31 @@ def run_model(job, settings):
     """ONNX model jobs: lowered (once per worker and path), loaded on a fresh device, run once
     on the job's input set (`inputs`: an .npz by input name; none for a model without
     inputs). The checksum column is a 64-bit digest of the outputs' bytes."""
+    from rtsoa.lowering.cache import lower_cached
+    from rtsoa.ops.library import op_library
+
+    with first_compile_lock(("model",)):
+        op_library()  # what lowering runs (folding, shapes): loaded untimed, the lowering timed
+    graph = _lowered.get(job.path)
+    if graph is None:
+        graph = _lowered[job.path] = lower_cached(job.path)
+    return _run_lowered(job, settings, graph)
+
+
+def _run_lowered(job, settings, graph):
+    """A lowered model's job: its inputs checked as `rtsoa run` checks them (before loading),
+    loaded on a fresh device, run once; the checksum is a digest of the outputs' bytes."""
     import numpy as np
 
-    from rtsoa.lowering.cache import lower_cached
     from rtsoa.runtime.commands import read_inputs
     from rtsoa.runtime.model import ModelExecutor
 
     fields = {}
-    with first_compile_lock(("model",)):
-        graph = _lowered.get(job.path)
-        if graph is None:
-            graph = _lowered[job.path] = lower_cached(job.path)
-        model = ModelExecutor(graph, executor=job.executor or settings.executor)
-        model.load()
     inputs = read_inputs(job.inputs) if job.inputs else {}
-    _run_starting[0]()
+    model = ModelExecutor(graph, executor=job.executor or settings.executor)
+    model.check_inputs(inputs)
+    with first_compile_lock(("model", job.executor or settings.executor)):
+        model.load()
     start = time.perf_counter()
     try:
         outputs = model.execute_sync(inputs)

@@ -7,9 +7,9 @@ costs one `lzcnt` instead of a chain of compares and branches.
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
-from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
 from rtsoa._jit import jit_inline_ir
+from rtsoa._numba.arrays import leading_zeros, trailing_zeros
 
 
 @jit_inline_ir

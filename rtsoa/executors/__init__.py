@@ -24,7 +24,13 @@ from rtsoa.executors.base import (
     prepare_executor,
     resolve_executor,
 )
-from rtsoa.executors.errors import ExecutorBusyError, KernelError
+from rtsoa.executors.errors import (
+    ExecutorBusyError,
+    KernelError,
+    RunCancelled,
+    RunInterrupted,
+    RunTimeout,
+)
 from rtsoa.executors.subscribers import Profiler, Subscriber, Tracer
 
 __all__ = [
@@ -35,7 +41,10 @@ __all__ = [
     "ExecutorBusyError",
     "KernelError",
     "Profiler",
+    "RunCancelled",
+    "RunInterrupted",
     "RunResult",
+    "RunTimeout",
     "Subscriber",
     "Tracer",
     "default_device",

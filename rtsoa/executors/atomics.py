@@ -25,13 +25,13 @@ flat int). Python threads calling `@njit(nogil=True)` functions that use them ru
 import ctypes
 import ctypes.util
 
-import llvmlite.binding
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from rtsoa._jit import jit_inline_ir
+from rtsoa._numba.symbols import add_symbol
 
 _ORDER = "seq_cst"
 _INTEGERS = (types.int32, types.int64)
@@ -42,7 +42,7 @@ def _register_sched_yield():
     libc_name = ctypes.util.find_library("c")
     libc = ctypes.CDLL(libc_name) if libc_name else ctypes.CDLL(None)
     address = ctypes.cast(libc.sched_yield, ctypes.c_void_p).value
-    llvmlite.binding.add_symbol("sched_yield", address)
+    add_symbol("sched_yield", address)
 
 
 _register_sched_yield()

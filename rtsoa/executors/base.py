@@ -9,6 +9,8 @@ Subclasses register themselves in `EXECUTORS` with `@register_executor`.
 A loop takes `(rt, *arguments, record)` and returns (status, failing or last node, nodes
 executed). `record` is None for plain runs, which Numba prunes at compile time, or a
 (capacity, 3) int64 array the loop fills with (node, start ns, end ns) per step (subscribers).
+The last of `arguments` is the executor's cancellation words, which every loop polls
+(`rtsoa.executors.cancel`: `cancel()`, `run(timeout=...)`, Ctrl-C).
 """
 
 import abc
@@ -21,7 +23,8 @@ import numpy as np
 from rtsoa._jit import EntryCache, jit_out_of_line
 from rtsoa.device import check_state
 from rtsoa.errors import GraphFormatError
-from rtsoa.executors.errors import ExecutorBusyError, KernelError
+from rtsoa.executors.cancel import CancelFlag
+from rtsoa.executors.errors import ExecutorBusyError, KernelError, RunCancelled
 from rtsoa.graph.op_table import op_name_of
 from rtsoa.graph.relations import relations_without_edges
 from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
@@ -29,7 +32,12 @@ from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.dispatch import load_dispatch, specialise
 from rtsoa.kernels.lowered import NO_BLOCK
 from rtsoa.kernels.runtime import make_runtime, reset_worker
-from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE, STATUS_OK, STATUS_RESERVED_NOT_REGISTERED
+from rtsoa.kernels.status import (
+    STATUS_CANCELLED,
+    STATUS_END_OF_SEQUENCE,
+    STATUS_OK,
+    STATUS_RESERVED_NOT_REGISTERED,
+)
 
 EXECUTORS = {}  # name -> Executor subclass, filled by @register_executor
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
@@ -214,6 +222,7 @@ class Executor(abc.ABC):
         kernels="used",
         values=None,
         threads=None,
+        cancel=None,
     ):
         self.graph = graph
         self.threads = threads
@@ -254,13 +263,17 @@ class Executor(abc.ABC):
             raise ValueError("max_steps must be >= 1: every run has a step limit")
         self.max_steps = int(max_steps)
         self._busy = threading.Lock()  # one run at a time: the run state is the executor's
+        # the words its loop polls (`rtsoa.executors.cancel`; shared by a model's Main runs)
+        self.cancellation = cancel if cancel is not None else CancelFlag()
+        self.cancel_words = self.cancellation.words
         self._arguments = self._prepare()
         self._record = None  # (capacity, 3) int64: node, start ns, end ns; made on first use
         self.dropped_steps = 0
 
     @abc.abstractmethod
     def _prepare(self):
-        """Allocate this executor's run state; returns the loop's arguments after `rt`."""
+        """Allocate this executor's run state; returns the loop's arguments after `rt`, the
+        last of them `self.cancel_words`."""
 
     def __repr__(self):
         return (
@@ -276,8 +289,9 @@ class Executor(abc.ABC):
         return int(self.runtime.worker.checksum[0])
 
     def _obeyed(self, status, node):
-        """End-of-sequence is obeyed only from a kernel registered with `ends_sequence`."""
-        if not self.loop_maps_reserved and status != STATUS_OK:
+        """End-of-sequence is obeyed only from a kernel registered with `ends_sequence`. The
+        sequential loop's own stop (STATUS_CANCELLED, node -1) is not a kernel's to map."""
+        if not self.loop_maps_reserved and status != STATUS_OK and node >= 0:
             from rtsoa.executors.steps import kernel_stop
 
             status = int(kernel_stop.py_func(status))
@@ -305,6 +319,10 @@ class Executor(abc.ABC):
 
     def _finish(self, status, node, executed):
         status = self._obeyed(status, node)
+        if status == STATUS_CANCELLED:
+            self.release_blocks()  # as after any failed run: the next run starts clean
+            error = self.cancellation.error(executed)
+            raise error if error is not None else RunCancelled(executed)
         if status == STATUS_OK or status == STATUS_END_OF_SEQUENCE:
             self._reclaim_leaks()
             return RunResult(
@@ -343,12 +361,14 @@ class Executor(abc.ABC):
             slots[value] = NO_BLOCK
         return freed
 
-    def run(self, subscriber=None):
+    def run(self, subscriber=None, timeout=None):
         """Run once. Returns RunResult; raises KernelError on a kernel failure.
 
         With `subscriber` (one or a list of `rtsoa.executors.Subscriber`) the loop records
         every step and the subscribers get the events (see subscribers.py). The executor stays
-        usable after a failure.
+        usable after a failure. The run stops (its blocks freed) on `cancel()` from another
+        thread (RunCancelled), after `timeout` seconds (RunTimeout) and, started from the main
+        thread, on Ctrl-C (RunInterrupted, a KeyboardInterrupt); see rtsoa.executors.cancel.
         """
         if not self._busy.acquire(blocking=False):
             raise ExecutorBusyError(
@@ -363,13 +383,19 @@ class Executor(abc.ABC):
                 )
             try:
                 reset_worker(self.runtime.worker)
-                if subscriber is None:
-                    return self._finish(*self._execute(None))
-                return self._run_subscribed(subscriber)
+                with self.cancellation.scope(timeout):
+                    if subscriber is None:
+                        return self._finish(*self._execute(None))
+                    return self._run_subscribed(subscriber)
             finally:
                 self.device.run_lock.release()
         finally:
             self._busy.release()
+
+    def cancel(self):
+        """Stop the run in progress, from any thread: it raises RunCancelled, its blocks freed
+        as after a failed run. With no run in progress, nothing happens."""
+        self.cancellation.cancel()
 
     def _execute(self, record):
         """Run the compiled loop once: (status, failing or last node, nodes executed).
@@ -503,6 +529,7 @@ def prepare_executor(
     kernels="used",
     values=None,
     threads=None,
+    cancel=None,
 ):
     """Prepare `graph`'s root `root` for `executor` (auto, or a name in `EXECUTORS`).
 
@@ -519,7 +546,9 @@ def prepare_executor(
     the `ValueState` to run on (default: fresh slots); the executors of one model's Init, Main
     and DeInit share one, so Main reads the weights Init uploaded
     (`rtsoa.kernels.runtime.new_values`). `threads`: worker threads of the multithread
-    executor (`auto` with threads picks it for a graph without control flow).
+    executor (`auto` with threads picks it for a graph without control flow). `cancel`: the
+    `rtsoa.executors.cancel.CancelFlag` its loop polls (default: its own; executors that
+    share one stop together, e.g. a model's Main and its kept-shapes Main).
     """
     binding = bind(graph, root, registry)
     edgeless = binding.edgeless
@@ -533,5 +562,5 @@ def prepare_executor(
             "use the multithread executor"
         )
     return EXECUTORS[name](
-        graph, binding, record_capacity, max_steps, device, kernels, values, threads
+        graph, binding, record_capacity, max_steps, device, kernels, values, threads, cancel
     )

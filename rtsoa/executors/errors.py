@@ -1,5 +1,6 @@
 """KernelError: a kernel's non-zero status, carried to Python with where it happened;
-ExecutorBusyError: an executor used by two threads at once."""
+ExecutorBusyError: an executor used by two threads at once; RunCancelled, RunTimeout and
+RunInterrupted: a run stopped on request (`rtsoa.executors.cancel`)."""
 
 from rtsoa.device.status import STATUS_NAMES as DEVICE_STATUS_NAMES
 from rtsoa.errors import RtsoaError
@@ -57,3 +58,50 @@ class KernelError(RtsoaError):
 
 class ExecutorBusyError(RtsoaError):
     """`run()` was called while the same executor was running in another thread."""
+
+
+class RunCancelled(RtsoaError):
+    """A run stopped because `cancel()` was called while it ran. The run's blocks were freed
+    as after any failed run; the executor is ready for the next run.
+
+    Attributes: nodes_executed (nodes the run had executed when it stopped)."""
+
+    def __init__(self, nodes_executed, message=None):
+        self.nodes_executed = int(nodes_executed)
+        super().__init__(message or f"run cancelled after {self.nodes_executed:,} node(s)")
+
+    def __reduce__(self):
+        return (type(self), (self.nodes_executed,))
+
+
+class RunTimeout(RunCancelled):
+    """A run stopped because its `timeout=` passed. Attributes: nodes_executed, timeout
+    (seconds)."""
+
+    def __init__(self, nodes_executed, timeout):
+        self.timeout = timeout
+        super().__init__(
+            nodes_executed,
+            f"run stopped by its timeout of {timeout} s after {int(nodes_executed):,} node(s)",
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.nodes_executed, self.timeout))
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped a run started from the main thread: a KeyboardInterrupt, raised
+    once the run stopped and its blocks were freed, so `except Exception` does not swallow it.
+
+    Attributes: nodes_executed (None if Ctrl-C came while the run's Python part ran, before
+    or after its compiled loop)."""
+
+    def __init__(self, nodes_executed):
+        self.nodes_executed = None if nodes_executed is None else int(nodes_executed)
+        if self.nodes_executed is None:
+            super().__init__("run interrupted")
+        else:
+            super().__init__(f"run interrupted after {self.nodes_executed:,} node(s)")
+
+    def __reduce__(self):
+        return (type(self), (self.nodes_executed,))

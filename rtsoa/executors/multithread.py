@@ -103,6 +103,7 @@ from rtsoa.executors.atomics import (
     spin_unlock,
 )
 from rtsoa.executors.base import Executor, register_executor
+from rtsoa.executors.cancel import cancel_requested, step_poll
 from rtsoa.executors.heap import TIE_MASK
 from rtsoa.executors.ready_queues import (
     ABORTED,
@@ -147,7 +148,7 @@ from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
 from rtsoa.kernels.runtime import Runtime, line_zeros, new_worker, read_only, reset_worker
-from rtsoa.kernels.status import STATUS_OK, STATUS_QUEUE_OVERFLOW, STATUS_STEP_LIMIT
+from rtsoa.kernels.status import STATUS_CANCELLED, STATUS_OK, STATUS_QUEUE_OVERFLOW
 
 MAX_THREADS = MAX_WORKERS
 # Empty polls before an idle worker yields its core (tens of microseconds of polling: a yield
@@ -183,6 +184,7 @@ def run_multithread(
     control,
     relations,
     max_steps,
+    cancel,
     record,
 ):
     """One worker: take the best ready node it serves (private batch or shared queues), run
@@ -206,6 +208,10 @@ def run_multithread(
     re-queue by its last Launch reuses it); a worker keeps the units of the shared nodes it
     took (`held`) while it has work of its own (a node, a private batch) and gives them all
     back when it has none, so the count reaches zero only when no work is left anywhere.
+
+    Cancellation (`rtsoa.executors.cancel`): a worker polls `cancel` every POLL_STEPS nodes
+    it runs, in its step-limit test, and when it starts idling; the first to see a stop
+    aborts the run with STATUS_CANCELLED, and every worker stops at its next pop.
     """
     targets = rt.graph.succ_targets
     node_dispatch = rt.graph.node_dispatch
@@ -214,6 +220,7 @@ def run_multithread(
     windowed = admission.window != 0
     epoch = control[EPOCH]
     ran = 0
+    poll = 0  # `ran` at this worker's next poll or at its step limit, whichever comes first
     idle = 0
     stalled = 0
     steps_seen = np.int64(-1)
@@ -254,6 +261,9 @@ def run_multithread(
                 if atomic_load(control, DONE) != 0:
                     break
                 if idle == 0:
+                    if cancel_requested(cancel):  # e.g. every other worker in a long kernel
+                        abort_run(control, STATUS_CANCELLED, np.int64(-1))
+                        break
                     if windowed:  # a finisher may have stopped short of a rank just marked
                         advance_low(admission, epoch)
                     if has_relations:  # no-progress detector: only parked Frees outstanding
@@ -286,9 +296,11 @@ def run_multithread(
             atomic_store(control, LAST_PARKED, node)
             node = np.int64(-1)
             continue  # parked: its last related Launch queues it again
-        if ran >= max_steps:
-            abort_run(control, STATUS_STEP_LIMIT, node)
-            break
+        if ran >= poll:  # the step limit, or a cancellation poll (every POLL_STEPS)
+            stop, poll = step_poll(np.int64(ran), max_steps, cancel)
+            if stop != STATUS_OK:
+                abort_run(control, stop, node)
+                break
         step = ran
         if record is not None:
             step = atomic_add(control, STEPS, 1)  # the record's row
@@ -305,7 +317,7 @@ def run_multithread(
         ran += 1
         if has_relations:  # progress the no-progress detector sees (this worker's own line)
             atomic_store_release(control, PROGRESS + worker * LINE, ran)
-        first, last, stop = released_edges(rt, status, node)
+        first, last, stop = released_edges(rt, status, node, cancel)
         if stop != STATUS_OK:
             abort_run(control, stop, node)
             break
@@ -469,7 +481,7 @@ class MultithreadExecutor(Executor):
             section = np.zeros_like(section)
         shared = (read_only(keys), read_only(classes), read_only(section), in_degree)
         shared += (read_only(plain), heaps, self._control, relations)
-        self._shared = shared + (np.int64(self.max_steps),)
+        self._shared = shared + (np.int64(self.max_steps), self.cancel_words)
         return self._per_worker(0) + self._shared
 
     def _per_worker(self, index):

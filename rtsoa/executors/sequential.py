@@ -11,29 +11,37 @@ import numpy as np
 from rtsoa._jit import jit, jit_inline_llvm
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.base import Executor, register_executor
+from rtsoa.executors.cancel import POLL_STEPS, cancel_requested
 from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push
 from rtsoa.executors.steps import record_step
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
-from rtsoa.kernels.status import STATUS_OK
+from rtsoa.kernels.status import STATUS_CANCELLED, STATUS_OK
 
 _NO_PRIORITY = 2**62  # above every int32 priority
 
 
-def run_sequential(rt, order, record):
-    """Run `order` (a precomputed topological order) to the end or the first non-zero status."""
+def run_sequential(rt, order, cancel, record):
+    """Run `order` (a precomputed topological order) to the end or the first non-zero status.
+
+    In chunks of POLL_STEPS nodes, polling `cancel` (`rtsoa.executors.cancel`) before each:
+    the inner loop over a chunk is the loop without a poll."""
     node_dispatch = rt.graph.node_dispatch
+    count = order.shape[0]
     executed = 0
-    for i in range(order.shape[0]):
-        node = order[i]
-        if record is not None:
-            start = monotonic_ns()
-        status = dispatch(rt, node_dispatch[node], node)
-        if record is not None:
-            record_step(record, executed, node, start, monotonic_ns())
-        executed += 1
-        if status != STATUS_OK:  # a kernel's: reserved codes are mapped after the loop (base)
-            return np.int64(status), np.int64(node), np.int64(executed)
+    for chunk in range(0, count, POLL_STEPS):
+        if cancel_requested(cancel):
+            return np.int64(STATUS_CANCELLED), np.int64(-1), np.int64(executed)
+        for i in range(chunk, min(chunk + POLL_STEPS, count)):
+            node = order[i]
+            if record is not None:
+                start = monotonic_ns()
+            status = dispatch(rt, node_dispatch[node], node)
+            if record is not None:
+                record_step(record, executed, node, start, monotonic_ns())
+            executed += 1
+            if status != STATUS_OK:  # a kernel's: reserved codes are mapped after the loop
+                return np.int64(status), np.int64(node), np.int64(executed)
     return np.int64(STATUS_OK), np.int64(-1), np.int64(executed)
 
 
@@ -239,4 +247,4 @@ class SequentialExecutor(Executor):
         order = priority_order(self.graph, self.nodes, self.starts)
         if order is None:
             raise GraphFormatError("the Main graph has a cycle", "edges", "target")
-        return (order,)
+        return (order, self.cancel_words)

@@ -8,9 +8,12 @@ switch to the loop function's globals only.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_out_of_line
+from rtsoa.executors.atomics import atomic_load
+from rtsoa.executors.cancel import REASON
 from rtsoa.kernels.status import (
     RESERVED_STATUS_BASE,
     STATUS_BAD_NOTIFY,
+    STATUS_CANCELLED,
     STATUS_END_OF_SEQUENCE,
     STATUS_NOTIFY_BASE,
     STATUS_OK,
@@ -37,13 +40,15 @@ def kernel_stop(status):
 
 
 @jit_inline_ir
-def released_edges(rt, status, node):
+def released_edges(rt, status, node, cancel):
     """(first, last, stop) after `node` returned `status`: the edge rows [first, last) whose
     targets the loop decrements, and the status that stops the run (STATUS_OK to go on).
 
     STATUS_OK releases every successor; `notify(k)` only successor k, and only from a kernel
     registered as control flow, checked against the node's successor count (else
-    STATUS_BAD_NOTIFY); any other status releases none and stops (`kernel_stop`).
+    STATUS_BAD_NOTIFY); any other status releases none and stops (`kernel_stop`). A switch
+    also reads the cancellation reason (`rtsoa.executors.cancel`): a loop whose iterations
+    run long kernels stops at its next iteration (STATUS_CANCELLED), not POLL_STEPS later.
     """
     offsets = rt.graph.succ_offsets
     first = offsets[node]
@@ -55,6 +60,8 @@ def released_edges(rt, status, node):
     first += status - STATUS_NOTIFY_BASE
     if first >= last or not rt.graph.kernel_control_flow[rt.graph.node_dispatch[node]]:
         return first, first, np.int64(STATUS_BAD_NOTIFY)
+    if atomic_load(cancel, REASON) != 0:
+        return first, first, np.int64(STATUS_CANCELLED)
     return first, first + 1, np.int64(STATUS_OK)
 
 

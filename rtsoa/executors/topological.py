@@ -8,15 +8,18 @@ decrement only successor k, so untaken branches never run.
 import numpy as np
 
 from rtsoa.executors.base import Executor, register_executor
+from rtsoa.executors.cancel import step_poll
 from rtsoa.executors.steps import record_step, released_edges
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
 from rtsoa.kernels.runtime import read_only
-from rtsoa.kernels.status import STATUS_OK, STATUS_QUEUE_OVERFLOW, STATUS_STEP_LIMIT
+from rtsoa.kernels.status import STATUS_OK, STATUS_QUEUE_OVERFLOW
 
 
-def run_topological(rt, starts, degrees, queue, max_steps, record):
+def run_topological(rt, starts, degrees, queue, max_steps, cancel, record):
     """Kahn with a FIFO ring buffer (capacity n + 1); a pushed node's in-degree is re-armed.
+    Every POLL_STEPS steps, in the test of the step limit, it polls `cancel`
+    (`rtsoa.executors.cancel`).
 
     `degrees` holds each node's live in-degree and its template side by side (int32 pairs,
     `degrees[2 * v]` and `degrees[2 * v + 1]`): the re-arm reads the cache line the decrement
@@ -33,10 +36,13 @@ def run_topological(rt, starts, degrees, queue, max_steps, record):
         queue[tail] = starts[i]
         tail += 1
     executed = 0
+    poll = 0  # the step count of the next poll or of the step limit, whichever comes first
     while head != tail:
         node = queue[head]
-        if executed == max_steps:
-            return np.int64(STATUS_STEP_LIMIT), np.int64(node), np.int64(executed)
+        if executed == poll:  # the step limit, or a cancellation poll (every POLL_STEPS)
+            stop, poll = step_poll(executed, max_steps, cancel)
+            if stop != STATUS_OK:
+                return stop, np.int64(node), np.int64(executed)
         head += 1
         if head == capacity:
             head = 0
@@ -46,7 +52,7 @@ def run_topological(rt, starts, degrees, queue, max_steps, record):
         if record is not None:
             record_step(record, executed, node, start, monotonic_ns())
         executed += 1
-        first, last, stop = released_edges(rt, status, node)
+        first, last, stop = released_edges(rt, status, node, cancel)
         if stop != STATUS_OK:
             return stop, np.int64(node), np.int64(executed)
         for e in range(first, last):
@@ -78,4 +84,4 @@ class TopologicalExecutor(Executor):
         degrees = np.empty(2 * n, dtype=np.int32)  # (live, template) per node
         degrees[1::2] = self.graph.in_degree
         queue = np.empty(n + 1, dtype=np.int32)
-        return (read_only(self.starts), degrees, queue, np.int64(self.max_steps))
+        return (read_only(self.starts), degrees, queue, np.int64(self.max_steps), self.cancel_words)

@@ -20,60 +20,14 @@ import weakref
 
 import numba
 import numpy as np
-from numba.core import compiler, errors
-from numba.core.compiler_machinery import FunctionPass, register_pass
-from numba.core.typed_passes import NopythonTypeInference
 
+from rtsoa._numba.typing_only import NumbaError, return_type
 from rtsoa.errors import KernelDefinitionError
 
 _passed = set()  # dispatch keys checked in this process
 _passed_here = weakref.WeakKeyDictionary()  # registry -> {(version, used ids)} that passed
 _typed = {}  # (kernel function, argument types) -> None: kernels typed in this process
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-@register_pass(mutates_CFG=False, analysis_only=True)
-class _StopAfterTyping(FunctionPass):
-    """Ends the pipeline after type inference: its result is the inferred return type."""
-
-    _name = "rtsoa_stop_after_typing"
-
-    def __init__(self):
-        FunctionPass.__init__(self)
-
-    def run_pass(self, state):
-        state.cr = state.return_type  # a result ends Numba's pipeline loop
-        return False
-
-
-class _TypingOnly(compiler.CompilerBase):
-    """Numba's untyped passes and type inference, nothing after."""
-
-    def define_pipelines(self):
-        pipeline = compiler.DefaultPassBuilder.define_untyped_pipeline(self.state, "typing")
-        pipeline.add_pass(NopythonTypeInference, "nopython frontend")
-        pipeline.add_pass(_StopAfterTyping, "stop after typing")
-        pipeline.finalize()
-        return [pipeline]
-
-
-def return_type(function, argument_types, reference_counting=None):
-    """The return type Numba infers for the dispatcher `function` called with
-    `argument_types`, under its own options (`reference_counting` overrides its NRT flag)."""
-    flags = compiler.Flags()
-    function.targetdescr.options.parse_as_flags(flags, function.targetoptions)
-    if reference_counting is not None:
-        flags.nrt = reference_counting
-    return compiler.compile_extra(
-        function.targetdescr.typing_context,
-        function.targetdescr.target_context,
-        function.py_func,
-        args=argument_types,
-        return_type=None,
-        flags=flags,
-        locals=function.locals,
-        pipeline_class=_TypingOnly,
-    )
 
 
 def _summary(error):
@@ -92,11 +46,11 @@ def check_kernel(info, argument_types):
     where = f"kernel {info.name!r} ({info.module}.{info.attribute})"
     try:
         result = return_type(info.function, argument_types)
-    except errors.NumbaError as error:
+    except NumbaError as error:
         if not info.function.targetoptions.get("_nrt", True):
             try:
                 return_type(info.function, argument_types, reference_counting=True)
-            except errors.NumbaError:
+            except NumbaError:
                 pass
             else:  # it types with reference counting: it creates arrays
                 raise KernelDefinitionError(

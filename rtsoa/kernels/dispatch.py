@@ -31,9 +31,8 @@ from pathlib import Path
 
 import numba
 import numpy as np
-from numba import njit
 
-from rtsoa._jit import jit_out_of_line, package_source_stamp
+from rtsoa._jit import jit, jit_out_of_line, package_source_stamp
 
 _GENERATOR_VERSION = "3"
 
@@ -234,6 +233,6 @@ def specialise(loop, module, cache=True):
     function.__module__ = loop.__module__
     function.__doc__ = loop.__doc__
     # loops allocate nothing: no reference counting (the profile's options, cache as asked)
-    compiled = njit(**{**jit_out_of_line.options, "cache": cache})(function)
+    compiled = jit(function, **{**jit_out_of_line.options, "cache": cache})
     _specialised[memo_key] = compiled
     return compiled

@@ -28,9 +28,9 @@ import sys
 from typing import NamedTuple
 
 import numpy as np
-from numba.core.registry import CPUDispatcher
 
 from rtsoa._jit import jit_internal
+from rtsoa._numba.dispatcher import is_dispatcher
 from rtsoa.errors import KernelDefinitionError, UnknownKernelError
 from rtsoa.graph.schema import WorkerClass
 
@@ -181,7 +181,7 @@ class KernelRegistry:
         `ends_sequence` ones; from any other kernel they stop the run as failures.
         """
         check_name(name)
-        if not isinstance(function, CPUDispatcher):
+        if not is_dispatcher(function):
             raise TypeError(f"kernel {name!r} must be an njit function, got {type(function)}")
         if worker not in _WORKERS:
             raise ValueError(f"kernel {name!r}: worker must be one of {sorted(_WORKERS)}")
@@ -327,7 +327,7 @@ def kernel(
     """
 
     def decorate(function):
-        if not isinstance(function, CPUDispatcher):
+        if not is_dispatcher(function):
             # Not disk-cached on its own: a kernel's cache file would only notice edits to its
             # own module, not to helpers it inlines. The generated dispatch caches the compiled
             # kernel inside each loop, under a key that hashes every kernel module. Only loops

@@ -30,6 +30,10 @@ STATUS_BAD_NOTIFY = 1_000_000_006
 # A kernel returned a reserved status it is not registered to return (e.g. end-of-sequence
 # from a kernel without `ends_sequence=True`, or a code only the executors produce).
 STATUS_RESERVED_NOT_REGISTERED = 1_000_000_007
+# The run was asked to stop (cancel(), a timeout, Ctrl-C; rtsoa.executors.cancel): only the
+# executor loops return it, and the executor raises RunCancelled / RunTimeout /
+# RunInterrupted instead of KernelError.
+STATUS_CANCELLED = 1_000_000_008
 # Statuses from here up mean "notify only successor (status - STATUS_NOTIFY_BASE)": the switch
 # kernels' choice travels in the returned status, so no state is shared between threads.
 STATUS_NOTIFY_BASE = 1_100_000_000
@@ -49,6 +53,7 @@ STATUS_NAMES = {
         "a kernel returned a reserved status it is not registered to return (end of sequence "
         "needs ends_sequence=True; the executors' own codes come from no kernel)"
     ),
+    STATUS_CANCELLED: "the run was cancelled (cancel(), a timeout or Ctrl-C)",
 }
 
 

@@ -19,9 +19,9 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
-from numba.np.arrayobj import make_array, populate_array
 
 from rtsoa._jit import jit_inline_ir
+from rtsoa._numba.arrays import make_array, populate_array
 from rtsoa.device import block_location
 from rtsoa.device.arena import resolve_placement
 from rtsoa.device.layout import PLACEMENT_HOST, PLACEMENT_P2P

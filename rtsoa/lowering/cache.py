@@ -5,24 +5,26 @@
 `lower_cached`. It looks up `<dir>/<key>/` ($RTSOA_LOWERED_DIR, else `lowered` in the cache
 dir of `rtsoa.kernels.dispatch.cache_dir`: $RTSOA_CACHE_DIR, else ~/.cache/rtsoa), which holds
 the lowered graph saved by `save_graph` and `entry.json`. The key is a SHA-256 over:
-- the model's bytes and, for a file, the real path of its directory (external-data files are
-  read relative to it, so one model file in two directories is two entries);
+- the model's bytes and the real path of the directory its external-data files are read
+  relative to: a file's own directory, or the `base_dir` given with it or with bytes (one
+  model in two directories is two entries; bytes without a `base_dir` read no external data:
+  a model that has some is refused, never read relative to the current directory);
 - the lowering options (`streams`);
 - every source file of the rtsoa package, and the `onnx` and `numpy` versions;
 - the converter and op registries: every registered name with the module and qualified name
   of its functions, and the content of every module outside rtsoa that registered one.
 
-`entry.json` lists the external-data files the lowering read (real path, size, SHA-256); a hit
-hashes them again and is a miss if one changed. A lowering during which the model file or an
-external-data file was written (its stamp, taken before it was read, differs after the
-lowering and the hashing: `onnx_import.file_stamp`) is returned but not kept, so an entry
-never pairs one content's hash with another content's graph. A hit is loaded by `load_graph`, which
-validates it like any saved graph. An entry that is unreadable, fails validation, is not owned
-by this user or is writable by others is a miss: the model is lowered again, and the entry is
-replaced when it is this user's. A cache directory that is not this user's, or that others
-can write, is not used at all. Entries are written to a temporary directory and renamed
-into place, so a concurrent process sees a whole entry or none. `RTSOA_LOWERING_CACHE=0` turns
-the cache off.
+`entry.json` lists the external-data files the lowering read (path under that real directory,
+size, SHA-256); a hit hashes them again and is a miss if one changed. A lowering during which
+the model file or an external-data file was written (its stamp, taken before it was read,
+differs after the lowering and the hashing: `onnx_import.file_stamp`) is returned but not kept,
+so an entry never pairs one content's hash with another content's graph. A hit is loaded by
+`load_graph`, which validates it like any saved graph. An entry that is unreadable, fails
+validation, is not owned by this user or is writable by others is a miss: the model is lowered
+again, and the entry is replaced when it is this user's. A cache directory that is not this
+user's, or that others can write, is not used at all. Entries are written to a temporary
+directory and renamed into place, so a concurrent process sees a whole entry or none.
+`RTSOA_LOWERING_CACHE=0` turns the cache off.
 
 Eviction: the entries together stay within $RTSOA_LOWERED_MAX_BYTES (a size such as `512MiB`;
 default `DEFAULT_MAX_BYTES`). A hit marks its entry used (the modification time of its
@@ -231,8 +233,9 @@ def _version(package):
 
 
 def entry_key(model_digest, directory, streams):
-    """The cache key of a model (the SHA-256 hex digest of its bytes) read from `directory`
-    (None for bytes), lowered with `streams`."""
+    """The cache key of a model (the SHA-256 hex digest of its bytes) whose external data is
+    read relative to `directory` (a real path; None for bytes without a base directory),
+    lowered with `streams`."""
     digest = hashlib.sha256()
     digest.update(f"rtsoa-lowered {ENTRY_VERSION}\n".encode())
     digest.update(f"rtsoa {_rtsoa_digest()}\nregistries {_registries_digest()}\n".encode())
@@ -297,7 +300,7 @@ def _read_entry(entry):
 def _write_entry(entry, graph, records):
     """Save `graph` as `entry` (a temp directory renamed into place). An entry already there
     is kept when it is someone else's or loads (a concurrent writer's), and replaced when it
-    is a broken one of this user's. `records`: [real path, size, SHA-256] per external-data
+    is a broken one of this user's. `records`: [path, size, SHA-256] per external-data
     file. Failures are ignored: the cache is an optimisation."""
     from rtsoa.graph.io import save_graph
 
@@ -324,50 +327,56 @@ def _write_entry(entry, graph, records):
             shutil.rmtree(temp, ignore_errors=True)
 
 
-def lower_cached(source, streams=1):
+def lower_cached(source, streams=1, base_dir=None):
     """`rtsoa.lowering.lower(source, streams=streams)` for an ONNX file path or ONNX bytes,
     served from the disk cache when this model was lowered before (see the module docstring).
-    Other sources (a ModelProto, a ComputeGraph) are lowered as usual."""
+    `base_dir`: the directory the model's external data is relative to (default: a path's own
+    directory; bytes have none, and bytes with external data are refused without one). Other
+    sources (a ModelProto, a ComputeGraph) are lowered as usual."""
     from rtsoa.lowering import lower
+    from rtsoa.lowering.onnx_import import load_onnx
 
     if isinstance(source, bytearray):
         source = bytes(source)
+    if base_dir is not None and not os.path.isdir(base_dir):
+        from rtsoa.errors import LoweringError
+
+        raise LoweringError(f"base_dir {os.fspath(base_dir)!r} is not a directory")
     if not enabled() or not isinstance(source, str | os.PathLike | bytes):
-        return lower(source, streams=streams)
+        if base_dir is None:
+            return lower(source, streams=streams)
+        return lower(load_onnx(source, base_dir=base_dir), streams=streams)
     limit = max_bytes()  # a malformed setting is an error before any work
     home = lowered_dir()
     if not _usable(home):
-        return lower(source, streams=streams)
+        return lower(load_onnx(source, base_dir=base_dir), streams=streams)
+    stamps = {}
     if isinstance(source, bytes):
-        model_digest, directory = hashlib.sha256(source).hexdigest(), None
+        model_digest = hashlib.sha256(source).hexdigest()
     else:
         path = os.fspath(source)
         if not os.path.isfile(path):
             return lower(source, streams=streams)  # the lowering's own error
-        model_stamp = file_stamp(path)
+        stamps[path] = file_stamp(path)
         model_digest = _file_digest(path)  # streamed: a large model is not held twice
-        directory = os.path.dirname(os.path.realpath(path))
+        if base_dir is None:
+            base_dir = os.path.dirname(path) or os.curdir  # where onnx reads external data
+    # the real directory external data is read from: bytes without one read none
+    directory = None if base_dir is None else os.path.realpath(base_dir)
     entry = home / entry_key(model_digest, directory, streams)
     graph = _read_entry(entry) if entry.exists() else None
     if graph is not None:
         _mark_used(entry)
         return graph
-    records = []
-    if directory is None:
-        graph = lower(source, streams=streams)
-    else:
-        from rtsoa.lowering.onnx_import import load_onnx
-
-        external, stamps = [], {}
-        model = load_onnx(path, external_files=external, external_stamps=stamps)
-        graph = lower(model, streams=streams)
-        try:
-            records = [[name, os.path.getsize(name), _file_digest(name)] for name in external]
-        except OSError:
-            return graph
-        stamps[path] = model_stamp
-        if any(file_stamp(name) != stamp for name, stamp in stamps.items()):
-            return graph  # written while it was read: not kept (see the module docstring)
+    external = []
+    model = load_onnx(source, base_dir=base_dir, external_files=external, external_stamps=stamps)
+    graph = lower(model, streams=streams)
+    try:
+        records = [[name, os.path.getsize(name), _file_digest(name)] for name in external]
+    except OSError:
+        return graph
+    if any(file_stamp(name) != stamp for name, stamp in stamps.items()):
+        return graph  # written while it was read: not kept (see the module docstring)
     with _lock:  # one writer per process; processes are kept apart by the rename
         _write_entry(entry, graph, records)
         evict(home, keep=entry, limit=limit)

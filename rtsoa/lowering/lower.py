@@ -21,6 +21,7 @@ SHAPE value is the value just before its block value (the runner fills both).
 
 import dataclasses
 import math
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from rtsoa.errors import LoweringError
 from rtsoa.graph.builder import GraphBuilder
 from rtsoa.graph.schema import DType, GraphKind, Placement, ValueKind
 from rtsoa.kernels import REGISTRY
+from rtsoa.limits import check_lowering_limits
 from rtsoa.lowering.compute_graph import ComputeGraph, Tensor
 from rtsoa.lowering.converters import find_converter
 from rtsoa.ops import OPS, op_code, op_names
@@ -38,6 +40,34 @@ from rtsoa.ops.host import OpError, TensorInfo, infer_shapes, run_numpy
 # changed across opsets: an op's `encode` reads attributes.get(OPSET_KEY)).
 OPSET_KEY = "__opset__"
 FOLD_LIMIT = 1 << 20  # elements: larger results stay run-time ops (the graph stays small)
+_budget = ContextVar("lowering_budget", default=None)  # the running lowering's WorkBudget
+
+
+class WorkBudget:
+    """What the running lowering may still do (`rtsoa.limits.LoweringLimits`)."""
+
+    def __init__(self, limits):
+        self.limits = limits
+        self.spent = dict.fromkeys(limits._fields, 0)
+
+    def spend(self, kind, count, where):
+        """Count `count` more of `kind`; LoweringError naming `where()` past the limit."""
+        self.spent[kind] += count
+        limit = getattr(self.limits, kind)
+        if self.spent[kind] > limit:
+            raise LoweringError(
+                f"{where()}: needs {count:,} {kind.replace('_', ' ')}, {self.spent[kind]:,} in "
+                f"this lowering, past its limit of {limit:,} (LoweringLimits.{kind}; "
+                "lower(..., limits=LoweringLimits(...)) sets it)"
+            )
+
+
+def spend(kind, count, where):
+    """Charge `count` of `kind` (a LoweringLimits field) to the running lowering; `where()`
+    names the op and node if that goes past the limit. Nothing outside `lower`."""
+    budget = _budget.get()
+    if budget is not None:
+        budget.spend(kind, count, where)
 
 
 @dataclasses.dataclass
@@ -120,7 +150,9 @@ def op_call(graph, op, inputs, outputs, attributes, node_index):
             graph.tensor(name)
     attributes = dict(attributes or {})
     attributes.setdefault(OPSET_KEY, graph.opset(""))
-    return OpCall(op, inputs, list(outputs), attributes, node_index)
+    call = OpCall(op, inputs, list(outputs), attributes, node_index)
+    spend("op_calls", 1, lambda: _describe_call(graph, call))
+    return call
 
 
 def convert(graph):
@@ -511,9 +543,12 @@ class _Emitter:
                 self.builder.add_tensor_info(block, name, tensor.dims)
 
 
-def lower(model, name=None, streams=1, fuse=True):
+def lower(model, name=None, streams=1, fuse=True, limits=None):
     """The ExecuteGraph of `model`: a ComputeGraph, an ONNX ModelProto, ONNX bytes or a path
     to an .onnx file. Raises LoweringError naming the op, node and opset it cannot lower.
+
+    `limits`: a `rtsoa.limits.LoweringLimits` bounding the work (sequence elements resolved,
+    op calls emitted); None: its defaults. Going past one is a LoweringError naming the node.
 
     `fuse`: BatchNormalization folded into the preceding Conv's weights, and MatMul -> Add of a
     bias (-> Relu) chains run as one op (`rtsoa.lowering.fuse`); False keeps every op of the
@@ -524,6 +559,14 @@ def lower(model, name=None, streams=1, fuse=True):
     and its block is freed on the producer's stream after events from every reader stream."""
     if not 1 <= int(streams) <= 64:
         raise ValueError(f"streams must be 1 .. 64, got {streams}")
+    token = _budget.set(WorkBudget(check_lowering_limits(limits)))
+    try:
+        return _lower(model, name, streams, fuse)
+    finally:
+        _budget.reset(token)
+
+
+def _lower(model, name, streams, fuse):
     if not isinstance(model, ComputeGraph):
         from rtsoa.lowering.onnx_import import import_onnx
 

@@ -1,7 +1,8 @@
 """ONNX import: an `onnx.ModelProto` (or a path, or bytes) into a ComputeGraph.
 
-The `onnx` package reads the file (external-data files next to it included) and runs its shape
-inference so intermediate tensors get dtypes and shapes where ONNX can tell. Initializers become
+The `onnx` package reads the file (external-data files in its directory included; for bytes or
+a ModelProto only from a `base_dir` the caller names) and runs its shape inference so
+intermediate tensors get dtypes and shapes where ONNX can tell. Initializers become
 constants; attributes become Python values (ints, floats, strs, lists, numpy arrays for tensor
 attributes, ComputeGraphs for If / Loop bodies). Symbolic dims keep their names ("batch");
 anonymous unknown dims are None. Values typed as sequences of tensors are marked
@@ -14,7 +15,7 @@ import numpy as np
 
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
-from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
+from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor, sort_nodes
 
 SUPPORTED_OPSETS = (1, 25)  # default-domain opset versions the importer accepts
 
@@ -89,11 +90,13 @@ def _value_info(graph, tensor_proto_info, where):
 
 
 def _attribute_value(attribute, where, opsets):
-    from onnx import AttributeProto, helper, numpy_helper
+    from onnx import AttributeProto, helper
 
     kind = attribute.type
     if kind == AttributeProto.TENSOR:
-        return numpy_helper.to_array(attribute.t)
+        label = f"{where}: attribute {attribute.name!r}"
+        onnx_dtype(attribute.t.data_type, label)
+        return _tensor_data(attribute.t, label)
     if kind == AttributeProto.GRAPH:
         return _convert_graph(attribute.g, opsets, where=f"{where} attribute {attribute.name!r}")
     if kind == AttributeProto.STRING:
@@ -108,19 +111,32 @@ def _attribute_value(attribute, where, opsets):
     return value
 
 
+def _tensor_data(tensor, where):
+    """The numpy array of a TensorProto whose data is in the model (load_onnx read any external
+    data already), or LoweringError naming `where`."""
+    from onnx import external_data_helper, numpy_helper
+
+    if external_data_helper.uses_external_data(tensor):  # never read relative to the cwd
+        raise LoweringError(f"{where}: external data was not loaded (no base directory)")
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as error:  # a size that does not match the dims, an unknown type, ...
+        raise LoweringError(f"{where}: unreadable tensor data ({error})") from None
+
+
 def _contiguous(data):
     """A C-contiguous copy if needed, keeping the rank (ascontiguousarray makes 0-d 1-d)."""
     return np.ascontiguousarray(data).reshape(np.shape(data))
 
 
 def _convert_graph(graph_proto, opsets, where="graph"):
-    from onnx import numpy_helper
-
     graph = ComputeGraph(name=graph_proto.name, opsets=dict(opsets))
     initializers = set()
+    scope = "" if where == "graph" else f"{where}: "
     for init in graph_proto.initializer:
-        data = numpy_helper.to_array(init)
-        dtype = onnx_dtype(init.data_type, f"initializer {init.name!r}")
+        label = f"{scope}initializer {init.name!r}"
+        dtype = onnx_dtype(init.data_type, label)  # before to_array, which fails on UNDEFINED
+        data = _tensor_data(init, label)
         graph.tensors[init.name] = Tensor(
             init.name, dtype, tuple(int(d) for d in data.shape), _contiguous(data)
         )
@@ -159,32 +175,68 @@ def _convert_graph(graph_proto, opsets, where="graph"):
     return graph
 
 
-def load_onnx(source, external_files=None, external_stamps=None):
-    """The ModelProto of a path, bytes, or a ModelProto (external data loaded from the
-    model's directory). For a path, the real paths of the external-data files it reads are
-    appended to `external_files` (a list) when one is given, and `external_stamps` (a dict)
-    gets `file_stamp` of each, taken before the file is read."""
+def load_onnx(source, base_dir=None, external_files=None, external_stamps=None):
+    """The ModelProto of a path, bytes, or a ModelProto, its external data loaded from
+    `base_dir`: by default a path's own directory; bytes and a ModelProto have none, so one
+    of them with external data is refused unless `base_dir` is given (onnxruntime refuses
+    them too). A given ModelProto is not modified (its external data goes into a copy).
+    The real paths of the external-data files read are appended to `external_files` (a
+    list) when one is given, and `external_stamps` (a dict) gets `file_stamp` of each, taken
+    before the file is read. onnx refuses a location outside `base_dir` or a symlink."""
     import onnx
 
     if isinstance(source, onnx.ModelProto):
-        return source
-    if isinstance(source, bytes | bytearray):
-        return onnx.load_from_string(bytes(source))
-    path = os.fspath(source)
-    if not os.path.isfile(path):
-        raise LoweringError(f"{path}: no such ONNX file")
-    try:
-        model = onnx.load(path, load_external_data=False)
-        base = os.path.dirname(path)
-        paths = external_data_paths(model, base)
-        if external_files is not None:
-            external_files.extend(paths)
-        if external_stamps is not None:
-            external_stamps.update((path, file_stamp(path)) for path in paths)
-        onnx.load_external_data_for_model(model, base)
+        model, label = source, "ModelProto"
+    elif isinstance(source, bytes | bytearray):
+        model, label = onnx.load_from_string(bytes(source)), "ONNX bytes"
+    else:
+        label = os.fspath(source)
+        if not os.path.isfile(label):
+            raise LoweringError(f"{label}: no such ONNX file")
+        try:
+            model = onnx.load(label, load_external_data=False)
+        except Exception as error:  # protobuf errors have many types
+            raise LoweringError(f"{label}: not a readable ONNX model ({error})") from None
+        if base_dir is None:
+            base_dir = os.path.dirname(label) or os.curdir
+    external = external_tensor(model)
+    if external is None:
         return model
-    except Exception as error:  # protobuf errors have many types
-        raise LoweringError(f"{path}: not a readable ONNX model ({error})") from None
+    if base_dir is None:
+        name, location = external
+        raise LoweringError(
+            f"{label}: tensor {name!r} keeps its data in external file {location!r}, and "
+            "bytes or a ModelProto have no directory to read it from: pass the model's path, "
+            "or base_dir= naming the directory it is relative to"
+        )
+    base_dir = os.fspath(base_dir)
+    if not os.path.isdir(base_dir):
+        raise LoweringError(f"{label}: base_dir {base_dir!r} is not a directory")
+    if model is source:
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+    paths = external_data_paths(model, base_dir)
+    if external_files is not None:
+        external_files.extend(paths)
+    if external_stamps is not None:
+        external_stamps.update((path, file_stamp(path)) for path in paths)
+    try:
+        onnx.load_external_data_for_model(model, base_dir)
+    except Exception as error:  # onnx's checks (outside base_dir, symlink), OSError, ...
+        raise LoweringError(f"{label}: external data not readable ({error})") from None
+    return model
+
+
+def external_tensor(model):
+    """(name, location) of the first tensor of `model` whose data is in an external file, or
+    None when every tensor's data is in the model."""
+    import onnx
+
+    for tensor in _tensors(model.graph):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            where = {entry.key: entry.value for entry in tensor.external_data}
+            return tensor.name, where.get("location", "")
+    return None
 
 
 def _tensors(graph):
@@ -214,24 +266,29 @@ def file_stamp(path):
 
 
 def external_data_paths(model, base):
-    """Sorted real paths of the external-data files `model`'s tensors name (relative to
-    `base`, the model file's directory)."""
+    """Sorted paths of the external-data files `model`'s tensors name: each location joined
+    to the real path of `base` (the directory they are relative to), not resolved further,
+    so reading a path again reads what the lowering would read now."""
     import onnx
 
+    base = os.path.realpath(base)
     paths = set()
     for tensor in _tensors(model.graph):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             for entry in tensor.external_data:
                 if entry.key == "location":
-                    paths.add(os.path.realpath(os.path.join(base, entry.value)))
+                    paths.add(os.path.normpath(os.path.join(base, entry.value)))
     return sorted(paths)
 
 
-def import_onnx(source, infer_shapes=True):
-    """A ComputeGraph from an ONNX model (path, bytes or ModelProto)."""
+def import_onnx(source, infer_shapes=True, base_dir=None):
+    """A ComputeGraph from an ONNX model (path, bytes or ModelProto); `base_dir`: where its
+    external data is (see load_onnx). Nodes come in a topological order (sorted if the model
+    lists them otherwise, as onnxruntime does); a cycle, a tensor nothing defines or an
+    unreadable initializer is a LoweringError naming it."""
     import onnx
 
-    model = load_onnx(source)
+    model = load_onnx(source, base_dir=base_dir)
     opsets = {entry.domain or "": int(entry.version) for entry in model.opset_import}
     version = opsets.get("", opsets.get("ai.onnx", 0))
     if not SUPPORTED_OPSETS[0] <= version <= SUPPORTED_OPSETS[1]:
@@ -246,4 +303,5 @@ def import_onnx(source, infer_shapes=True):
             pass
     graph = _convert_graph(model.graph, opsets)
     graph.name = model.graph.name or "model"
+    sort_nodes(graph)
     return graph

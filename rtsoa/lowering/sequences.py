@@ -18,7 +18,9 @@ ops that read one become op calls on those tensors:
   ONNX ignores `keepdims` when `split` is given; onnxruntime 1.32 does not for a scalar split
   (it squeezes parts of size 1 and fails on larger ones): rtsoa follows ONNX.
 
-More parts than one op takes (`GROUP`) are split / joined in groups. Refused at lowering,
+More parts than one op takes (`GROUP`) are split / joined in groups. Each op counts the
+elements it reads and makes against the lowering's `LoweringLimits.sequence_elements` (a
+split before it builds its parts), and its op calls against `op_calls`. Refused at lowering,
 naming the op, node and opset: positions that are not constants or out of range, a number of
 elements not known at lowering, a sequence as a graph input or output or as a result of an
 If / Loop subgraph, and a sequence read or made by any other op (`lower.convert_node`).
@@ -29,7 +31,7 @@ import numpy as np
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.converters import register_converter
-from rtsoa.lowering.lower import op_call, set_constant
+from rtsoa.lowering.lower import op_call, set_constant, spend
 from rtsoa.lowering.onnx_import import onnx_dtype
 from rtsoa.lowering.subgraphs import fresh_tensor_name, identity_call, merged_dtype, scalar_value
 from rtsoa.ops.abi import MAX_OP_OPERANDS
@@ -73,6 +75,10 @@ class SequenceCall:
         model.tensor(name)
         return name
 
+    def spend_elements(self, count):
+        """Count `count` sequence elements against the lowering's limit (naming this node)."""
+        spend("sequence_elements", count, lambda: self.where)
+
     def error(self, message):
         """A LoweringError naming the node."""
         return LoweringError(f"{self.where}: {message}")
@@ -84,11 +90,15 @@ def _elements(call, model):
     elements = model.tensors[name].elements
     if elements is None:
         raise call.error(f"sequence {name!r} is not known at lowering")
+    call.spend_elements(len(elements))
     return list(elements)
 
 
-def _set_sequence(call, model, elements, dtype):
-    """Output 0 is the sequence of `elements`; their element type must agree with `dtype`."""
+def _set_sequence(call, model, elements, dtype, counted=False):
+    """Output 0 is the sequence of `elements`; their element type must agree with `dtype`.
+    `counted`: the caller counted them against the limit already."""
+    if not counted:
+        call.spend_elements(len(elements))
     for name in elements:
         dtype = merged_dtype(dtype, model.tensors[name].dtype, f"{call.where}: {name!r}")
     tensor = model.tensor(call.outputs[0])
@@ -224,10 +234,13 @@ def _static_dim(call, tensor, axis):
 
 
 def _split_sizes(call, model, tensor, axis):
-    """(sizes, split input): the parts' sizes, or None and the split tensor read at run time."""
+    """(sizes, split input): the parts' sizes, or None and the split tensor read at run time.
+    Each count is charged to the lowering's limit before its list is built."""
     name = call.input(1)
     if not name:
-        return [1] * _static_dim(call, tensor, axis), ""
+        count = _static_dim(call, tensor, axis)
+        call.spend_elements(count)
+        return [1] * count, ""
     split = model.tensors[name]
     if not split.is_constant:
         if split.dims is None or len(split.dims) != 1 or not isinstance(split.dims[0], int):
@@ -235,6 +248,7 @@ def _split_sizes(call, model, tensor, axis):
                 f"split {name!r} is read at run time and its length is not known at lowering "
                 f"(shape {split.dims}); the number of elements must be"
             )
+        call.spend_elements(split.dims[0])
         return [None] * split.dims[0], name
     values = split.data
     if values.ndim == 0:
@@ -243,7 +257,9 @@ def _split_sizes(call, model, tensor, axis):
             raise call.error(f"a scalar split must be positive, not {chunk}")
         length = _static_dim(call, tensor, axis)
         count = -(-length // chunk)
+        call.spend_elements(count)
         return [min(chunk, length - k * chunk) for k in range(count)], ""
+    call.spend_elements(values.size)
     return [int(size) for size in values.reshape(-1)], ""
 
 
@@ -276,7 +292,8 @@ def _split(call, model):
         elements = [call.fresh(model, f"{output}/element{k}") for k in range(len(parts))]
         for part, element in zip(parts, elements, strict=True):
             calls.append(call.op_call(model, "Squeeze", [part], [element], {"axes": [axis]}))
-    _set_sequence(call, model, elements, tensor.dtype)  # the parts' types: the fold infers them
+    # the parts' types: the fold infers them; their count was charged by _split_sizes
+    _set_sequence(call, model, elements, tensor.dtype, counted=True)
     return calls
 
 

@@ -8,7 +8,8 @@ the op library itself, so the kernel modules can import it cheaply.
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
-from numba.np.arrayobj import make_array
+
+from rtsoa._numba.arrays import make_array
 
 
 @intrinsic

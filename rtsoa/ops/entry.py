@@ -14,9 +14,9 @@ shape inference and constant folding).
 """
 
 import numpy as np
-from numba import carray, cfunc, types
+from numba import carray, types
 
-from rtsoa._jit import JIT_OPTIONS, jit_out_of_line
+from rtsoa._jit import JIT_OPTIONS, jit_out_of_line, rtsoa_cfunc
 from rtsoa.ops import switch
 from rtsoa.ops.abi import (
     COL_RANK,
@@ -46,7 +46,7 @@ _SIGNATURE = types.int32(
 )
 
 
-@cfunc(_SIGNATURE, cache=True, nopython=True, error_model=JIT_OPTIONS["error_model"])
+@rtsoa_cfunc(_SIGNATURE, cache=True, nopython=True, error_model=JIT_OPTIONS["error_model"])
 def entry(
     mode, code, arena_data, arena_bytes, table_data, attrs_data, fattrs_data, count, n_in, n_out
 ):

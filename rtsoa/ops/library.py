@@ -13,7 +13,7 @@ constant folding). It makes two promises:
   each taking whole op modules (`shares`; this process one share, `jobs - 1` helper processes
   the others, all writing Numba's disk cache); the entry is compiled last and finds them there.
   That leaves only the entry itself (the switch over op codes, ~5 s: it calls the op functions
-  by symbol, `rtsoa._linking`) on one core.
+  by symbol, `rtsoa._numba.linking`) on one core.
 
 Whether the op functions are already compiled is read from Numba's cache indexes (each op
 function's index holds the switch's argument types for this machine and these sources), so a
@@ -63,25 +63,20 @@ def op_functions_cached():
     """True when Numba's disk cache holds every op function for the switch's argument types,
     for these sources and this machine (then loading the library compiles the entry at most);
     False too when the cache is switched off."""
-    from numba.core.registry import cpu_target
+    from rtsoa._numba.caching import cached_signatures, is_cached
 
     argument_types = _argument_types()
-    magic = cpu_target.target_context.codegen().magic_tuple()
     for function in op_functions():
-        cache = getattr(function, "_cache", None)
-        if cache is None or type(cache).__name__ == "NullCache":
-            return False
-        index = cache._cache_file._load_index()  # {} when written for other sources
-        if not any(key[0] == argument_types and key[1] == magic for key in index):
+        if not is_cached(function) or argument_types not in cached_signatures(function):
             return False
     return True
 
 
 def _caching():
     """Whether the op functions are cached on disk at all (helpers would compile in vain)."""
-    function = op_functions()[0]
-    cache = getattr(function, "_cache", None)
-    return cache is not None and type(cache).__name__ != "NullCache"
+    from rtsoa._numba.caching import is_cached
+
+    return is_cached(op_functions()[0])
 
 
 def op_library(jobs=None):
@@ -129,7 +124,7 @@ def _argument_types():
 def shares(functions, jobs):
     """Split op functions into `jobs` lists, whole modules together: the ops of one module share
     most of their out-of-line helpers, and a helper two processes both need is compiled by both
-    (each is linked once per process, `rtsoa._linking`). Modules go, largest first, to the
+    (each is linked once per process, `rtsoa._numba.linking`). Modules go, largest first, to the
     list with the fewest functions."""
     modules = {}
     for function in functions:

@@ -30,6 +30,7 @@ def load_executor(
     stream_executor=False,
     load=True,
     constant_memory=None,
+    base_dir=None,
 ):
     """A loaded ModelExecutor (or a StreamExecutor with `stream_executor=True`) from an ONNX
     file / bytes / ModelProto (lowered on the fly), a saved .rtsoa directory or an ExecuteGraph.
@@ -37,7 +38,11 @@ def load_executor(
     session's other executors; `allocator`: memory allocator of the input blocks;
     stream / event / notify allocators: external, all or none. `constant_memory`: {weight
     (initializer) name: device array or block handle} of weights the caller holds in
-    `device`'s memory, used in place of uploaded copies (see rtsoa/runtime/constants.py)."""
+    `device`'s memory, used in place of uploaded copies (see rtsoa/runtime/constants.py).
+    `base_dir`: the directory an ONNX model's external data is relative to (default: the
+    model file's directory; bytes and a ModelProto have none: one with external data is
+    refused unless it is given)."""
+    from rtsoa.runtime.forks import CALLS
     from rtsoa.runtime.model import ModelExecutor
     from rtsoa.runtime.sources import graph_of
     from rtsoa.runtime.streams import StreamExecutor
@@ -61,12 +66,13 @@ def load_executor(
                 "constant_memory is memory of one device; a StreamExecutor runs its streams on "
                 "devices of its own (load one ModelExecutor per device instead)"
             )
-        return StreamExecutor(source, executor, session=session, **options)
-    graph = graph_of(source)
+        return StreamExecutor(source, executor, session=session, base_dir=base_dir, **options)
+    graph = graph_of(source, base_dir=base_dir)
     if constant_memory is not None:
         options["constant_memory"] = constant_memory
-    model = ModelExecutor(graph, executor, device, hbm_bytes, session=session, **options)
-    return model.load() if load else model
+    with CALLS:  # a fork waits for the device's creation (forks.py)
+        model = ModelExecutor(graph, executor, device, hbm_bytes, session=session, **options)
+        return model.load() if load else model
 
 
 def is_dynamic(source):

@@ -250,4 +250,4 @@ class _OrderedSequential(SequentialExecutor):
         super().__init__(graph, binding, **prepare)
 
     def _prepare(self):
-        return (self._given_order,)
+        return (self._given_order, self.cancel_words)

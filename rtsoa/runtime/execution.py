@@ -10,6 +10,8 @@ stream synchronisation would block. The arrays hold their values at return (the 
 computes eagerly), but the API contract is the real one: outputs are valid after the wait.
 """
 
+from rtsoa.runtime.forks import CALLS
+
 
 class Execution:
     """An enqueued run: its outputs are valid after `wait()` (see the module docstring)."""
@@ -23,14 +25,14 @@ class Execution:
 
     def done(self):
         """Has the run completed at the device's current host time?"""
-        with self.model.home.lock:
+        with CALLS, self.model.home.lock:
             return all(self.model.device.event_query(event) for event in self._events)
 
     def wait(self):
         """Block (advance the host clock) until the run has completed on the device. The
         events are reused by the executor's next run, so waiting on an older run waits for the
         newer one too (never less than needed)."""
-        with self.model.home.lock:
+        with CALLS, self.model.home.lock:
             for event in self._events:
                 self.model.device.event_synchronize(event)
         return self

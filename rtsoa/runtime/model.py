@@ -19,12 +19,14 @@ import threading
 import numpy as np
 
 from rtsoa.errors import ModelInputError, RtsoaError
+from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
 from rtsoa.kernels.runtime import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
 from rtsoa.runtime import constants, resources
 from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
 from rtsoa.runtime.execution import Execution
+from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.kept import kept_shapes_graph
 from rtsoa.runtime.resources import ModelResourceError
 from rtsoa.runtime.session import DEFAULT_HBM_BYTES, MODEL_KERNELS, ModelHome, model_device
@@ -156,6 +158,7 @@ class ModelExecutor:
         self.kept_runs = 0  # runs that took the kept path
         self._staging = []
         self._lock = threading.Lock()  # one run at a time, in call order
+        self.cancellation = CancelFlag()  # polled by Main's runs (both preparations of it)
         self._subscribers = []
         self.values = None
         self.streams = ()  # device streams Main runs on (streams[0]: the default stream)
@@ -170,7 +173,7 @@ class ModelExecutor:
         prepare Main on this executor's streams and value state."""
         from rtsoa.executors import prepare_executor
 
-        with self._lock:
+        with CALLS, self._lock:  # a fork waits for it (forks.py)
             if self.state != "created":
                 raise ModelStateError(f"load() on a model that is {self.state}")
             stream_alloc, event_alloc, notify_alloc = self._allocators
@@ -202,6 +205,7 @@ class ModelExecutor:
                         device=device,
                         values=self.values,
                         kernels=MODEL_KERNELS,
+                        cancel=self.cancellation,
                     )
 
                 self._main = prepare(graph)
@@ -210,7 +214,7 @@ class ModelExecutor:
             except BaseException:
                 for allocator, indices in reversed(taken):
                     if allocator is None:
-                        self.home.release(deinit=self.session is None)
+                        self._release_home()
                     else:
                         allocator.release(indices)
                 self.streams = self.events = self.notifies = ()
@@ -230,7 +234,7 @@ class ModelExecutor:
     def unload(self):
         """Release streams, events and this executor's values; DeInit runs when the weights'
         last user goes (a session's weights live until the session closes)."""
-        with self._lock:
+        with CALLS, self._lock:
             if self.state != "loaded":
                 raise ModelStateError(f"unload() on a model that is {self.state}")
             with self.home.lock:
@@ -243,8 +247,15 @@ class ModelExecutor:
             stream_alloc.release(self.streams)
             event_alloc.release(self.events)
             notify_alloc.release(self.notifies)
-            self.home.release(deinit=self.session is None)
+            self._release_home()
             self.state = "unloaded"  # `main` stays readable (its name, record); runs are refused
+
+    def _release_home(self):
+        """One user of the home fewer: a private home runs DeInit now; a session decides."""
+        if self.session is None:
+            self.home.release(deinit=True)
+        else:
+            self.session.release(self.home)
 
     def __enter__(self):
         if self.state == "created":
@@ -317,17 +328,28 @@ class ModelExecutor:
         return check_outputs(self, outputs, inputs, symbols)
 
     # -- execution ---------------------------------------------------------------------------
-    def execute(self, inputs, outputs=None, stream=None, subscriber=None):
+    def execute(self, inputs, outputs=None, stream=None, subscriber=None, timeout=None):
         """Enqueue a run of Main on `inputs` ({name: array}); returns an `Execution` (its
         `result()` waits). `outputs`: buffers to write outputs into, in place (checked, see
         check_outputs); outputs not given are new arrays. `stream`: a stream index of this
         executor's device; the run starts after the work already on it and the stream waits
         for the run (None: the executor's default stream). `subscriber`: extra subscribers of
-        this run, besides `subscribers`."""
-        return self._execute(inputs, outputs, stream, subscriber, sync=False)
+        this run, besides `subscribers`. `timeout`: seconds the run may take (its host work,
+        from its start) before it stops with RunTimeout.
 
-    def _execute(self, inputs, outputs, stream, subscriber, sync):
-        with self._lock:
+        A run stops on `timeout`, on `cancel()` from another thread (RunCancelled) and, called
+        from the main thread, on Ctrl-C (RunInterrupted, a KeyboardInterrupt raised after
+        the run stopped); its blocks are freed as after a failed run and the next execute
+        runs normally (see rtsoa.executors.cancel)."""
+        return self._execute(inputs, outputs, stream, subscriber, sync=False, timeout=timeout)
+
+    def cancel(self):
+        """Stop the run in progress (from another thread): it raises RunCancelled. With no
+        run in progress, nothing happens."""
+        self.cancellation.cancel()
+
+    def _execute(self, inputs, outputs, stream, subscriber, sync, timeout=None):
+        with CALLS, self._lock:  # a fork waits for the run (forks.py)
             if self.state != "loaded":
                 raise ModelStateError(
                     f"execute on a model that is {self.state}; call load() first"
@@ -350,7 +372,7 @@ class ModelExecutor:
             if subscriber is not None:
                 extra = list(subscriber) if isinstance(subscriber, list | tuple) else [subscriber]
                 subscribers = subscribers + extra
-            with self.home.lock:
+            with self.home.lock, self.cancellation.scope(timeout):
                 results = self._run(arrays, buffers, stream, subscribers or None, not sync)
                 if sync:  # execute_sync: wait for the run's streams (no completion events)
                     for own in self.streams:
@@ -493,13 +515,14 @@ class ModelExecutor:
             raise ModelInputError(problem)
         return results
 
-    def execute_sync(self, inputs, outputs=None, subscriber=None):
-        """execute() on the default stream, then wait; returns {output name: array}."""
-        return self._execute(inputs, outputs, None, subscriber, sync=True)
+    def execute_sync(self, inputs, outputs=None, subscriber=None, timeout=None):
+        """execute() on the default stream, then wait; returns {output name: array}.
+        `timeout`, `cancel()` and Ctrl-C stop it as they stop execute()."""
+        return self._execute(inputs, outputs, None, subscriber, sync=True, timeout=timeout)
 
     def synchronize(self):
         """Wait for every run of this executor (its streams)."""
-        with self.home.lock:
+        with CALLS, self.home.lock:
             for stream in self.streams:
                 self.device.synchronize(stream)
 

@@ -13,8 +13,10 @@ What is shared, on the simulated device (said plainly):
   not on the host. Executors on different homes (devices) run on the host concurrently (the
   compiled loops release the GIL), but cannot share weights: device memory is per device.
 - `Session(max_devices=None)` gives every executor its own home (host-concurrent, weights
-  uploaded once per device); `max_devices=k` places executors round-robin on at most k homes
-  (with k=1, all share one upload).
+  uploaded once per device), which no other executor is placed on: it is closed (DeInit) and
+  dropped when its executor unloads, so erasing and re-creating executors (StreamExecutor
+  keys) does not pile up devices. `max_devices=k` places executors round-robin on at most k
+  homes (with k=1, all share one upload), kept until `close()`.
 - Lowered ONNX models have no variables (only initializers, which are constants), so there is
   no variable state to share beyond the weights.
 Homes are per graph object: executors share weights when built from the same ExecuteGraph.
@@ -27,6 +29,7 @@ from rtsoa.device import defaults
 from rtsoa.errors import RtsoaError
 from rtsoa.graph.schema import GraphKind
 from rtsoa.kernels.runtime import ValueState, new_values
+from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.resources import IndexPool
 
 # Every kernel a lowered model runs: Init, Main and DeInit (and every model) share one compiled
@@ -128,12 +131,13 @@ class Session:
         self.max_devices = None if max_devices is None else int(max_devices)
         self.hbm_bytes = hbm_bytes
         self._homes = {}  # id(graph) -> (graph, [homes], round-robin counter)
+        self._dropped_init_runs = 0  # Init runs of homes closed and dropped by `release`
         self._lock = threading.Lock()
         self.closed = False
 
     def home_for(self, graph):
         """The home of the next executor of `graph` in this session."""
-        with self._lock:
+        with CALLS, self._lock:
             if self.closed:
                 raise SessionStateError("the session is closed")
             entry = self._homes.get(id(graph))
@@ -145,8 +149,23 @@ class Session:
                 return homes[-1]
             return homes[next(counter) % len(homes)]
 
+    def release(self, home):
+        """An executor of `home` unloaded: one user fewer. Without `max_devices` the home was
+        that executor's alone, so it is closed (DeInit) and dropped with its device."""
+        with CALLS, self._lock:
+            home.release(deinit=False)
+            if self.max_devices is not None or home.users:
+                return
+            entry = self._homes.get(id(home.graph))
+            if entry is not None and home in entry[1]:
+                entry[1].remove(home)
+                if not entry[1]:
+                    del self._homes[id(home.graph)]
+                home.close()
+                self._dropped_init_runs += home.init_runs
+
     def homes(self):
-        with self._lock:
+        with CALLS, self._lock:
             return [home for _, homes, _ in self._homes.values() for home in homes]
 
     @property
@@ -156,14 +175,16 @@ class Session:
     @property
     def init_runs(self):
         """How many times Init ran in this session (once per device)."""
-        return sum(home.init_runs for home in self.homes())
+        with CALLS, self._lock:
+            dropped = self._dropped_init_runs
+        return dropped + sum(home.init_runs for home in self.homes())
 
     def close(self):
         """Run DeInit on every device (weights freed); executors of the session must be unloaded
         first (ModelStateError from rtsoa.runtime.model otherwise)."""
         from rtsoa.runtime.model import ModelStateError
 
-        with self._lock:
+        with CALLS, self._lock:
             if self.closed:
                 return
             busy = [home for _, homes, _ in self._homes.values() for home in homes if home.users]

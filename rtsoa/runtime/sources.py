@@ -5,18 +5,23 @@ import os
 from rtsoa.errors import ModelInputError
 
 
-def graph_of(source):
+def graph_of(source, base_dir=None):
     """The lowered graph of an ExecuteGraph, saved .rtsoa directory or ONNX model (path,
     bytes, ModelProto: lowered on the fly; a path or bytes lowered before comes from the disk
-    cache, `rtsoa.lowering.cache`)."""
+    cache, `rtsoa.lowering.cache`). `base_dir`: the directory an ONNX model's external data
+    is relative to (default: a path's own directory; bytes and a ModelProto have none, and
+    one with external data is refused without it)."""
     from rtsoa.graph.graph import ExecuteGraph
 
-    if isinstance(source, ExecuteGraph):
-        return source
+    lowered = isinstance(source, ExecuteGraph)
     if isinstance(source, str | os.PathLike) and os.path.isdir(source):
         from rtsoa.graph.io import load_graph
 
-        return load_graph(source)
+        lowered, source = True, load_graph(source)
+    if lowered:
+        if base_dir is not None:
+            raise ModelInputError("base_dir applies to ONNX models, not to lowered graphs")
+        return source
     from rtsoa.lowering.cache import lower_cached
 
     if not isinstance(source, str | os.PathLike | bytes | bytearray):
@@ -27,8 +32,11 @@ def graph_of(source):
                 "a model is an ExecuteGraph, a saved .rtsoa directory or an ONNX model (path, "
                 f"bytes, ModelProto), got {type(source).__name__}"
             )
+    from rtsoa.runtime.forks import CALLS
+
     try:
-        return lower_cached(source)
+        with CALLS:  # a fork waits for the lowering (forks.py)
+            return lower_cached(source, base_dir=base_dir)
     except Exception as error:
         from google.protobuf.message import DecodeError
 
@@ -37,14 +45,15 @@ def graph_of(source):
         raise
 
 
-def load_model(source, executor="auto", device=None, hbm_bytes=None, load=True, **options):
+def load_model(
+    source, executor="auto", device=None, hbm_bytes=None, load=True, base_dir=None, **options
+):
     """A ModelExecutor from a lowered graph (ExecuteGraph or saved directory) or an ONNX
     model (path, bytes, ModelProto, lowered on the fly); loaded unless `load=False`.
-    `options`: ModelExecutor keywords (session, allocator, stream / event / notify
-    allocators)."""
+    `base_dir`: see graph_of. `options`: ModelExecutor keywords (session, allocator, stream /
+    event / notify allocators)."""
     from rtsoa.runtime.model import ModelExecutor
 
-    model = ModelExecutor(
-        graph_of(source), executor=executor, device=device, hbm_bytes=hbm_bytes, **options
-    )
+    graph = graph_of(source, base_dir=base_dir)
+    model = ModelExecutor(graph, executor=executor, device=device, hbm_bytes=hbm_bytes, **options)
     return model.load() if load else model

@@ -14,6 +14,7 @@ turns on the host and overlap on that device's streams.
 
 import threading
 
+from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.model import ModelExecutor
 from rtsoa.runtime.session import Session
 from rtsoa.runtime.sources import graph_of
@@ -22,8 +23,8 @@ from rtsoa.runtime.sources import graph_of
 class StreamExecutor:
     """Get-or-create and erase per-stream executors of one model (thread-safe)."""
 
-    def __init__(self, source, executor="auto", session=None, **options):
-        self.graph = graph_of(source)
+    def __init__(self, source, executor="auto", session=None, base_dir=None, **options):
+        self.graph = graph_of(source, base_dir=base_dir)
         self.executor_name = executor
         self._own_session = session is None
         self.session = session if session is not None else Session()
@@ -34,7 +35,7 @@ class StreamExecutor:
 
     def get_or_create_loaded(self, stream):
         """The loaded executor of `stream`, created and loaded on first use."""
-        with self._lock:
+        with CALLS, self._lock:
             if self.closed:
                 from rtsoa.runtime.model import ModelStateError
 
@@ -49,7 +50,7 @@ class StreamExecutor:
 
     def erase(self, stream):
         """Unload and drop the executor of `stream`; False when there was none."""
-        with self._lock:
+        with CALLS, self._lock:
             executor = self._executors.pop(stream, None)
         if executor is None:
             return False
@@ -64,16 +65,16 @@ class StreamExecutor:
         return self.get_or_create_loaded(stream).execute_sync(inputs, outputs)
 
     def streams(self):
-        with self._lock:
+        with CALLS, self._lock:
             return list(self._executors)
 
     def __len__(self):
-        with self._lock:
+        with CALLS, self._lock:
             return len(self._executors)
 
     def close(self):
         """Erase every stream (and close the session when the StreamExecutor made it)."""
-        with self._lock:
+        with CALLS, self._lock:
             for stream in list(self._executors):
                 self.erase(stream)
             self.closed = True

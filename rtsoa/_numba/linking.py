@@ -25,58 +25,97 @@ the entry first loads each callee through its own dispatcher (from the cache or 
 it) and checks that it is the one recorded: same mangled name, same stamp. Any mismatch, or a
 callee that cannot be found, makes the entry a cache miss, so the caller is compiled again
 against the callees of this process; a stale entry is never run and an unresolved symbol
-never reaches the JIT's linker (which would abort the process). This is done by wrapping
-Numba's `CompileResultCacheImpl.reduce` / `rebuild` (for every cached function, rtsoa's or a
-user kernel's that calls the device); if Numba's internals are not the expected ones, nothing
-is separately linked and calls are linked as before.
+never reaches the JIT's linker (which would abort the process). rtsoa's cache
+(`rtsoa._numba.caching.RtsoaCacheImpl`) writes and checks these records; Numba's own cache
+cannot, so a caller compiled by a plain `numba.njit` dispatcher (a user's kernel calling the
+device) is not given the call by symbol: it copies the callee's module, as Numba always does,
+and its cache entries stand alone. The same holds through normal linking: a plain caller of
+an rtsoa function that itself calls functions by symbol (a user kernel calling the device's
+`device_malloc`, which calls `_malloc_slow` by symbol) copies those callees too
+(`link_standalone_for_plain_callers`). Which compile a call belongs to is read from the code
+library being lowered: `RecordingCompiler`, the pipeline of rtsoa's dispatchers, notes its
+libraries. If Numba's internals are not the expected ones (or RTSOA_NUMBA_PATCHES=off),
+nothing is separately linked and calls are linked as before.
 """
 
 import importlib
 import threading
+import weakref
 
-from numba.core import cgutils, imputils
+from rtsoa._numba import compat
 
 _MARKER = "rtsoa-separately-linked-v1"
 _by_name = {}  # (module, qualname) -> dispatcher, or None when the name is ambiguous
 _by_symbol = {}  # mangled name -> (module, qualname, argument types, mangled name, stamp)
+_libraries = {}  # mangled name -> the code library of that separately linked overload
 _loading = threading.local()
+_recording = weakref.WeakSet()  # code libraries compiled by rtsoa's dispatchers
+
+INSTALLED = compat.register(
+    "separate-linking",
+    "rtsoa",
+    [
+        "numba.core.compiler.Compiler.compile_extra",
+        "numba.core.base.BaseContext.active_code_library",
+        "numba.core.base.BaseContext.add_linking_libs",
+        "numba.core.base.BaseContext.remove_user_function",
+        "numba.core.base.BaseContext.declare_function",
+        "numba.core.imputils.fix_returning_optional",
+        "numba.core.imputils.impl_ret_new_ref",
+        "numba.core.imputils.user_function",
+        "numba.core.codegen.CPUCodeLibrary.get_llvm_str",
+        "numba.core.codegen.CPUCodeLibrary.enable_object_caching",
+    ],
+    "out-of-line rtsoa functions linked once: their rtsoa callers call them by symbol",
+)
+
+from numba.core import cgutils, compiler, imputils  # noqa: E402 - after the table row
 
 
-def _install():
-    """Wrap Numba's compile-result cache so entries carry their separately linked callees;
-    returns False (and nothing is separately linked) if Numba's internals differ."""
-    try:
-        from numba.core import caching, compiler
+class RecordingCompiler(compiler.Compiler):
+    """Numba's compiler, noting the code library of each function it compiles: calls lowered
+    into one of these libraries may go by symbol (their cache entries record the callees)."""
 
-        impl = caching.CompileResultCacheImpl
-        numba_reduce = impl.reduce
-        numba_rebuild = impl.rebuild
-        compiler.CompileResult._rebuild  # noqa: B018 - present in the expected internals
-    except (ImportError, AttributeError):
-        return False
-    if getattr(impl, "_rtsoa_separate_linking", False):
-        return True
+    def compile_extra(self, func):
+        if INSTALLED:
+            if self.state.library is None:
+                codegen = self.state.targetctx.codegen()
+                self.state.library = codegen.create_library(func.__qualname__)
+                self.state.library.enable_object_caching()  # as Numba's lowering pass does
+            _recording.add(self.state.library)
+        return super().compile_extra(func)
 
-    def reduce(self, cres):
-        payload = numba_reduce(self, cres)
-        callees = linked_callees(cres.library)
-        return (_MARKER, callees, payload) if callees else payload
 
-    def rebuild(self, target_context, payload):
-        if isinstance(payload, tuple) and payload and payload[0] == _MARKER:
-            _, callees, payload = payload
-            if not all(map(_load_callee, callees)):
-                return None  # a cache miss: the caller is compiled against today's callees
-        return numba_rebuild(self, target_context, payload)
+def reduce(cres, payload):
+    """A cache entry's `payload` (Numba's reduction of `cres`) with its callees' records."""
+    if not INSTALLED:
+        return payload
+    callees = linked_callees(cres.library)
+    return (_MARKER, callees, payload) if callees else payload
 
-    impl.reduce = reduce
-    impl.rebuild = rebuild
-    impl._rtsoa_separate_linking = True
-    return True
+
+def unwrap(payload):
+    """(Numba's payload of a cache entry `reduce` wrote, its callee records), the callees
+    loaded; (None, ()) - a cache miss - when one of them is not the recorded one."""
+    if isinstance(payload, tuple) and payload and payload[0] == _MARKER:
+        _, callees, payload = payload
+        if not INSTALLED or not all(map(_load_callee, callees)):
+            return None, ()
+        return payload, callees
+    return payload, ()
+
+
+def remember_callees(library, callees):
+    """Keep a loaded entry's callee records on its library (its machine code is loaded
+    without the module whose declarations `linked_callees` reads)."""
+    library._rtsoa_callees = tuple(callees)
 
 
 def linked_callees(library):
     """The separately linked functions `library`'s machine code calls, as cache records."""
+    recorded = getattr(library, "_rtsoa_callees", None)
+    if recorded is not None:
+        return recorded
     found = []
     for function in library._final_module.functions:
         if function.is_declaration:
@@ -149,17 +188,65 @@ def link_by_symbol(dispatcher, cres):
         fndesc.mangled_name,
         _stamp(dispatcher),
     )
+    _libraries[fndesc.mangled_name] = cres.library
     context = dispatcher.targetctx
     context.remove_user_function(cres.entry_point)
-    call = _call_by_symbol(fndesc)
+    call = _call_by_symbol(fndesc, cres.library)
     context._defns[cres.entry_point].append(call, call.signature)
 
 
-def _call_by_symbol(fndesc):
-    """Numba's `imputils.user_function` without the library to link: the call declares the
-    callee's symbol, which the JIT resolves to the callee's loaded machine code."""
+def _callee_closure(library):
+    """The libraries of the separately linked functions `library` calls by symbol, and of
+    those they call, and so on: what a plain caller must copy besides `library`."""
+    found = []
+    pending = [library]
+    seen = set()
+    while pending:
+        for record in linked_callees(pending.pop()):
+            callee = _libraries.get(record[3])
+            if callee is not None and record[3] not in seen:
+                seen.add(record[3])
+                found.append(callee)
+                pending.append(callee)
+    return tuple(found)
+
+
+def _link_for(context, library):
+    """Link `library` into the library being lowered as Numba does; for a caller that is not
+    rtsoa's (its cache cannot record callees), with every callee it calls by symbol too."""
+    if context.active_code_library in _recording:
+        context.add_linking_libs((library,))
+    else:
+        context.add_linking_libs((library, *_callee_closure(library)))
+
+
+def link_standalone_for_plain_callers(dispatcher, cres):
+    """For an overload of an rtsoa function that is linked as usual but calls functions by
+    symbol: replace Numba's call so that a plain caller also copies those callees."""
+    if not INSTALLED or not linked_callees(cres.library):
+        return
+    context = dispatcher.targetctx
+    numba_call = imputils.user_function(cres.fndesc, ())
 
     def call(context, builder, sig, args):
+        value = numba_call(context, builder, sig, args)
+        _link_for(context, cres.library)
+        return value
+
+    call.signature = numba_call.signature
+    call.libs = ()
+    context.remove_user_function(cres.entry_point)
+    context._defns[cres.entry_point].append(call, call.signature)
+
+
+def _call_by_symbol(fndesc, library):
+    """Numba's `imputils.user_function` without the library to link, for callers rtsoa
+    compiles: the call declares the callee's symbol, which the JIT resolves to the callee's
+    loaded machine code. Other callers link `library`, as Numba's own call does."""
+
+    def call(context, builder, sig, args):
+        if context.active_code_library not in _recording:
+            _link_for(context, library)
         function = context.declare_function(builder.module, fndesc)
         status, value = context.call_conv.call_function(
             builder, function, fndesc.restype, fndesc.argtypes, args
@@ -174,6 +261,3 @@ def _call_by_symbol(fndesc):
     call.signature = fndesc.argtypes
     call.libs = ()
     return call
-
-
-INSTALLED = _install()

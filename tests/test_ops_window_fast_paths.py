@@ -1,0 +1,100 @@
+"""The direct kernels of windowed ops: depthwise Conv (one input channel per group) and
+MaxPool / AveragePool without Indices, one output row at a time (rtsoa/ops/conv.py,
+rtsoa/ops/pooling.py).
+
+Judges: onnxruntime for float32 (onnx.reference for float64), and for the pools the per-window
+loop that MaxPool with Indices still runs, which must give the same values bit for bit over
+random geometries.
+"""
+
+import numpy as np
+import pytest
+from test_ops_nn import check, random
+
+from rtsoa.ops.host import run_numpy
+
+DEPTHWISE_CASES = [
+    ((1, 4, 9, 9), (4, 1, 3, 3), True, {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((2, 3, 11, 10), (6, 1, 3, 3), True, {"group": 3, "strides": [2, 2], "pads": [1, 0, 2, 1]}),
+    ((1, 4, 12, 13), (8, 1, 3, 2), False, {"group": 4, "strides": [3, 2], "dilations": [2, 3]}),
+    ((1, 5, 7, 7), (5, 1, 5, 5), True, {"group": 5, "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 3), (2, 1, 5, 5), False, {"group": 2, "pads": [3, 3, 3, 3]}),  # kernel > input
+    ((1, 2, 6, 6), (2, 1, 1, 1), True, {"group": 2, "strides": [2, 2]}),  # depthwise 1x1
+    ((2, 3, 20), (3, 1, 5), True, {"group": 3, "strides": [2], "pads": [2, 1]}),
+    ((1, 2, 5, 6, 4), (4, 1, 2, 3, 2), True, {"group": 2, "pads": [1, 0, 1, 0, 1, 1]}),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, bias, attributes", DEPTHWISE_CASES)
+def test_depthwise_conv_matches_onnxruntime(x_shape, w_shape, bias, attributes):
+    inputs = [random(x_shape), random(w_shape)] + ([random(w_shape[0])] if bias else [])
+    check("Conv", inputs, attributes)
+
+
+def test_depthwise_conv_float64():
+    inputs = [random((1, 3, 8, 8), np.float64), random((6, 1, 3, 3), np.float64)]
+    check("Conv", inputs, {"group": 3, "strides": [2, 1], "pads": [1, 1, 0, 2]})
+
+
+def _random_window(rng, spatial):
+    kernel = [int(k) for k in rng.integers(1, 4, spatial)]
+    attributes = {
+        "kernel_shape": kernel,
+        "strides": [int(s) for s in rng.integers(1, 4, spatial)],
+        "ceil_mode": int(rng.integers(0, 2)),
+    }
+    if rng.random() < 0.5:
+        attributes["dilations"] = [int(d) for d in rng.integers(1, 3, spatial)]
+    pads = [int(rng.integers(0, k)) for k in kernel] + [int(rng.integers(0, k)) for k in kernel]
+    attributes["pads"] = pads
+    shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4))) + tuple(
+        int(d) for d in rng.integers(4, 12, spatial)
+    )
+    return shape, attributes
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_max_pool_rows_equal_the_window_loop(seed):
+    """Without Indices MaxPool runs the row kernel, with them the per-window loop: the same
+    values, NaN and all-padding windows (-inf) included."""
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        spatial = int(rng.integers(1, 4))
+        shape, attributes = _random_window(rng, spatial)
+        dtype = np.float32 if rng.random() < 0.7 else np.float64
+        x = rng.standard_normal(shape).astype(dtype)
+        x[rng.random(shape) < 0.05] = np.nan
+        try:
+            (rows,) = run_numpy("MaxPool", [x], attributes)
+        except Exception as error:  # a geometry the op refuses: both paths must refuse it
+            with pytest.raises(type(error)):
+                run_numpy("MaxPool", [x], attributes, 2)
+            continue
+        values, _ = run_numpy("MaxPool", [x], attributes, 2)
+        np.testing.assert_array_equal(rows, values, err_msg=str((shape, attributes)))
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_average_pool_rows_match_onnxruntime_over_random_geometries(include_pad):
+    rng = np.random.default_rng(include_pad)
+    for _ in range(30):
+        spatial = int(rng.integers(1, 4))
+        shape, attributes = _random_window(rng, spatial)
+        attributes.pop("dilations", None)  # onnxruntime's AveragePool takes none before opset 19
+        attributes["count_include_pad"] = include_pad
+        check("AveragePool", [random(shape)], attributes)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_propagates_nan_wherever_it_is_in_the_window(dtype):
+    """A NaN anywhere in a window gives NaN, as numpy's max and PyTorch's max_pool do; before,
+    the window loop kept a NaN only as the window's first tap (onnx.reference does the same;
+    onnxruntime skips NaN, giving the lowest float for an all-NaN window)."""
+    x = np.array([[[np.nan, 1.0, 1.0, np.nan, np.nan, np.nan, -np.inf, 2.0]]], dtype=dtype)
+    attributes = {"kernel_shape": [2], "strides": [2]}
+    want = np.array([[[np.nan, np.nan, np.nan, 2.0]]], dtype=dtype)
+    (rows,) = run_numpy("MaxPool", [x], attributes)
+    values, indices = run_numpy("MaxPool", [x], attributes, 2)
+    np.testing.assert_array_equal(rows, want)
+    np.testing.assert_array_equal(values, want)
+    assert indices.reshape(-1).tolist() == [0, 3, 4, 7]  # the window's first NaN
