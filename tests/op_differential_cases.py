@@ -137,6 +137,7 @@ def _int_div_divisor(a, b):
 
 
 def arithmetic(rng):
+    """Add, Sub, Mul, Div, Pow on every numeric dtype and broadcasting shape."""
     for op in ("Add", "Sub", "Mul", "Div", "Pow"):
         for dtype in NUMERIC:
             for sa, sb in BINARY_SHAPES:
@@ -164,6 +165,7 @@ def arithmetic(rng):
 
 
 def variadic(rng):
+    """Sum, Max, Min, Mean with one to three inputs."""
     for op in ("Sum", "Max", "Min", "Mean"):
         # ONNX's Sum and Mean take floats only (rtsoa's integer Sum has no oracle)
         for dtype in NUMERIC if op in ("Max", "Min") else FLOATS:
@@ -180,6 +182,7 @@ def variadic(rng):
 
 
 def comparisons(rng):
+    """Equal, Less, Greater; And, Or, Xor, Not."""
     for op in ("Equal", "Less", "Greater"):
         for dtype in NUMERIC + ((np.bool_,) if op == "Equal" else ()):
             for sa, sb in BINARY_SHAPES[:6]:
@@ -226,6 +229,7 @@ SIGNED_ZERO_UNARY = ("Neg", "Abs", "Identity", "Relu", "Sign", "Sqrt")
 
 
 def unary(rng):
+    """The unary and one-parameter activations, floats (integers where ONNX has them)."""
     for op, attributes in UNARY.items():
         dtypes = NUMERIC if op in INTEGER_UNARY else FLOATS
         for dtype in dtypes:
@@ -249,6 +253,7 @@ def unary(rng):
 
 
 def parameterised(rng):
+    """PRelu with broadcast slopes, Clip with each bound present or absent, Where."""
     for dtype in FLOATS:
         for sx, sslope in (((2, 3), (3,)), ((2, 3), (2, 1)), ((4,), (1,)), ((0, 3), (3,))):
 
@@ -276,6 +281,7 @@ CAST_TYPES = (np.float32, np.float64, np.int32, np.int64, np.bool_, np.uint8, np
 
 
 def casts(rng):
+    """Cast between every pair of CAST_TYPES."""
     for source in CAST_TYPES:
         for target in CAST_TYPES:
 
@@ -299,6 +305,7 @@ def casts(rng):
 
 
 def reductions(rng):
+    """Reduce* over axes lists (opset 18 inputs) with keepdims; ArgMax / ArgMin."""
     for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
         for dtype in NUMERIC:
             for shape, axes in (
@@ -344,6 +351,7 @@ def reductions(rng):
 
 
 def softmax(rng):
+    """Softmax and LogSoftmax along each axis."""
     for op in ("Softmax", "LogSoftmax"):
         for dtype in FLOATS:
             for axis in (-1, 0, 1):
@@ -364,6 +372,7 @@ def softmax(rng):
 
 
 def products(rng):
+    """MatMul, vectors and batches and empty inner dims included."""
     for dtype in FLOATS:
         for sa, sb in (
             ((2, 3), (3, 4)),
@@ -381,6 +390,9 @@ def products(rng):
 
 
 def data_movement(rng):
+    """Reshape, Transpose, Concat, Slice, Gather, Expand, Tile, Pad, Split, Squeeze,
+    Unsqueeze, Flatten, Range."""
+
     def plain(dtype, shape):
         return values(rng, dtype, shape, edges=0.3)
 
