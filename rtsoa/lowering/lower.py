@@ -20,6 +20,7 @@ SHAPE value is the value just before its block value (the runner fills both).
 """
 
 import dataclasses
+import math
 from contextvars import ContextVar
 
 import numpy as np
@@ -226,9 +227,13 @@ def fold_and_infer(graph, calls):
                 shapes, _ = infer_shapes(call.op, inputs, call.attributes, len(call.outputs))
             except OpError as error:
                 raise LoweringError(f"{_describe_call(graph, call)}: {error}") from None
-            small = all(np.prod(s.dims, dtype=np.int64) <= FOLD_LIMIT for s in shapes)
+            # Python ints: an int64 product of huge dims can wrap to a small count
+            small = all(math.prod(s.dims) <= FOLD_LIMIT for s in shapes)
             if small:
-                results = run_numpy(call.op, inputs, call.attributes, len(call.outputs))
+                try:
+                    results = run_numpy(call.op, inputs, call.attributes, len(call.outputs))
+                except OpError as error:
+                    raise LoweringError(f"{_describe_call(graph, call)}: {error}") from None
                 for name, result in zip(call.outputs, results, strict=True):
                     if name:
                         tensor = graph.tensor(name)

@@ -3,7 +3,8 @@ float64 (formulas evaluated in float64, rounded once to the output dtype).
 
 PRelu's slope broadcasts (numpy rules) to X's shape. Clip takes its bounds from the optional
 scalar inputs 1 and 2 (opset 11+; read in compute, so they may be computed tensors), or from
-the min / max attributes of opsets 6-10; an absent bound is +-inf. With min > max every value
+the min / max attributes of opsets 6-10; an absent bound is the dtype's lowest / max, as ONNX
+says (so +-inf is clipped to them). With min > max every value
 becomes max, as onnxruntime does (y = min(max(x, lo), hi)); NaN stays NaN.
 """
 
@@ -52,7 +53,8 @@ def _activation_run(op, x, y, slope, slope_map, p0, p1):
             y[i] = p1 * v if v > 0 else p1 * (p0 * np.exp(v) - p0)
     elif op == HARD_SIGMOID:
         for i in range(n):
-            y[i] = max(0.0, min(1.0, p0 * x[i] + p1))
+            v = p0 * x[i] + p1
+            y[i] = v if v != v else max(0.0, min(1.0, v))  # NaN stays NaN
     elif op == SOFTPLUS:
         for i in range(n):
             v = np.float64(x[i])
@@ -137,8 +139,10 @@ def _compute(op, arena, table, n_in, attrs, fattrs):
     if op == CLIP:
         if attrs.shape[0] < 4:
             return np.int32(STATUS_OP_BAD_SHAPE)
-        p0 = _bound(arena, table, n_in, 1, attrs[0] != 0, fattrs[1], -np.inf)
-        p1 = _bound(arena, table, n_in, 2, attrs[2] != 0, fattrs[3], np.inf)
+        # an absent bound is the dtype's lowest / max (ONNX; onnxruntime): inf clips to max
+        largest = np.float64(np.finfo(np.float32).max) if item == 4 else np.finfo(np.float64).max
+        p0 = _bound(arena, table, n_in, 1, attrs[0] != 0, fattrs[1], -largest)
+        p1 = _bound(arena, table, n_in, 2, attrs[2] != 0, fattrs[3], largest)
     slope_row = 1 if op == PRELU else 0
     if item == 4:
         x = view(arena, table, 0, np.float32)

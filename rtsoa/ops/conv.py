@@ -102,11 +102,18 @@ def encode_window(attributes, inputs):
 @jit_with_nrt
 def element_count(table, row):
     """Element count of operand `row`, or -1 if it is MAX_ELEMENTS or more (or a dim is
-    negative)."""
+    negative); overflow-safe, and 0 for any zero dim however large the others."""
+    empty = False
+    for axis in range(rank(table, row)):
+        if dim(table, row, axis) < 0:
+            return np.int64(-1)
+        empty = empty or dim(table, row, axis) == 0
+    if empty:
+        return np.int64(0)
     count = np.int64(1)
     for axis in range(rank(table, row)):
         size = dim(table, row, axis)
-        if size < 0 or (size > 0 and count >= MAX_ELEMENTS // size):
+        if count >= MAX_ELEMENTS // size:
             return np.int64(-1)
         count *= size
     return count

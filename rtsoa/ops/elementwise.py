@@ -3,7 +3,10 @@
 Binary and variadic arithmetic (Add, Sub, Mul, Div, Pow, Sum, Max, Min, Mean) run on float32,
 float64, int32 and int64 inputs of one dtype; comparisons (Equal, Less, Greater) give bool;
 unary activations run on float32 / float64 (Abs, Neg and Sign on integers too). Integer Div
-truncates toward zero like onnxruntime. Shrink runs on float32 / float64 / int32 / int64; on
+truncates toward zero like onnxruntime; x / 0 is 0 and INT_MIN / -1 is INT_MIN (wrapping), both
+undefined in C. Integer Pow wraps on overflow (numpy's result; onnxruntime goes through double);
+a negative exponent gives 1 for base 1, +-1 for base -1, else 0. Max and Min give NaN when any
+input is NaN, whatever the order. Shrink runs on float32 / float64 / int32 / int64; on
 integers its result is truncated to the integer type, as onnxruntime does.
 """
 

@@ -27,6 +27,8 @@ def _apply(op, a, b):
         return a / b
     if op == POW:
         return a**b
+    if a != a or b != b:  # NaN in either order gives NaN, as in onnxruntime (max() would not)
+        return a + b
     if op == MAX:
         return max(a, b)
     return min(a, b)
@@ -64,9 +66,48 @@ def periodic_loop(op, x, px, y, py, out):
                 out[start + j] = _apply(op, x[j], y[start + j])
 
 
+@jit_inline_llvm
+def _int_divide(a, b):
+    """a / b truncated toward zero, as C and onnxruntime divide, with no abs() to overflow.
+    x / 0 is 0 and INT_MIN / -1 is INT_MIN (wrapping): C leaves both undefined (onnxruntime
+    traps on int64 INT_MIN / -1)."""
+    if b == 0:
+        return a - a
+    if b == -1:
+        return (a - a) - a  # negation wraps: -INT_MIN is INT_MIN
+    q = a // b  # floor, no overflow once b != -1
+    if q * b != a and (a < 0) != (b < 0):
+        q += 1
+    return q
+
+
+@jit_inline_llvm
+def _int_power(a, b):
+    """a ** b by squaring, wrapping on overflow as numpy does. A negative exponent gives 1 for
+    base 1, +-1 by parity for base -1 and 0 otherwise (onnxruntime's result for |base| >= 2;
+    0 ** negative, a division by zero, is 0 like integer x / 0)."""
+    one = a - a + 1
+    if b < 0:
+        if a == 1:
+            return one
+        if a == -1:
+            return one if b % 2 == 0 else -one
+        return a - a
+    result = one
+    base = a
+    exponent = b
+    while exponent > 0:
+        if exponent & 1:
+            result *= base
+        base *= base
+        exponent >>= 1
+    return result
+
+
 @jit_with_nrt
 def int_binary_loop(op, x, xi, y, yi, out):
-    """binary_loop for integers: DIV truncates toward zero (x / 0 gives 0), POW by squaring."""
+    """binary_loop for integers: DIV truncates toward zero (`_int_divide`), POW by squaring
+    (`_int_power`)."""
     n = out.shape[0]
     mapped_x = xi.shape[0] > 0
     mapped_y = yi.shape[0] > 0
@@ -80,21 +121,9 @@ def int_binary_loop(op, x, xi, y, yi, out):
         elif op == MUL:
             out[i] = a * b
         elif op == DIV:
-            if b == 0:
-                out[i] = 0
-            else:
-                q = abs(a) // abs(b)
-                out[i] = q if (a >= 0) == (b >= 0) else -q
+            out[i] = _int_divide(a, b)
         elif op == POW:
-            result = a - a + 1
-            base = a
-            exponent = b
-            while exponent > 0:
-                if exponent & 1:
-                    result *= base
-                base *= base
-                exponent >>= 1
-            out[i] = result if b >= 0 else a - a
+            out[i] = _int_power(a, b)
         elif op == MAX:
             out[i] = max(a, b)
         else:
@@ -164,7 +193,9 @@ def unary_loop(op, x, out, p0, p1):
                 out[i] = 1
             elif v < 0:
                 out[i] = -1
-            else:  # 0 stays 0 and NaN stays NaN (numpy's sign, the ONNX reference)
+            elif v == 0:  # -0 gives +0, as numpy's sign (the ONNX reference) and onnxruntime
+                out[i] = 0
+            else:  # NaN stays NaN
                 out[i] = v
 
 

@@ -7,6 +7,7 @@ compute through the same compiled entry kernels use, and returns the outputs as 
 STATUS_OP_NEEDS_DATA.
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -63,7 +64,7 @@ class TensorInfo(NamedTuple):
 
     @property
     def nbytes(self):
-        return int(np.prod(self.dims, dtype=np.int64)) * int(ITEMSIZE[self.dtype])
+        return math.prod(self.dims) * int(ITEMSIZE[self.dtype])  # Python ints: never wraps
 
 
 def _aligned(size):

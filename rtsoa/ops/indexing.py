@@ -19,6 +19,7 @@ from rtsoa.ops.abi import (
     STATUS_OP_BAD_SHAPE,
     STATUS_OP_MISSING_INPUT,
     STATUS_OP_RANK,
+    STATUS_OP_TOO_LARGE,
     copy_shape,
     dim,
     dtype,
@@ -30,6 +31,7 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import broadcast_rows
+from rtsoa.ops.conv import MAX_ELEMENTS, element_count
 from rtsoa.ops.copying import (
     SCRATCH,
     broadcast_tables,
@@ -327,12 +329,16 @@ def expand_infer(arena, table, n_in, n_out, attrs, fattrs):
     status = broadcast_rows(table, rows, n_in)
     if status != 0:
         return status
+    if element_count(table, n_in) < 0:  # overflow-safe: a wrapped product could look small
+        return np.int32(STATUS_OP_TOO_LARGE)
     table[n_in, 2] = dtype(table, 0)
     return OK
 
 
 @jit_with_nrt
 def expand_compute(arena, table, n_in, n_out, attrs, fattrs):
+    if element_count(table, n_in) == 0:  # nothing to copy; a huge other dim must not size tables
+        return OK
     r = rank(table, n_in)
     own_rank = rank(table, 0)
     if own_rank > r:
@@ -365,7 +371,17 @@ def tile_infer(arena, table, n_in, n_out, attrs, fattrs):
     status, repeats = tile_repeats(arena, table, n_in)
     if status != 0:
         return status
-    return set_dims(table, n_in, dtype(table, 0), row_dims(table, 0) * repeats)
+    source = row_dims(table, 0)
+    empty = False
+    for k in range(repeats.shape[0]):
+        empty = empty or repeats[k] == 0 or source[k] == 0
+    for k in range(repeats.shape[0]):  # each dim's product first: it may wrap on its own
+        if not empty and source[k] > MAX_ELEMENTS // repeats[k]:
+            return np.int32(STATUS_OP_TOO_LARGE)
+    status = set_dims(table, n_in, dtype(table, 0), source * repeats)
+    if status == 0 and element_count(table, n_in) < 0:
+        return np.int32(STATUS_OP_TOO_LARGE)
+    return status
 
 
 @jit_with_nrt
@@ -377,6 +393,8 @@ def tile_compute(arena, table, n_in, n_out, attrs, fattrs):
     dims = source * repeats
     if rank(table, n_in) != dims.shape[0] or numel(table, n_in) != np.prod(dims):
         return np.int32(STATUS_OP_BAD_SHAPE)
+    if element_count(table, n_in) == 0:  # as in expand_compute
+        return OK
     strides = row_strides(table, 0)
     tables, starts = linear_tables(dims, np.zeros(dims.shape[0], dtype=np.int64), strides)
     for k in range(dims.shape[0]):

@@ -318,7 +318,8 @@ def _global_run(op, x, y, planes, size):
         if op == MAX:
             best = -np.inf
             for v in values:
-                best = max(best, v)
+                if v > best or (v != v and best == best):  # NaN propagates, as in MaxPool
+                    best = v
             y[p] = best
         else:
             total = 0.0

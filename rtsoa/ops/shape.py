@@ -24,6 +24,7 @@ from rtsoa.ops.abi import (
     STATUS_OP_BAD_SHAPE,
     STATUS_OP_MISSING_INPUT,
     STATUS_OP_NEEDS_DATA,
+    STATUS_OP_TOO_LARGE,
     copy_shape,
     dim,
     dtype,
@@ -35,6 +36,7 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import broadcast_rows, index_map, same_shape
+from rtsoa.ops.conv import MAX_ELEMENTS
 from rtsoa.ops.copying import fill_pattern, holds, set_dims
 from rtsoa.ops.lists import input_list
 from rtsoa.ops.registry import register_op
@@ -168,13 +170,30 @@ def range_count(arena, table):
         start, limit, delta = range_ints(arena, table, kind)
         if delta == 0:
             return np.int32(STATUS_OP_BAD_ATTRIBUTE), np.int64(0)
-        span = limit - start
-        if delta > 0:
-            count = (span + delta - 1) // delta if span > 0 else 0
-        else:
-            count = (-span + (-delta) - 1) // (-delta) if span < 0 else 0
+        count = _int_range_count(start, limit, delta)
+        if count >= np.uint64(MAX_ELEMENTS):  # Range(INT64_MIN, INT64_MAX, 1) would wrap
+            return np.int32(STATUS_OP_TOO_LARGE), np.int64(0)
         return OK, np.int64(count)
     return np.int32(STATUS_OP_BAD_DTYPE), np.int64(0)
+
+
+@jit_with_nrt
+def _int_range_count(start, limit, delta):
+    """ceil((limit - start) / delta), at least 0, as uint64: limit - start is taken modulo 2**64,
+    exact because the true span lies in 0 .. 2**64 - 1 (int64 subtraction would wrap)."""
+    zero = np.uint64(0)
+    if delta > 0:
+        if limit <= start:
+            return zero
+        span = np.uint64(limit) - np.uint64(start)
+        step = np.uint64(delta)
+    else:
+        if limit >= start:
+            return zero
+        span = np.uint64(start) - np.uint64(limit)
+        step = zero - np.uint64(delta)
+    whole = span // step
+    return whole if span % step == zero else whole + np.uint64(1)
 
 
 @jit_with_nrt
