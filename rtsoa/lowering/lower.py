@@ -21,7 +21,6 @@ SHAPE value is the value just before its block value (the runner fills both).
 
 import dataclasses
 import math
-from contextvars import ContextVar
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from rtsoa.graph.builder import GraphBuilder
 from rtsoa.graph.schema import DType, GraphKind, Placement, ValueKind
 from rtsoa.kernels import REGISTRY
 from rtsoa.limits import check_lowering_limits
+from rtsoa.lowering.budget import running, spend
 from rtsoa.lowering.compute_graph import ComputeGraph, Tensor
 from rtsoa.lowering.converters import find_converter
 from rtsoa.ops import OPS, op_code, op_names
@@ -40,34 +40,6 @@ from rtsoa.ops.host import OpError, TensorInfo, infer_shapes, run_numpy
 # changed across opsets: an op's `encode` reads attributes.get(OPSET_KEY)).
 OPSET_KEY = "__opset__"
 FOLD_LIMIT = 1 << 20  # elements: larger results stay run-time ops (the graph stays small)
-_budget = ContextVar("lowering_budget", default=None)  # the running lowering's WorkBudget
-
-
-class WorkBudget:
-    """What the running lowering may still do (`rtsoa.limits.LoweringLimits`)."""
-
-    def __init__(self, limits):
-        self.limits = limits
-        self.spent = dict.fromkeys(limits._fields, 0)
-
-    def spend(self, kind, count, where):
-        """Count `count` more of `kind`; LoweringError naming `where()` past the limit."""
-        self.spent[kind] += count
-        limit = getattr(self.limits, kind)
-        if self.spent[kind] > limit:
-            raise LoweringError(
-                f"{where()}: needs {count:,} {kind.replace('_', ' ')}, {self.spent[kind]:,} in "
-                f"this lowering, past its limit of {limit:,} (LoweringLimits.{kind}; "
-                "lower(..., limits=LoweringLimits(...)) sets it)"
-            )
-
-
-def spend(kind, count, where):
-    """Charge `count` of `kind` (a LoweringLimits field) to the running lowering; `where()`
-    names the op and node if that goes past the limit. Nothing outside `lower`."""
-    budget = _budget.get()
-    if budget is not None:
-        budget.spend(kind, count, where)
 
 
 @dataclasses.dataclass
@@ -559,11 +531,8 @@ def lower(model, name=None, streams=1, fuse=True, limits=None):
     and its block is freed on the producer's stream after events from every reader stream."""
     if not 1 <= int(streams) <= 64:
         raise ValueError(f"streams must be 1 .. 64, got {streams}")
-    token = _budget.set(WorkBudget(check_lowering_limits(limits)))
-    try:
+    with running(check_lowering_limits(limits)):
         return _lower(model, name, streams, fuse)
-    finally:
-        _budget.reset(token)
 
 
 def _lower(model, name, streams, fuse):

@@ -35,29 +35,51 @@ from rtsoa.ops.abi import (
     set_output,
     view,
 )
+from rtsoa.ops.depthwise import depthwise_run
 from rtsoa.ops.registry import register_op
-
-# -- attribute slots (encode_window) -------------------------------------------------------------
-AUTO_PAD, GROUP, CEIL_MODE, COUNT_INCLUDE_PAD, STORAGE_ORDER = 0, 1, 2, 3, 4
-N_KERNEL, N_STRIDES, N_DILATIONS, N_PADS, N_OUTPUT_PADDING, N_OUTPUT_SHAPE = 5, 6, 7, 8, 9, 10
-KERNEL, STRIDES, DILATIONS, PADS_BEGIN, PADS_END, OUTPUT_PADDING, OUTPUT_SHAPE = (
-    11,
-    14,
-    17,
-    20,
-    23,
-    26,
-    29,
+from rtsoa.ops.window_layout import (  # noqa: F401  (re-exported to the windowed ops)
+    AUTO_PAD,
+    AUTO_PADS,
+    CEIL_MODE,
+    CONV,
+    CONV_TRANSPOSE,
+    COUNT_INCLUDE_PAD,
+    DILATIONS,
+    G_C,
+    G_D,
+    G_GROUP,
+    G_IN,
+    G_K,
+    G_M,
+    G_N,
+    G_OUT,
+    G_PB,
+    G_PE,
+    G_S,
+    GEOMETRY,
+    GROUP,
+    KERNEL,
+    N_DILATIONS,
+    N_KERNEL,
+    N_OUTPUT_PADDING,
+    N_OUTPUT_SHAPE,
+    N_PADS,
+    N_STRIDES,
+    NOTSET,
+    OUTPUT_PADDING,
+    OUTPUT_SHAPE,
+    PADS_BEGIN,
+    PADS_END,
+    POOL,
+    SAME_LOWER,
+    SAME_UPPER,
+    STORAGE_ORDER,
+    STRIDES,
+    UNKNOWN_PAD,
+    VALID,
+    WINDOW_SLOTS,
 )
-WINDOW_SLOTS = 32
-NOTSET, SAME_UPPER, SAME_LOWER, VALID, UNKNOWN_PAD = 0, 1, 2, 3, 4
-AUTO_PADS = {"NOTSET": NOTSET, "SAME_UPPER": SAME_UPPER, "SAME_LOWER": SAME_LOWER, "VALID": VALID}
 
-# -- geometry array (window_geometry) -------------------------------------------------------------
-G_N, G_C, G_M, G_GROUP = 0, 1, 2, 3  # batch, input channels, output channels, groups
-G_IN, G_K, G_S, G_D, G_PB, G_PE, G_OUT = 4, 7, 10, 13, 16, 19, 22  # 3 slots each (d, h, w)
-GEOMETRY = 25
-CONV, POOL, CONV_TRANSPOSE = 0, 1, 2
 LIMIT = np.int64(1) << 31  # largest accepted dim / attribute value
 MAX_ELEMENTS = np.int64(1) << 58  # largest accepted element count of one tensor
 MAX_SCRATCH = np.int64(1) << 32  # largest im2col / col2im matrix (elements) a Conv allocates
@@ -417,67 +439,6 @@ def _add_bias(y, bias, images, channels, plane):
 
 
 @jit_with_nrt
-def _depthwise_run(x, w, y, geo):
-    """A convolution of one input channel per group (depthwise; m_g outputs each), directly:
-    each output row accumulates its taps in (kd, kh, kw) order, one strided pass over the row
-    per tap, which LLVM vectorises. im2col would build a (taps, positions) matrix per channel
-    and multiply it by a 1 x taps row: all copy, no reuse."""
-    n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
-    m_g = m // group
-    t_d, t_h, t_w = geo[G_IN], geo[G_IN + 1], geo[G_IN + 2]
-    n_d, n_h, n_w = geo[G_OUT], geo[G_OUT + 1], geo[G_OUT + 2]
-    k_d, k_h, k_w = geo[G_K], geo[G_K + 1], geo[G_K + 2]
-    s_d, s_h, s_w = geo[G_S], geo[G_S + 1], geo[G_S + 2]
-    taps = k_d * k_h * k_w
-    plane = t_d * t_h * t_w
-    p = n_d * n_h * n_w
-    lows = np.empty(k_w, dtype=np.int64)  # per kw, the output columns whose tap is inside
-    highs = np.empty(k_w, dtype=np.int64)
-    for kw in range(k_w):
-        w0 = kw * geo[G_D + 2] - geo[G_PB + 2]
-        low = np.int64(0) if w0 >= 0 else min((-w0 + s_w - 1) // s_w, n_w)
-        high = min((t_w - 1 - w0) // s_w + 1, n_w) if t_w - 1 - w0 >= 0 else 0
-        lows[kw], highs[kw] = low, max(high, low)
-    for n in range(n_images):
-        for g in range(group):
-            x_base = (n * c + g) * plane
-            for j in range(m_g):
-                out = g * m_g + j
-                w_base = out * taps
-                y_base = (n * m + out) * p
-                for i_d in range(n_d):
-                    for i_h in range(n_h):
-                        row = y_base + (i_d * n_h + i_h) * n_w
-                        out_row = y[row : row + n_w]
-                        out_row[:] = 0
-                        for kd in range(k_d):
-                            p_d = i_d * s_d - geo[G_PB] + kd * geo[G_D]
-                            if p_d < 0 or p_d >= t_d:
-                                continue
-                            for kh in range(k_h):
-                                p_h = i_h * s_h - geo[G_PB + 1] + kh * geo[G_D + 1]
-                                if p_h < 0 or p_h >= t_h:
-                                    continue
-                                source = x_base + (p_d * t_h + p_h) * t_w - geo[G_PB + 2]
-                                for kw in range(k_w):
-                                    weight = w[w_base + (kd * k_h + kh) * k_w + kw]
-                                    low, high = lows[kw], highs[kw]
-                                    if high <= low:
-                                        continue
-                                    # views, so the loops index from 0 and LLVM vectorises
-                                    at = source + kw * geo[G_D + 2] + low * s_w
-                                    target = out_row[low:high]
-                                    if s_w == 1:
-                                        taps_row = x[at : at + (high - low)]
-                                        for o in range(target.shape[0]):
-                                            target[o] += weight * taps_row[o]
-                                    else:
-                                        taps_row = x[at : at + (high - low - 1) * s_w + 1]
-                                        for o in range(target.shape[0]):
-                                            target[o] += weight * taps_row[o * s_w]
-
-
-@jit_with_nrt
 def _conv_run(x, w, bias, has_bias, y, geo):
     n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
     c_g = c // group
@@ -495,7 +456,7 @@ def _conv_run(x, w, bias, has_bias, y, geo):
     if k == 0 or m_g == 0:
         y[:] = 0
     elif depthwise:
-        _depthwise_run(x, w, y, geo)
+        depthwise_run(x, w, y, geo)
     else:
         for n in range(n_images):
             for g in range(group):
