@@ -154,9 +154,10 @@ def _folded(graph, conv, norm):
         return None
     channels = w.shape[0]
     bias_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
-    bias = np.zeros(channels) if not bias_name else None
     if bias_name:
         bias = _constant(graph, bias_name, weights.dtype, channels)
+    else:
+        bias = np.zeros(channels)
     parameters = [_constant(graph, name, weights.dtype, channels) for name in norm.inputs[1:]]
     if bias is None or any(p is None for p in parameters):
         return None
