@@ -24,6 +24,15 @@ def subgraph(nodes, name, outputs, inputs=(), initializers=()):
     )
 
 
+def run_clean(graph, inputs):
+    """Run a lowered graph once; no hazard, no leaked block. Returns the outputs."""
+    with load_model(graph) as executor:
+        got = executor.execute_sync(inputs)
+        assert executor.device.hazard_count == 0
+        assert executor.main.leaked_blocks == 0
+    return got
+
+
 def run_and_compare(proto, input_sets, executor="auto", streams=1):
     """Lower once, run every input set, compare with onnxruntime (names, shapes, dtypes and
     values); each run must leave no leaked block and the device's allocated bytes where they

@@ -13,19 +13,10 @@ from onnx import TensorProto, helper
 from rtsoa.graph.inspect import op_counts
 from rtsoa.lowering import lower
 from rtsoa.ops.host import OpError, infer_shapes, run_numpy
-from rtsoa.runtime import load_model
 from rtsoa.testing.models import FLOAT, mlp, model, run_onnxruntime
-from tests.model_checks import ATOL, RTOL
+from tests.model_checks import ATOL, RTOL, run_clean
 
 INT64 = TensorProto.INT64
-
-
-def _run(graph, inputs):
-    with load_model(graph) as executor:
-        got = executor.execute_sync(inputs)
-        assert executor.device.hazard_count == 0
-        assert executor.main.leaked_blocks == 0
-    return got
 
 
 def _check(proto, inputs, fused_ops):
@@ -35,8 +26,8 @@ def _check(proto, inputs, fused_ops):
     plain = lower(proto, fuse=False)
     assert op_counts(fused).get("MatMulBias", 0) == fused_ops
     assert "MatMulBias" not in op_counts(plain)
-    got = _run(fused, inputs)
-    unfused = _run(plain, inputs)
+    got = run_clean(fused, inputs)
+    unfused = run_clean(plain, inputs)
     want = run_onnxruntime(proto, inputs)
     for name, expected in want.items():
         assert got[name].dtype == expected.dtype and got[name].shape == expected.shape, name

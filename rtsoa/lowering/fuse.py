@@ -26,6 +26,18 @@ inference. A chain is fused only where the result cannot differ:
 
 The fused op computes the product and the adds in the same order and precision as the ops it
 replaces, so its results equal theirs bit for bit (`tests/test_lowering_fusion.py`).
+
+`fuse_conv_activation`: Conv -> Add of a residual -> Relu or Clip becomes one `FusedConv` op
+(`rtsoa/ops/conv.py`), as onnxruntime's FusedConv does (its Conv + Add + Relu "Z" input and
+Conv + activation), so each image's output is finished while it is in cache and the Add and
+the activation cost no nodes. Either the Add or the activation may be missing. A chain is
+fused only where the result cannot differ: each intermediate is read by the next op alone and
+is not a graph output; the residual has the conv output's dtype and exactly its dims (known
+ints, or the same symbols: the Add broadcasts nothing); Clip's bounds are constant scalars of
+that dtype or attributes. The fused op adds and clips in the same order and precision as the
+ops it replaces: its results equal theirs bit for bit (`tests/test_lowering_conv_fusion.py`).
+The fused call takes the place of the chain's last op, where the residual is computed.
+
 `lower(model, fuse=False)` keeps every op as the model has it.
 """
 
@@ -33,6 +45,8 @@ import numpy as np
 
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.lower import OpCall, set_constant
+from rtsoa.ops import conv
+from rtsoa.ops.attributes import onnx_float
 from rtsoa.ops.linalg import ACT_NONE, ACT_RELU
 from rtsoa.ops.registry import OPS
 
@@ -197,6 +211,111 @@ def fold_batch_norm(graph, calls):
         if fused is not None:
             replaced[id(call)] = fused
             replaced[id(norm)] = None
+    return _replace(calls, replaced)
+
+
+def _known_dims(tensor):
+    """The tensor's dims if every one is known (an int or a symbol), else None."""
+    if tensor is None or tensor.dims is None or any(d is None for d in tensor.dims):
+        return None
+    return tuple(tensor.dims)
+
+
+def _residual_of(graph, add, result):
+    """The Add's other operand if it has `result`'s dtype and exactly its dims, else None."""
+    if len(add.inputs) != 2 or result not in add.inputs:
+        return None
+    other = add.inputs[1] if add.inputs[0] == result else add.inputs[0]
+    if not other or other == result:
+        return None
+    mine, theirs = graph.tensors.get(result), graph.tensors.get(other)
+    dims = _known_dims(mine)
+    if dims is None or _known_dims(theirs) != dims or theirs.dtype != mine.dtype:
+        return None
+    return other
+
+
+def _scalar(graph, name, dtype):
+    """The value of constant scalar `name` of `dtype` as a float, else None."""
+    tensor = graph.tensors.get(name)
+    if tensor is None or not tensor.is_constant or tensor.dtype != dtype:
+        return None
+    data = np.asarray(tensor.data)
+    return float(data.reshape(-1)[0]) if data.size == 1 else None
+
+
+def _clip_bounds(graph, clip, dtype):
+    """(low, high) of a Clip of `dtype` as the Clip op takes them (an input, else the
+    attribute, else the dtype's extremes), or None if an input bound is not a constant."""
+    largest = float(np.finfo(np.float32 if dtype == DType.FLOAT32 else np.float64).max)
+    bounds = []
+    for position, key, default in ((1, "min", -largest), (2, "max", largest)):
+        name = clip.inputs[position] if len(clip.inputs) > position else ""
+        if name:
+            value = _scalar(graph, name, dtype)
+            if value is None:
+                return None
+            bounds.append(value)
+        elif key in clip.attributes:
+            bounds.append(onnx_float(clip.attributes[key]))
+        else:
+            bounds.append(default)
+    return tuple(bounds)
+
+
+def _activation_of(graph, result, readers, outputs, dtype):
+    """(call, attributes) of a Relu or a Clip reading `result` alone, else (None, {})."""
+    relu = _sole_reader(result, readers, outputs, "Relu")
+    if relu is not None:
+        return relu, {"activation": conv.ACT_RELU}
+    clip = _sole_reader(result, readers, outputs, "Clip")
+    if clip is not None and clip.inputs[0] == result:
+        bounds = _clip_bounds(graph, clip, dtype)
+        if bounds is not None:
+            low, high = bounds
+            return clip, {"activation": conv.ACT_CLIP, "clip_min": low, "clip_max": high}
+    return None, {}
+
+
+def fuse_conv_activation(graph, calls):
+    """`calls` with each fusable Conv -> Add (-> Relu / Clip) and Conv -> Relu / Clip chain as
+    one FusedConv call, in the place of the chain's last call (see the module docstring)."""
+    readers = _readers(calls)
+    outputs = set(graph.outputs)
+    replaced = {}  # id(call) -> its replacement (None: dropped)
+    for call in calls:
+        if getattr(call, "region", False) or call.op != "Conv" or id(call) in replaced:
+            continue
+        if not 2 <= len(call.inputs) <= 3 or len(call.outputs) != 1:
+            continue
+        (result,) = call.outputs
+        tensor = graph.tensors.get(result)
+        if tensor is None or tensor.dtype not in _FLOATS:
+            continue
+        chain, residual = [call], ""
+        add = _sole_reader(result, readers, outputs, "Add")
+        if add is not None and id(add) not in replaced:
+            residual = _residual_of(graph, add, result) or ""
+            if residual:
+                chain.append(add)
+                (result,) = add.outputs
+        activation, attributes = _activation_of(graph, result, readers, outputs, tensor.dtype)
+        if activation is not None and id(activation) not in replaced:
+            chain.append(activation)
+            (result,) = activation.outputs
+        else:
+            attributes = {}
+        if len(chain) == 1:
+            continue
+        attributes = {**call.attributes, **attributes}
+        inputs = list(call.inputs)
+        if residual:
+            inputs = (inputs + [""])[:3] + [residual]
+        fused = OpCall("FusedConv", inputs, [result], attributes, call.node)
+        fused.slots = OPS["FusedConv"].slots(attributes, [])
+        for member in chain[:-1]:
+            replaced[id(member)] = None
+        replaced[id(chain[-1])] = fused
     return _replace(calls, replaced)
 
 

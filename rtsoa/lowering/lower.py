@@ -553,9 +553,10 @@ def _lower(model, name, streams, fuse):
     calls = fold_and_infer(model, ctx.calls)
     calls = drop_dead(model, calls)
     if fuse:
-        from rtsoa.lowering.fuse import fold_batch_norm, fuse_matmul_bias
+        from rtsoa.lowering.fuse import fold_batch_norm, fuse_conv_activation, fuse_matmul_bias
 
         calls = fold_batch_norm(model, calls)
+        calls = fuse_conv_activation(model, calls)
         calls = fuse_matmul_bias(model, calls)
     for output in model.outputs:
         tensor = model.tensors[output]

@@ -11,6 +11,13 @@ Conv: for each image and group, the input patches are unrolled into a (Cg*K, P) 
 kernel elements, P output positions) and Y[n, group] = W[group] @ cols is one `np.dot` (the
 BLAS scipy exposes); a 1x1 kernel with stride 1 and no padding multiplies the input directly.
 ConvTranspose: cols = W[group]^T @ X[n, group], then cols are added into Y (col2im).
+
+FusedConv (X, W, B?, Z?): what lowering makes of Conv -> Add (a residual Z of the output's
+shape) -> Relu / Clip (constant bounds), as onnxruntime's FusedConv does (`rtsoa.lowering.fuse`).
+The bias, the residual and the activation are applied to each image and group's block of Y
+right after its GEMM, while the block is in cache, in the order and precision of the ops they
+replace, so the results equal the unfused ops' bit for bit. Conv is FusedConv without Z and
+without activation.
 """
 
 import numpy as np
@@ -35,6 +42,7 @@ from rtsoa.ops.abi import (
     set_output,
     view,
 )
+from rtsoa.ops.broadcast import same_shape
 from rtsoa.ops.depthwise import depthwise_run
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window_layout import (  # noqa: F401  (re-exported to the windowed ops)
@@ -83,6 +91,14 @@ from rtsoa.ops.window_layout import (  # noqa: F401  (re-exported to the windowe
 LIMIT = np.int64(1) << 31  # largest accepted dim / attribute value
 MAX_ELEMENTS = np.int64(1) << 58  # largest accepted element count of one tensor
 MAX_SCRATCH = np.int64(1) << 32  # largest im2col / col2im matrix (elements) a Conv allocates
+
+# FusedConv's activation, in the slots after the window's: activation, Clip's low, Clip's high
+ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
+FUSED_ACTIVATION = WINDOW_SLOTS
+FUSED_LOW = WINDOW_SLOTS + 1
+FUSED_HIGH = WINDOW_SLOTS + 2
+FUSED_SLOTS = WINDOW_SLOTS + 3
+RESIDUAL = 3  # FusedConv's input row of Z
 
 
 def _right_aligned(values, default):
@@ -431,15 +447,38 @@ def _unroll(data, base, channels, geo, cols, scatter):
 
 
 @jit_with_nrt
-def _add_bias(y, bias, images, channels, plane):
-    for n in range(images):
-        for m in range(channels):
-            start = (n * channels + m) * plane
-            y[start : start + plane] += bias[m]
+def _epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low, high):
+    """Channels `first` .. `first + count - 1` of one image, `count * p` elements of Y from
+    `start`: + bias, + Z (the same elements), then Relu or Clip, channel by channel while it is in
+    cache; each step in Y's dtype, as the separate Add / Relu / Clip ops compute it."""
+    zero = y.dtype.type(0)
+    for j in range(count):
+        at = start + j * p
+        row = y[at : at + p]  # views indexed from 0: LLVM vectorises the loops
+        if has_bias:
+            b = bias[first + j]
+            for i in range(p):
+                row[i] += b
+        if has_z:
+            residual = z[at : at + p]
+            for i in range(p):
+                row[i] += residual[i]
+        if act == ACT_RELU:
+            for i in range(p):  # NaN and -0 stay as they are, as Relu has them
+                if row[i] < 0:
+                    row[i] = zero
+        elif act == ACT_CLIP:
+            for i in range(p):  # Clip's comparisons in float64, as the Clip op makes them
+                v = np.float64(row[i])
+                if v < low:
+                    v = low
+                if v > high:
+                    v = high
+                row[i] = v
 
 
 @jit_with_nrt
-def _conv_run(x, w, bias, has_bias, y, geo):
+def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
     n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
     c_g = c // group
     m_g = m // group
@@ -453,6 +492,7 @@ def _conv_run(x, w, bias, has_bias, y, geo):
             pointwise = False
     depthwise = c_g == 1 and group > 1
     cols = np.empty(0 if pointwise or depthwise else k * p, dtype=x.dtype)
+    finish_blocks = not depthwise and k != 0 and m_g != 0  # else once Y is whole
     if k == 0 or m_g == 0:
         y[:] = 0
     elif depthwise:
@@ -472,8 +512,11 @@ def _conv_run(x, w, bias, has_bias, y, geo):
                     source.reshape((k, p)),
                     y[y_base : y_base + m_g * p].reshape((m_g, p)),
                 )
-    if has_bias:
-        _add_bias(y, bias, n_images, m, p)
+                if finish_blocks:
+                    _epilogue(y, z, y_base, g * m_g, m_g, p, bias, has_bias, has_z, act, low, high)
+    if not finish_blocks:
+        for n in range(n_images):
+            _epilogue(y, z, n * m * p, 0, m, p, bias, has_bias, has_z, act, low, high)
 
 
 @jit_with_nrt
@@ -503,45 +546,70 @@ def _conv_transpose_run(x, w, bias, has_bias, y, geo):
                 )
                 _unroll(y, (n * m + g * m_g) * p, m_g, geo, cols, True)
     if has_bias:
-        _add_bias(y, bias, n_images, m, p)
+        for n in range(n_images):
+            _epilogue(y, y, n * m * p, 0, m, p, bias, True, False, ACT_NONE, 0.0, 0.0)
 
 
 @jit_with_nrt
-def _conv_compute(arena, table, n_in, attrs, kind):
+def _fused_checks(table, n_in, attrs, fattrs):
+    """(status, activation, low, high) of FusedConv's slots and of its Z against the output's
+    shape (Z's dtype is checked with X's by `_conv_checks`)."""
+    if attrs.shape[0] < FUSED_SLOTS:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE), ACT_NONE, 0.0, 0.0
+    act = attrs[FUSED_ACTIVATION]
+    if act != ACT_NONE and act != ACT_RELU and act != ACT_CLIP:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE), ACT_NONE, 0.0, 0.0
+    if n_in > RESIDUAL and present(table, RESIDUAL) and not same_shape(table, RESIDUAL, n_in):
+        return np.int32(STATUS_OP_BAD_SHAPE), ACT_NONE, 0.0, 0.0
+    return np.int32(0), act, fattrs[FUSED_LOW], fattrs[FUSED_HIGH]
+
+
+@jit_with_nrt
+def _conv_compute(arena, table, n_in, attrs, fattrs, kind, fused):
     status, geo = _conv_checks(table, n_in, attrs, kind)
     if status != 0:
         return status
+    act, low, high = ACT_NONE, 0.0, 0.0
+    if fused:
+        status, act, low, high = _fused_checks(table, n_in, attrs, fattrs)
+        if status != 0:
+            return status
     n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
     taps = geo[G_K] * geo[G_K + 1] * geo[G_K + 2]
     x_count = n_images * c * geo[G_IN] * geo[G_IN + 1] * geo[G_IN + 2]
     y_count = n_images * m * geo[G_OUT] * geo[G_OUT + 1] * geo[G_OUT + 2]
     w_count = m * (c // group) * taps
     has_bias = n_in > 2 and present(table, 2)
+    has_z = fused and n_in > RESIDUAL and present(table, RESIDUAL)
     size = 4 if dtype(table, 0) == F32 else 8
     if not (
         holds(table, 0, x_count, size)
         and holds(table, 1, w_count, size)
         and holds(table, n_in, y_count, size)
         and (not has_bias or holds(table, 2, m, size))
+        and (not has_z or holds(table, RESIDUAL, y_count, size))
     ):
         return np.int32(STATUS_OP_BAD_SHAPE)
     bias_row = 2 if has_bias else 0
+    z_row = RESIDUAL if has_z else 0
     if size == 4:
         x = view(arena, table, 0, np.float32)
         w = view(arena, table, 1, np.float32)
         b = view(arena, table, bias_row, np.float32)
+        z = view(arena, table, z_row, np.float32)
         y = view(arena, table, n_in, np.float32)
         if kind == CONV:
-            _conv_run(x, w, b, has_bias, y, geo)
+            _conv_run(x, w, b, has_bias, z, has_z, act, low, high, y, geo)
         else:
             _conv_transpose_run(x, w, b, has_bias, y, geo)
     else:
         x = view(arena, table, 0, np.float64)
         w = view(arena, table, 1, np.float64)
         b = view(arena, table, bias_row, np.float64)
+        z = view(arena, table, z_row, np.float64)
         y = view(arena, table, n_in, np.float64)
         if kind == CONV:
-            _conv_run(x, w, b, has_bias, y, geo)
+            _conv_run(x, w, b, has_bias, z, has_z, act, low, high, y, geo)
         else:
             _conv_transpose_run(x, w, b, has_bias, y, geo)
     return np.int32(0)
@@ -549,12 +617,34 @@ def _conv_compute(arena, table, n_in, attrs, kind):
 
 @jit_with_nrt
 def conv_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _conv_compute(arena, table, n_in, attrs, CONV)
+    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV, False)
 
 
 @jit_with_nrt
 def conv_transpose_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _conv_compute(arena, table, n_in, attrs, CONV_TRANSPOSE)
+    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV_TRANSPOSE, False)
+
+
+@jit_with_nrt
+def fused_conv_infer(arena, table, n_in, n_out, attrs, fattrs):
+    status = _conv_infer(table, n_in, attrs, CONV)
+    if status != 0:
+        return status
+    return _fused_checks(table, n_in, attrs, fattrs)[0]
+
+
+@jit_with_nrt
+def fused_conv_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV, True)
+
+
+def encode_fused_conv(attributes, inputs):
+    """FusedConv slots: the window's, then activation (ACT_*), Clip's low and high bounds."""
+    return encode_window(attributes, inputs) + [
+        int(attributes.get("activation", ACT_NONE)),
+        float(attributes.get("clip_min", 0.0)),
+        float(attributes.get("clip_max", 0.0)),
+    ]
 
 
 register_op("Conv", conv_infer, conv_compute, encode=encode_window, inputs=(2, 3))
@@ -564,4 +654,13 @@ register_op(
     conv_transpose_compute,
     encode=encode_window,
     inputs=(2, 3),
+)
+register_op(
+    "FusedConv",
+    fused_conv_infer,
+    fused_conv_compute,
+    encode=encode_fused_conv,
+    inputs=(2, 4),
+    doc="Conv (+ a residual Z) then an optional Relu / Clip: the lowering's fusion of Conv -> "
+    "Add -> Relu / Clip",
 )

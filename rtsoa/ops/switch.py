@@ -21,7 +21,7 @@ import rtsoa.ops.softmax
 from rtsoa._jit import jit_inline_ir_nrt, jit_with_nrt
 from rtsoa.ops.abi import STATUS_OP_UNKNOWN
 
-OP_NAMES = ('Abs', 'Add', 'And', 'ArgMax', 'ArgMin', 'AveragePool', 'BatchNormalization', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Conv', 'ConvTranspose', 'Div', 'Dropout', 'Elu', 'Equal', 'Erf', 'Exp', 'Expand', 'Flatten', 'Gather', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'MatMulBias', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'Not', 'Or', 'PRelu', 'Pad', 'Pow', 'Range', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'Relu', 'Reshape', 'Selu', 'Shape', 'Shrink', 'Sigmoid', 'Sign', 'Slice', 'Softmax', 'Softplus', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Sum', 'Tanh', 'Tile', 'Transpose', 'Unsqueeze', 'Where', 'Xor')
+OP_NAMES = ('Abs', 'Add', 'And', 'ArgMax', 'ArgMin', 'AveragePool', 'BatchNormalization', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Conv', 'ConvTranspose', 'Div', 'Dropout', 'Elu', 'Equal', 'Erf', 'Exp', 'Expand', 'Flatten', 'FusedConv', 'Gather', 'Gemm', 'GlobalAveragePool', 'GlobalMaxPool', 'Greater', 'HardSigmoid', 'Identity', 'InstanceNormalization', 'LRN', 'LayerNormalization', 'LeakyRelu', 'Less', 'Log', 'LogSoftmax', 'MatMul', 'MatMulBias', 'Max', 'MaxPool', 'Mean', 'Min', 'Mul', 'Neg', 'Not', 'Or', 'PRelu', 'Pad', 'Pow', 'Range', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'Relu', 'Reshape', 'Selu', 'Shape', 'Shrink', 'Sigmoid', 'Sign', 'Slice', 'Softmax', 'Softplus', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Sum', 'Tanh', 'Tile', 'Transpose', 'Unsqueeze', 'Where', 'Xor')
 
 
 # (min inputs, max inputs, min outputs, max outputs) of each op, by code
@@ -48,6 +48,7 @@ ARITY = np.array(
         (1, 1, 1, 1),  # Exp
         (2, 2, 1, 1),  # Expand
         (1, 1, 1, 1),  # Flatten
+        (2, 4, 1, 1),  # FusedConv
         (2, 2, 1, 1),  # Gather
         (2, 3, 1, 1),  # Gemm
         (1, 1, 1, 1),  # GlobalAveragePool
@@ -170,148 +171,150 @@ def _infer_2(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.indexing.expand_infer(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 20:  # Flatten
         return rtsoa.ops.reshape.flatten_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 21:  # Gather
+    elif code == 21:  # FusedConv
+        return rtsoa.ops.conv.fused_conv_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 22:  # Gather
         return rtsoa.ops.indexing.gather_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 22:  # Gemm
+    elif code == 23:  # Gemm
         return rtsoa.ops.linalg.gemm_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 23:  # GlobalAveragePool
-        return rtsoa.ops.pooling.global_pool_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _infer_3(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 24:  # GlobalMaxPool
+    if code == 24:  # GlobalAveragePool
         return rtsoa.ops.pooling.global_pool_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 25:  # Greater
+    elif code == 25:  # GlobalMaxPool
+        return rtsoa.ops.pooling.global_pool_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 26:  # Greater
         return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 26:  # HardSigmoid
+    elif code == 27:  # HardSigmoid
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 27:  # Identity
+    elif code == 28:  # Identity
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 28:  # InstanceNormalization
+    elif code == 29:  # InstanceNormalization
         return rtsoa.ops.normalization.instance_norm_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 29:  # LRN
+    elif code == 30:  # LRN
         return rtsoa.ops.pooling.lrn_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 30:  # LayerNormalization
+    elif code == 31:  # LayerNormalization
         return rtsoa.ops.normalization.layer_norm_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 31:  # LeakyRelu
-        return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _infer_4(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 32:  # Less
-        return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 33:  # Log
+    if code == 32:  # LeakyRelu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 34:  # LogSoftmax
+    elif code == 33:  # Less
+        return rtsoa.ops.elementwise.compare_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 34:  # Log
+        return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 35:  # LogSoftmax
         return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 35:  # MatMul
+    elif code == 36:  # MatMul
         return rtsoa.ops.linalg.matmul_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 36:  # MatMulBias
+    elif code == 37:  # MatMulBias
         return rtsoa.ops.linalg.matmul_bias_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 37:  # Max
+    elif code == 38:  # Max
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 38:  # MaxPool
+    elif code == 39:  # MaxPool
         return rtsoa.ops.pooling.pool_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 39:  # Mean
-        return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _infer_5(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 40:  # Min
+    if code == 40:  # Mean
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 41:  # Mul
+    elif code == 41:  # Min
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 42:  # Neg
+    elif code == 42:  # Mul
+        return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 43:  # Neg
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 43:  # Not
+    elif code == 44:  # Not
         return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 44:  # Or
+    elif code == 45:  # Or
         return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 45:  # PRelu
+    elif code == 46:  # PRelu
         return rtsoa.ops.activations.prelu_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 46:  # Pad
+    elif code == 47:  # Pad
         return rtsoa.ops.pad.pad_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 47:  # Pow
-        return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _infer_6(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 48:  # Range
+    if code == 48:  # Pow
+        return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 49:  # Range
         return rtsoa.ops.shape.range_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 49:  # ReduceMax
+    elif code == 50:  # ReduceMax
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 50:  # ReduceMean
+    elif code == 51:  # ReduceMean
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 51:  # ReduceMin
+    elif code == 52:  # ReduceMin
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 52:  # ReduceProd
+    elif code == 53:  # ReduceProd
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 53:  # ReduceSum
+    elif code == 54:  # ReduceSum
         return rtsoa.ops.reduce.reduce_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 54:  # Relu
+    elif code == 55:  # Relu
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 55:  # Reshape
-        return rtsoa.ops.reshape.reshape_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _infer_7(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 56:  # Selu
+    if code == 56:  # Reshape
+        return rtsoa.ops.reshape.reshape_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 57:  # Selu
         return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 57:  # Shape
+    elif code == 58:  # Shape
         return rtsoa.ops.shape.shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 58:  # Shrink
+    elif code == 59:  # Shrink
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 59:  # Sigmoid
+    elif code == 60:  # Sigmoid
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 60:  # Sign
+    elif code == 61:  # Sign
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 61:  # Slice
+    elif code == 62:  # Slice
         return rtsoa.ops.indexing.slice_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 62:  # Softmax
+    elif code == 63:  # Softmax
         return rtsoa.ops.softmax.softmax_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 63:  # Softplus
-        return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _infer_8(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 64:  # Split
+    if code == 64:  # Softplus
+        return rtsoa.ops.activations.float_unary_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 65:  # Split
         return rtsoa.ops.indexing.split_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 65:  # Sqrt
+    elif code == 66:  # Sqrt
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 66:  # Squeeze
+    elif code == 67:  # Squeeze
         return rtsoa.ops.reshape.squeeze_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 67:  # Sub
+    elif code == 68:  # Sub
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 68:  # Sum
+    elif code == 69:  # Sum
         return rtsoa.ops.elementwise.same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 69:  # Tanh
+    elif code == 70:  # Tanh
         return rtsoa.ops.elementwise.same_shape_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 70:  # Tile
+    elif code == 71:  # Tile
         return rtsoa.ops.indexing.tile_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 71:  # Transpose
-        return rtsoa.ops.reshape.transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _infer_9(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 72:  # Unsqueeze
+    if code == 72:  # Transpose
+        return rtsoa.ops.reshape.transpose_infer(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 73:  # Unsqueeze
         return rtsoa.ops.reshape.unsqueeze_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 73:  # Where
+    elif code == 74:  # Where
         return rtsoa.ops.indexing.where_infer(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 74:  # Xor
+    elif code == 75:  # Xor
         return rtsoa.ops.shape.logic_infer(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
@@ -396,148 +399,150 @@ def _compute_2(code, arena, table, n_in, n_out, attrs, fattrs):
         return rtsoa.ops.indexing.expand_compute(arena, table, n_in, n_out, attrs, fattrs)
     elif code == 20:  # Flatten
         return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 21:  # Gather
+    elif code == 21:  # FusedConv
+        return rtsoa.ops.conv.fused_conv_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 22:  # Gather
         return rtsoa.ops.indexing.gather_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 22:  # Gemm
+    elif code == 23:  # Gemm
         return rtsoa.ops.linalg.gemm_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 23:  # GlobalAveragePool
-        return rtsoa.ops.pooling.global_average_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _compute_3(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 24:  # GlobalMaxPool
+    if code == 24:  # GlobalAveragePool
+        return rtsoa.ops.pooling.global_average_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 25:  # GlobalMaxPool
         return rtsoa.ops.pooling.global_max_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 25:  # Greater
+    elif code == 26:  # Greater
         return rtsoa.ops.elementwise.greater_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 26:  # HardSigmoid
+    elif code == 27:  # HardSigmoid
         return rtsoa.ops.activations.hard_sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 27:  # Identity
+    elif code == 28:  # Identity
         return rtsoa.ops.elementwise.identity_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 28:  # InstanceNormalization
+    elif code == 29:  # InstanceNormalization
         return rtsoa.ops.normalization.instance_norm_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 29:  # LRN
+    elif code == 30:  # LRN
         return rtsoa.ops.pooling.lrn_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 30:  # LayerNormalization
+    elif code == 31:  # LayerNormalization
         return rtsoa.ops.normalization.layer_norm_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 31:  # LeakyRelu
-        return rtsoa.ops.elementwise.leaky_relu_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _compute_4(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 32:  # Less
+    if code == 32:  # LeakyRelu
+        return rtsoa.ops.elementwise.leaky_relu_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 33:  # Less
         return rtsoa.ops.elementwise.less_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 33:  # Log
+    elif code == 34:  # Log
         return rtsoa.ops.elementwise.log_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 34:  # LogSoftmax
+    elif code == 35:  # LogSoftmax
         return rtsoa.ops.softmax.log_softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 35:  # MatMul
+    elif code == 36:  # MatMul
         return rtsoa.ops.linalg.matmul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 36:  # MatMulBias
+    elif code == 37:  # MatMulBias
         return rtsoa.ops.linalg.matmul_bias_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 37:  # Max
+    elif code == 38:  # Max
         return rtsoa.ops.elementwise.max_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 38:  # MaxPool
+    elif code == 39:  # MaxPool
         return rtsoa.ops.pooling.max_pool_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 39:  # Mean
-        return rtsoa.ops.elementwise.mean_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _compute_5(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 40:  # Min
+    if code == 40:  # Mean
+        return rtsoa.ops.elementwise.mean_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 41:  # Min
         return rtsoa.ops.elementwise.min_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 41:  # Mul
+    elif code == 42:  # Mul
         return rtsoa.ops.elementwise.mul_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 42:  # Neg
+    elif code == 43:  # Neg
         return rtsoa.ops.elementwise.neg_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 43:  # Not
+    elif code == 44:  # Not
         return rtsoa.ops.shape.not_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 44:  # Or
+    elif code == 45:  # Or
         return rtsoa.ops.shape.or_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 45:  # PRelu
+    elif code == 46:  # PRelu
         return rtsoa.ops.activations.prelu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 46:  # Pad
+    elif code == 47:  # Pad
         return rtsoa.ops.pad.pad_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 47:  # Pow
-        return rtsoa.ops.elementwise.pow_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _compute_6(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 48:  # Range
+    if code == 48:  # Pow
+        return rtsoa.ops.elementwise.pow_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 49:  # Range
         return rtsoa.ops.shape.range_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 49:  # ReduceMax
+    elif code == 50:  # ReduceMax
         return rtsoa.ops.reduce.reduce_max_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 50:  # ReduceMean
+    elif code == 51:  # ReduceMean
         return rtsoa.ops.reduce.reduce_mean_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 51:  # ReduceMin
+    elif code == 52:  # ReduceMin
         return rtsoa.ops.reduce.reduce_min_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 52:  # ReduceProd
+    elif code == 53:  # ReduceProd
         return rtsoa.ops.reduce.reduce_prod_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 53:  # ReduceSum
+    elif code == 54:  # ReduceSum
         return rtsoa.ops.reduce.reduce_sum_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 54:  # Relu
+    elif code == 55:  # Relu
         return rtsoa.ops.elementwise.relu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 55:  # Reshape
-        return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _compute_7(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 56:  # Selu
+    if code == 56:  # Reshape
+        return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 57:  # Selu
         return rtsoa.ops.activations.selu_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 57:  # Shape
+    elif code == 58:  # Shape
         return rtsoa.ops.shape.shape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 58:  # Shrink
+    elif code == 59:  # Shrink
         return rtsoa.ops.elementwise.shrink_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 59:  # Sigmoid
+    elif code == 60:  # Sigmoid
         return rtsoa.ops.elementwise.sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 60:  # Sign
+    elif code == 61:  # Sign
         return rtsoa.ops.elementwise.sign_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 61:  # Slice
+    elif code == 62:  # Slice
         return rtsoa.ops.indexing.slice_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 62:  # Softmax
+    elif code == 63:  # Softmax
         return rtsoa.ops.softmax.softmax_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 63:  # Softplus
-        return rtsoa.ops.activations.softplus_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _compute_8(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 64:  # Split
+    if code == 64:  # Softplus
+        return rtsoa.ops.activations.softplus_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 65:  # Split
         return rtsoa.ops.indexing.split_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 65:  # Sqrt
+    elif code == 66:  # Sqrt
         return rtsoa.ops.elementwise.sqrt_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 66:  # Squeeze
+    elif code == 67:  # Squeeze
         return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 67:  # Sub
+    elif code == 68:  # Sub
         return rtsoa.ops.elementwise.sub_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 68:  # Sum
+    elif code == 69:  # Sum
         return rtsoa.ops.elementwise.add_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 69:  # Tanh
+    elif code == 70:  # Tanh
         return rtsoa.ops.elementwise.tanh_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 70:  # Tile
+    elif code == 71:  # Tile
         return rtsoa.ops.indexing.tile_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 71:  # Transpose
-        return rtsoa.ops.reshape.transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
 
 @jit_with_nrt
 def _compute_9(code, arena, table, n_in, n_out, attrs, fattrs):
-    if code == 72:  # Unsqueeze
+    if code == 72:  # Transpose
+        return rtsoa.ops.reshape.transpose_compute(arena, table, n_in, n_out, attrs, fattrs)
+    elif code == 73:  # Unsqueeze
         return rtsoa.ops.reshape.reshape_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 73:  # Where
+    elif code == 74:  # Where
         return rtsoa.ops.indexing.where_compute(arena, table, n_in, n_out, attrs, fattrs)
-    elif code == 74:  # Xor
+    elif code == 75:  # Xor
         return rtsoa.ops.shape.xor_compute(arena, table, n_in, n_out, attrs, fattrs)
     return STATUS_OP_UNKNOWN
 
