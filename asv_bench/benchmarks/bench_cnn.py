@@ -12,12 +12,21 @@ latency over onnxruntime's (target <= 1.0). Threads:
 - "default": both as a user gets them (onnxruntime's default pool, rtsoa's BLAS threads).
 
 `track_device_peak_mib` is rtsoa's peak allocated device memory (weights included) over the
-model's load and inferences: the lowering's frees and the caching allocator's result. (No
-onnxruntime arena figure is taken beside it yet.)
+model's load and inferences: the lowering's frees and the caching allocator's result.
+
+`CnnMemory.track_peak_rss_growth_mib` sets both runtimes side by side on memory: in a fresh
+process per runtime, the model built and both libraries imported, the peak resident set is
+reset (Linux `/proc/self/clear_refs`), then the model is loaded (rtsoa: lowered and loaded;
+onnxruntime: an InferenceSession with its default CPU arena) and run three times; the figure
+is the peak resident set's growth over that, weights, arena and plans included. (onnxruntime
+has no public arena statistic; the resident set is what both cost a host.)
 
 Reproduce: `cd asv_bench && asv run --python=same --quick -b bench_cnn`.
 """
 
+import json
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -86,10 +95,62 @@ class CnnLatency:
     track_device_peak_mib.unit = "MiB"
 
 
+_MEMORY_PROBE = """
+import json, sys
+import numpy as np
+import onnxruntime as ort
+from rtsoa.lowering import lower
+from rtsoa.runtime import load_model
+from rtsoa.testing.cnn import ARCHITECTURES
+
+name, batch, size, side = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+proto = ARCHITECTURES[name](size=size)
+data = proto.SerializeToString()
+x = np.random.default_rng(0).standard_normal((batch, 3, size, size)).astype(np.float32)
+
+def rss_kib(field):
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(field + " not in /proc/self/status")
+
+with open("/proc/self/clear_refs", "w") as refs:
+    refs.write("5")  # the peak resident set (VmHWM) starts again from the current one
+before = rss_kib("VmRSS")
+if side == "rtsoa":
+    model = load_model(lower(proto))
+    for _ in range(3):
+        model.execute_sync({"x": x})
+else:
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        session.run(None, {"x": x})
+print(json.dumps({"growth_kib": rss_kib("VmHWM") - before}))
+"""
+
+
+class CnnMemory:
+    """Peak resident-set growth of loading and running each model, rtsoa and onnxruntime each
+    in a fresh process (see the module docstring)."""
+
+    params = (MODELS, tuple(SHAPES), ("rtsoa", "onnxruntime"))
+    param_names = ("model", "input", "runtime")
+    timeout = 600
+
+    def track_peak_rss_growth_mib(self, model, shape, runtime):
+        batch, size = SHAPES[shape]
+        command = [sys.executable, "-c", _MEMORY_PROBE, model, str(batch), str(size), runtime]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"memory probe failed:\n{done.stderr[-2000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])["growth_kib"] / 1024
+
+    track_peak_rss_growth_mib.unit = "MiB"
+
+
 def main():
     """`python -m benchmarks.bench_cnn [MODEL ...]`: the ratios as a table, without asv."""
-    import sys
-
     names = sys.argv[1:] or MODELS
     print(f"{'model':14} {'input':6} {'threads':8} {'ratio':>6} {'peak MiB':>9}")
     for name in names:
@@ -101,6 +162,15 @@ def main():
                 peak = bench.track_device_peak_mib(name, shape, threads)
                 bench.teardown(name, shape, threads)
                 print(f"{name:14} {shape:6} {threads:8} {ratio:6.2f} {peak:9.1f}", flush=True)
+    print(f"{'model':14} {'input':6} {'rtsoa RSS MiB':>14} {'onnxruntime RSS MiB':>20}")
+    memory = CnnMemory()
+    for name in names:
+        for shape in SHAPES:
+            ours, theirs = (
+                memory.track_peak_rss_growth_mib(name, shape, side)
+                for side in ("rtsoa", "onnxruntime")
+            )
+            print(f"{name:14} {shape:6} {ours:14.1f} {theirs:20.1f}", flush=True)
 
 
 if __name__ == "__main__":
