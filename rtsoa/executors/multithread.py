@@ -1,7 +1,7 @@
 """The multi-thread executor: worker classes in nogil threads, atomic in-degrees, spin-locked
 priority queues per class.
 
-Model (the reference's, see reference-implementation-notes.md "Multi-thread executor"):
+Model (the reference runtime's multi-thread executor; docs/multithread.md):
 - Workers. `threads` >= 2 Python threads (the calling thread is worker 0), each running the
   same nogil njit loop (`run_multithread`, compiled against the generated dispatch like every
   loop). Worker 0 is NORMAL, worker 1 is the one MEMORY worker, worker 2 the LAUNCH worker when
