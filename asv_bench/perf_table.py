@@ -16,8 +16,11 @@ expression to re-measure some. tests/test_docs.py checks the page holds what `wr
 """
 
 import argparse
+import contextlib
 import json
 import math
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -132,6 +135,42 @@ AREAS = {
 }
 
 
+def _machine_info():
+    """asv machine fields of this machine, for the machine.json kept with its results (`asv
+    machine --yes` records none of them for a named machine)."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    info = {"os": f"{platform.system()} {platform.release()}", "arch": platform.machine()}
+    info |= {"cpu": cpu, "num_cpu": str(os.cpu_count())}
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        total_kib = int(Path("/proc/meminfo").read_text().split()[1])
+        info["ram"] = f"{total_kib // 1024**2} GiB"
+    return info
+
+
+def _strip_interpreter_paths(machine_dir):
+    """asv names an existing environment after its interpreter's path; results kept in the
+    repository name the Python version instead (`existing-py3.11`)."""
+    for path in machine_dir.glob("*-existing-*.json"):
+        data = json.loads(path.read_text())
+        version = Path(data.get("python", "python")).name.removeprefix("python") or "3"
+        name = f"existing-py{version}"
+        data["env_name"] = name
+        data["python"] = version
+        data.get("params", {})["python"] = version
+        target = machine_dir / f"{data['commit_hash'][:8]}-{name}.json"
+        if target.exists():  # an earlier run of this commit: keep its other benchmarks
+            earlier = json.loads(target.read_text())
+            data["results"] = {**earlier.get("results", {}), **data.get("results", {})}
+            data["durations"] = {**earlier.get("durations", {}), **data.get("durations", {})}
+        target.write_text(json.dumps(data, indent=1))
+        path.unlink()
+
+
 def _latest_results(results_dir=RESULTS):
     """{benchmark: [(date, machine description, commit, params, values)]} from asv's result
     files (format version 2), newest first."""
@@ -139,10 +178,10 @@ def _latest_results(results_dir=RESULTS):
     for machine_dir in sorted(path for path in results_dir.glob("*") if path.is_dir()):
         info_path = machine_dir / "machine.json"
         info = json.loads(info_path.read_text()) if info_path.exists() else {}
-        machine = (
-            ", ".join(str(info[key]) for key in ("cpu", "num_cpu", "os") if info.get(key))
-            or machine_dir.name
-        )
+        described = [str(info[key]) for key in ("cpu", "os") if info.get(key)]
+        if info.get("num_cpu"):
+            described.insert(1, f"{info['num_cpu']} CPUs")
+        machine = ", ".join(described) or machine_dir.name
         for path in machine_dir.glob("*.json"):
             if path.name == "machine.json":
                 continue
@@ -252,7 +291,12 @@ def main(argv=None):
         subprocess.run(["asv", "machine", "--yes", "--machine", args.machine], cwd=HERE, check=True)
         command = ["asv", "run", "--python=same", "--quick", "--set-commit-hash", commit]
         command += ["--machine", args.machine]
-        return subprocess.run([*command, "-b", pattern], cwd=HERE).returncode
+        status = subprocess.run([*command, "-b", pattern], cwd=HERE).returncode
+        machine_dir = RESULTS / args.machine
+        _strip_interpreter_paths(machine_dir)
+        info = {"machine": args.machine, **_machine_info(), "version": 1}
+        (machine_dir / "machine.json").write_text(json.dumps(info, indent=4) + "\n")
+        return status
     if args.command == "write":
         PAGE.write_text(rewrite(PAGE.read_text(), _latest_results()))
         return 0

@@ -14,6 +14,8 @@ nor docs/ speaks of how the software was developed.
 * The hygiene checks: no path of a build machine, no ticket number, no dated section.
 """
 
+import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -107,7 +109,7 @@ def test_the_marks_are_known():
     """A misspelt directive would silently run or skip a block."""
     for path in DOCUMENTS:
         for line in path.read_text().splitlines():
-            if "docs-test" in line:
+            if line.lstrip().startswith("<!--") and "docs-test" in line:
                 assert MARK.search(line), f"{path.name}: unknown docs-test mark {line!r}"
 
 
@@ -173,3 +175,68 @@ def test_readme_is_a_front_page():
     assert len(text.splitlines()) <= 300
     assert 'pip install -e ".[test]" && python -m pytest -q' in text
     assert "pip install . && rtsoa run datasets/random-10k.rtsoa" in text
+
+
+def _perf_table():
+    spec = importlib.util.spec_from_file_location(
+        "perf_table", ROOT / "asv_bench" / "perf_table.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_performance_tables_are_generated():
+    """docs/performance.md holds what `asv_bench/perf_table.py write` renders from the rows and
+    the asv results kept in the repository: a figure edited by hand fails here."""
+    perf_table = _perf_table()
+    text = (ROOT / "docs" / "performance.md").read_text()
+    assert text == perf_table.rewrite(text, perf_table._latest_results()), (
+        "docs/performance.md differs from its rows: run `python asv_bench/perf_table.py write`"
+    )
+
+
+def test_every_figure_has_a_command_and_a_machine():
+    perf_table = _perf_table()
+    for row in perf_table.ROWS:
+        assert row.area in perf_table.AREAS, row
+        assert row.benchmark or row.command, f"{row.figure}: no benchmark or script"
+        assert row.recorded, f"{row.figure}: no figure recorded"
+    results = {}
+    for area in perf_table.AREAS:
+        for line in perf_table.render(area, results).splitlines()[2:]:
+            figure, value, command, machine = line.strip("|").split(" | ")
+            assert value and command and machine, line
+
+
+def test_a_result_replaces_the_recorded_figure(tmp_path):
+    """A row shows the newest asv result of its benchmark at its parameters, with the machine."""
+    perf_table = _perf_table()
+    machine = tmp_path / "box"
+    machine.mkdir()
+    (machine / "machine.json").write_text('{"cpu": "Some CPU", "num_cpu": "2", "os": "Linux"}')
+    columns = ["result", "params", "version"]
+    for date, value in ((1, 0.5), (2, 0.25)):  # the newer file wins
+        result = {
+            "commit_hash": f"{date:08d}abcdef",
+            "date": date,
+            "result_columns": columns,
+            "results": {
+                "bench_prepare.Prepare.time_prepare": [
+                    [value, 9.0, 9.0],
+                    [["'sequential'", "'topological'", "'priority'"]],
+                    "v",
+                ]
+            },
+        }
+        (machine / f"{date}.json").write_text(json.dumps(result))
+    results = perf_table._latest_results(tmp_path)
+    rows = {row.figure: row for row in perf_table.ROWS if row.area == "prepare"}
+    sequential = rows["prepare, 100k nodes / 1M edges, sequential"]
+    assert perf_table.figure_of(sequential, results) == (
+        "250 ms",
+        "Some CPU, 2 CPUs, Linux",
+        "00000002",
+    )
+    untouched = rows["a runtime with an unread extra part of 8 arrays / without"]
+    assert perf_table.figure_of(untouched, results)[0] == untouched.recorded
