@@ -76,15 +76,15 @@ def _rows():
         figure = f"{executor} over its C baseline, {workload} graph"
         rows.append(Row("executors", figure, ex + "ExecutorSpeed.track_ratio", (workload, executor), "x", recorded))  # fmt: skip
     rows += [
-        Row("executors", "multithread, 2 threads, random 100k DAG", mt + "RandomDag.track_multithread_ns_per_node", unit="ns/node", recorded="15.7 ns/node (C topological 67.6)"),
-        Row("executors", "busy-work lowered graph, 2 threads over sequential (Taskflow-like)", mt + "BusyWork.track_speedup_over_sequential", unit="x", recorded="1.75x (median of 19 runs; single runs 1.62-1.82)"),
-        Row("executors", "relation events: an unrelated node", rel + "RelationEvents.track_unrelated_node_ns", unit="ns", recorded="3.13 ns"),
-        Row("executors", "relation events: an immediate exact wait", rel + "RelationEvents.track_immediate_wait_ns", unit="ns", recorded="13.5 ns"),
-        Row("executors", "relation events: a Free-Launch occurrence", rel + "RelationEvents.track_free_launch_occurrence_ns", unit="ns", recorded="31.0 ns"),
+        Row("multithread", "multithread, 2 threads, random 100k DAG", mt + "RandomDag.track_multithread_ns_per_node", unit="ns/node", recorded="15.7 ns/node (C topological 67.6)"),
+        Row("multithread", "busy-work lowered graph, 2 threads over sequential (Taskflow-like)", mt + "BusyWork.track_speedup_over_sequential", unit="x", recorded="1.75x (median of 19 runs; single runs 1.62-1.82)"),
+        Row("multithread", "relation events: an unrelated node", rel + "RelationEvents.track_unrelated_node_ns", unit="ns", recorded="3.13 ns"),
+        Row("multithread", "relation events: an immediate exact wait", rel + "RelationEvents.track_immediate_wait_ns", unit="ns", recorded="13.5 ns"),
+        Row("multithread", "relation events: a Free-Launch occurrence", rel + "RelationEvents.track_free_launch_occurrence_ns", unit="ns", recorded="31.0 ns"),
         Row("prepare", "prepare, 100k nodes / 1M edges, sequential", "bench_prepare.Prepare.time_prepare", ("sequential",), recorded="4.3-5.7 ms"),
         Row("prepare", "the same, topological", "bench_prepare.Prepare.time_prepare", ("topological",), recorded="1.70-1.84 ms"),
         Row("prepare", "the same, priority", "bench_prepare.Prepare.time_prepare", ("priority",), recorded="2.00-2.37 ms"),
-        Row("prepare", "multithread relation state, 100k nodes / 1M relations", rel + "RelationPrepare.track_prepare_relation_state_ms", unit="ms", recorded="1.48-1.55 ms"),
+        Row("multithread", "multithread relation state, 100k nodes / 1M relations", rel + "RelationPrepare.track_prepare_relation_state_ms", unit="ms", recorded="1.48-1.55 ms"),
         Row("prepare", "a runtime with an unread extra part of 8 arrays / without", "bench_prepare.KernelAbi.track_wide_over_narrow", unit="x", recorded="1.02x"),
         Row("device", "malloc + free pair, trace and quick lists on (default)", dev + "MallocFreePair.track_ns_per_pair", (True, True), "ns", "48.3 ns"),
         Row("device", "the same, trace off", dev + "MallocFreePair.track_ns_per_pair", (False, True), "ns", "46.6 ns"),
@@ -132,6 +132,7 @@ AREAS = {
     "model-api": "Model API overhead",
     "start": "Cold and warm start",
     "batch": "Batch throughput",
+    "multithread": "Multi-thread executor",
 }
 
 
