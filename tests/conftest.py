@@ -80,6 +80,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_batch",
         "test_conformance",
         "test_constant_memory",
+        "test_docs",
         "test_lowering_cache",
         "test_model_api",
         "test_model_cli",

@@ -202,7 +202,7 @@ def test_a_saved_lowered_graph_names_its_weights(mlp_proto, tmp_path, external):
 
 
 def test_the_committed_lowered_mlp_takes_constant_memory():
-    """datasets/mlp.rtsoa (the README's lowered example) names its weights: it was lowered
+    """datasets/mlp.rtsoa (the lowered example of docs/models.md) names its weights: it was lowered
     by an rtsoa that records them (regenerate it with `python datasets/make_models.py`)."""
     datasets = Path(__file__).resolve().parent.parent / "datasets"
     proto = onnx.load(datasets / "mlp.onnx")

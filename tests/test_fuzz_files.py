@@ -11,7 +11,7 @@ same table content for a structured one, e.g. a column swap in a one-column tabl
 and not counted, so the CASES cases all changed the input. Refused cases are counted by the
 error's table, column and kind, loaded ones by mutation; the figures are printed at the end of
 the run (tests/conftest.py). Every load is checked by `check_ranges`, written here from the
-format's description (README, "The graph format"), not from validate.py or schema.FIELDS: a
+format's description (docs/graph-format.md), not from validate.py or schema.FIELDS: a
 range check dropped from the validator shows as a loaded graph this checker rejects.
 Cases are drawn afresh on every run (a failure prints the blob that reproduces it).
 """
@@ -40,9 +40,10 @@ CASES = 2000
 MIN_REFUSED = 0.3
 MIN_LOADED = 0.05
 
-# Enum sizes as the format documents them (README): worker classes normal / memory / launch;
-# value kinds tensor, shape, int, memory block, event, float; ten dtypes; placements HBM, P2P,
-# host, following; graph kinds Init, Main, DeInit, branch, loop condition, loop body.
+# Enum sizes as the format documents them (docs/graph-format.md): worker classes normal /
+# memory / launch; value kinds tensor, shape, int, memory block, event, float; ten dtypes;
+# placements HBM, P2P, host, following; graph kinds Init, Main, DeInit, branch, loop
+# condition, loop body.
 WORKER_CLASSES = 3
 VALUE_KINDS = 6
 DTYPES = 10
@@ -291,7 +292,7 @@ def check_ranges(graph):
 
 
 def _check_ops(graph, n):
-    """The ops table (README, "The graph format", version 3): unique non-empty names; each op
+    """The ops table (docs/graph-format.md, version 3): unique non-empty names; each op
     node's attribute 0 a row of it, and after load the row of its op in rtsoa's op switch."""
     names = graph.op_names
     assert len(set(names)) == len(names) and "" not in names, names
@@ -306,7 +307,7 @@ def _check_ops(graph, n):
 
 
 def _check_tensors(graph, values):
-    """The tensors / dims / symbols tables (README, "The graph format", version 2)."""
+    """The tensors / dims / symbols tables (docs/graph-format.md, version 2)."""
     tensors = graph.tensor_value.shape[0]
     assert len(graph.tensor_name) == graph.tensor_rank.shape[0] == tensors
     assert graph.tensor_dim_start.shape[0] == tensors

@@ -16,7 +16,7 @@ from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.kernels import expected_checksum
 
 # Peak allocated device bytes, multithread / sequential, that the window must keep. The
-# measured factors (README "Multi-thread executor") are well below it; the limit leaves room
+# measured factors (docs/multithread.md) are well below it; the limit leaves room
 # for timing (which op is allocated when differs from run to run).
 PEAK_FACTOR = 1.5
 

@@ -7,7 +7,7 @@ sequence, integer and control-flow kernels, the device-backed kernels with rando
 raw switches with random successors), edges, wait-anyone flags, priorities, streams, optional
 If / While constructs and `has_loops`. Inputs are wired race-free: a consumer is ordered after
 its value's producer and after the value's free, and a free after every earlier use (rtsoa
-does not yet refuse racy graphs at load; see the README's Guarantees). Allocation sizes and
+does not yet refuse racy graphs at load; see docs/guarantees.md). Allocation sizes and
 launch costs cover the whole int64 range: sizes are either small enough that no order runs out
 of memory or above the arena (refused in every order), costs any int64 (negative ones are
 refused). Fail draws the reserved statuses too: a run may end "end" only when the graph holds

@@ -1,4 +1,4 @@
-"""A user's own converter module (the README's worked example): `com.example.Swish`,
+"""A user's own converter module (the worked example of docs/models.md): `com.example.Swish`,
 x * sigmoid(x), lowered onto ops rtsoa already has."""
 
 from rtsoa.lowering import register_converter

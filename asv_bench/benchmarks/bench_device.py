@@ -1,6 +1,6 @@
 """Simulated device: malloc + free cost from njit code, fragmentation, static planner quality.
 
-Targets (issue 4): malloc + free pair <= 50 ns median on a steady-state mixed workload;
+Targets: malloc + free pair <= 50 ns median on a steady-state mixed workload;
 reserved bytes at peak <= 1.15 x the live-bytes lower bound on the random sequences; static
 planner <= 1.05 x. Every setup warms the JIT and checks the results. Fragmentation is reported
 for the default allocator config, page mode and `AllocatorConfig.pytorch_like()`.

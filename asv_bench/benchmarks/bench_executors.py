@@ -1,4 +1,4 @@
-"""rtsoa's executors against C baselines on the issue's Speed workloads.
+"""rtsoa's executors against C baselines on the Speed workloads of common.py.
 
 - `ExecutorSpeed.track_*`: ns/node of rtsoa and of C, and the ratio rtsoa / C, each measured in
   one process by interleaving C and rtsoa runs (median of `REPEATS`), so the ratio does not mix
@@ -134,7 +134,7 @@ def _fresh_process_code(paths, executor, cold_cache=False):
 
 
 def main():
-    """Print the table the README quotes: `cd asv_bench && python -m benchmarks.bench_executors`."""
+    """Print the executors' table: `cd asv_bench && python -m benchmarks.bench_executors`."""
     import time
 
     paths = build_workloads()

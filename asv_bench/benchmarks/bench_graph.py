@@ -1,6 +1,6 @@
 """ExecuteGraph format: load (+ validation), finalize from a builder, structure size, generation.
 
-Workloads are the issue's: a 100,000-node / ~1,000,000-edge random DAG (10 predecessors from the
+Workloads: a 100,000-node / ~1,000,000-edge random DAG (10 predecessors from the
 previous 1,000 nodes), and a 1,000,000-node / 10,000,000-edge one for generation.
 """
 

@@ -4,8 +4,8 @@
   onnxruntime's `run` on the same inputs (interleaved rounds). `mlp-1000`: ~1,000 ops on small
   tensors, where runtime overhead dominates (target <= 1.0). Both fuse MatMul -> Add -> Relu
   (onnxruntime into FusedGemm, rtsoa into MatMulBias: rtsoa/lowering/fuse.py).
-  `cnn-32`: a small CNN with real compute (issue 10: record the ratio and where the time
-  goes; see the README). `track_unfused_ratio_vs_onnxruntime_unoptimized`, for information:
+  `cnn-32`: a small CNN with real compute (recorded with where the time goes:
+  docs/performance.md). `track_unfused_ratio_vs_onnxruntime_unoptimized`, for information:
   every op of the model on both sides (rtsoa `lower(fuse=False)`, onnxruntime with graph
   optimizations off), the runtimes' cost per op on equal work.
 - `Lowering.time_lower`: lowering a ~1,000-op model (target < 1 s).

@@ -3,7 +3,7 @@
 - `RandomDag.track_*`: ns/node on the 100k-node / 1M-edge random DAG with the checksum
   kernels (the `random` workload of `common.py`): multithread with 2 threads, the sequential
   executor, the C sequential and C topological (Kahn, FIFO) baselines, and the ratios, from
-  runs interleaved in one process (median of `REPEATS`). Issue target: <= 60 ns/node. With 2
+  runs interleaved in one process (median of `REPEATS`). Target: <= 60 ns/node. With 2
   threads the graph's kernels (all NORMAL) have one worker, which runs the priority order
   straight (`run_multithread`'s `straight`); `track_two_normal_workers_ns_per_node` is the
   same graph on 4 threads, whose two NORMAL workers (the MEMORY and LAUNCH workers have no
@@ -15,7 +15,7 @@
   with 2 threads over the sequential executor. Issue target: >= 1.7x on this 2-core machine.
 
 Every setup warms the JIT and asserts that each executor runs every node with the checksum
-NumPy computes independently (`expected_checksum`). Print the README table with
+NumPy computes independently (`expected_checksum`). Print the table with
 `cd asv_bench && python -m benchmarks.bench_multithread`.
 """
 
@@ -195,7 +195,7 @@ def _steal(since):
 
 
 def main():
-    """Print the figures the README quotes, each against its issue target."""
+    """Print the multithread figures, each against its target."""
     print(_load())
     ticks = _cpu_ticks()
     bench = RandomDag()

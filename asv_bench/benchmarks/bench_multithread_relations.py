@@ -1,7 +1,7 @@
 """Exact Free -> Launch relations in the multithread executor: per-event costs, prepare time
-and structural memory, against the reference's figures (rt2-dynamic-shape-executor.md 5.9:
-33 ns / 44 ns / 146 ns per event, Prepare of 100,000 nodes and 1,000,000 relations in 6.313 ms
-with 11,300,008 B; issue 12's targets: at most 33 / 44 / 146 ns, 2 ms and 11.3 MB).
+and structural memory, against the reference runtime's published figures (33 ns / 44 ns /
+146 ns per event, Prepare of 100,000 nodes and 1,000,000 relations in 6.313 ms with
+11,300,008 B; targets: at most 33 / 44 / 146 ns, 2 ms and 11.3 MB).
 
 The events, as the reference's TaskScheduler sees them and as rtsoa's loop runs them. Each
 is timed as a jitted loop over 100,000 occurrences calling the functions `run_multithread`
@@ -31,7 +31,7 @@ load) is `track_prepare_executor_ms`, for information. Structural memory
 (`track_structural_bytes`): bytes of the arrays the relation state holds, counted with
 `nbytes`, the graph's forward CSR included (`track_structural_bytes_own` without it).
 
-Print the README's figures with `cd asv_bench && python -m benchmarks.bench_multithread_relations`.
+Print the figures with `cd asv_bench && python -m benchmarks.bench_multithread_relations`.
 """
 
 import os
@@ -248,7 +248,7 @@ class RelationPrepare:
 
 
 def main():
-    """Print the figures the README quotes."""
+    """Print the figures, each against its target."""
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     events = RelationEvents()

@@ -28,7 +28,7 @@ SEED = 20240611
 KERNELS = 8
 EXECUTORS = ("sequential", "topological", "priority")
 
-# The "Speed" workloads: name -> arguments of rtsoa.graph.generators.generate.
+# The "Speed" workloads: name -> arguments of rtsoa.graph.generators.generate.
 WORKLOADS = {
     "chain": {"kind": "chain", "nodes": 1_000_000},
     "random": {"kind": "random", "nodes": 100_000, "edges_per_node": 10, "window": 1000},

@@ -248,9 +248,10 @@ def device_malloc(dev, placement, nbytes, stream):
     # a size no arena can hold (above MAX_UNIT_BYTES, 256 TiB: arenas fit the machine) is
     # clamped for the arithmetic: every later sum (padding, rounding, segment sizes, each term
     # at most 2**48) stays far below 2**63, the attempt fails, and `_malloc_slow` refuses it.
-    # This shape (one slow call, the size computed before the attempt) costs 379.0 instructions
-    # a malloc + free pair; an unsigned range check around the attempt with the rounding inside
-    # it cost 388.1, a second out-of-line call site 386.1-387.7 (callgrind, count.sh)
+    # This shape (one slow call, the size computed before the attempt) gives the shortest
+    # malloc + free pair of those tried: an unsigned range check around the attempt with the
+    # rounding inside it, or a second out-of-line call site, cost more instructions
+    # (asv_bench/callgrind/count.sh; asv MallocFreePair)
     size = round_request(dev, placement, min(nbytes, MAX_UNIT_BYTES + 1))
     handle = _try_malloc(dev, placement, size, nbytes, stream)
     if handle != -STATUS_OUT_OF_MEMORY:

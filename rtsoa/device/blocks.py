@@ -69,7 +69,7 @@ def _merge_next(dev, slot, after):
     push_block_slot(dev, after)
 
 
-@jit_inline_llvm  # typed once, not at each of its two call sites (Numba-IR inlining: ~1 s each)
+@jit_inline_llvm  # typed once, not at each of its two call sites (asv ColdStart: compile time)
 def merge_and_list(dev, slot):
     """Merge a free block (in no list) with its free address neighbours and list the result."""
     blocks = dev.blocks

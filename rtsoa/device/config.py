@@ -45,7 +45,7 @@ NO_LIMIT = (1 << 62) - 1
 
 @dataclass(frozen=True)
 class AllocatorConfig:
-    """Caching allocator knobs. Defaults are tuned for low fragmentation (see the README);
+    """Caching allocator knobs. Defaults are tuned for low fragmentation (docs/device.md);
     `AllocatorConfig.pytorch_like()` gives PyTorch's CUDA caching allocator profile.
 
     alignment_device / alignment_host: allocation unit per placement (512 B / 64 B).

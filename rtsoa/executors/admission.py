@@ -13,8 +13,8 @@ reference's "at most thread_num tasks released per round from one priority queue
 continuous: no worker runs further ahead of the oldest unfinished node than `window`
 ranks. Without it a MEMORY worker apart from the LAUNCH worker (3+ threads) allocates for
 every op whose shape inference has run and outruns the launches and the Frees that wait for
-them, so live memory grows far past the single-thread peak (the defect of issue 12: lowered
-graphs of 20,000 nodes ran out of device memory).
+them, so live memory grows far past the single-thread peak (lowered graphs of 20,000 nodes ran
+out of device memory without it: tests/test_multithread_memory.py).
 
 Liveness. Ranks are a topological order of edges + relations, so the node of rank `low` has
 every predecessor and every related Launch finished: it is ready, admitted (low < low +
@@ -32,8 +32,8 @@ Two threads (`private_admissions`): the marks and `low` above are written by bot
 every node, and each write moves a cache line from one core to the other. When one worker
 runs every memory and launch node, its window can be its own instead: it alone knows which
 of its nodes finished, so it keeps its marks and its `low` in its own arrays, and the other
-worker, running NORMAL nodes that allocate nothing, has no window (the README's
-"Multi-thread executor" has what each costs the busy-work benchmark).
+worker, running NORMAL nodes that allocate nothing, has no window (asv BusyWork measures
+what each costs; docs/multithread.md).
 """
 
 from typing import NamedTuple
@@ -73,8 +73,8 @@ class Admission(NamedTuple):
 def _order_with_relations(graph, nodes, starts, relations, edgeless):
     """The priority order of `nodes` over edges + relations (Launch before Free), or None
     on a cycle. The relations are a second CSR of successors (by Launch, the relation
-    state's), not merged into the edges: a merge sorted 11 million entries for 15 ms on
-    100,000 nodes with 1,000,000 relations. `edgeless`: the relations without their edge
+    state's), not merged into the edges: a merge sorts every edge and relation again
+    (asv RelationPrepare). `edgeless`: the relations without their edge
     (`Binding.edgeless`)."""
     from rtsoa.executors.sequential import priority_order
 

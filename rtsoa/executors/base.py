@@ -104,7 +104,8 @@ def resolve_executor(executor, control_flow, launch_count, threads=None):
 @jit_out_of_line
 def _live_blocks(slots, values):
     """How many of `values` still hold a block: the leak check after every successful run,
-    where numpy's gather, compare and test cost ~3 us on a model's few hundred values."""
+    where numpy's gather, compare and test cost more than a small model's run (asv
+    ModelLatency)."""
     live = 0
     for k in range(values.shape[0]):
         if slots[values[k]] != NO_BLOCK:

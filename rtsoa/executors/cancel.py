@@ -6,8 +6,9 @@ and read by the loops): REASON, why the run must stop (0: it need not; CANCEL_CA
 `timeout=` run stops at (0: none). Every executor loop polls them (`cancel_requested`) once
 every POLL_STEPS steps, at no measured cost per node: the sequential loop tests its
 position masked by POLL_STEPS - 1 (POLL_STEPS is a power of two; chunks of POLL_STEPS with a
-poll between them had cost it ~1.3 ns/node); the queue loops and the multithread workers fold
-the poll into the step-limit test they already made at every step (`step_poll`). A switch
+poll between them cost it more per node: asv ExecutorSpeed); the queue loops and the
+multithread workers fold the poll into the step-limit test they already made at every step
+(`step_poll`). A switch
 kernel's `notify(k)` (each If, each iteration of a loop) also reads REASON, so a loop whose
 body runs long kernels stops at its next iteration. A loop that sees a stop returns
 STATUS_CANCELLED; the executor then frees the run's blocks as after any failed
@@ -43,7 +44,7 @@ from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.runtime import line_zeros
 from rtsoa.kernels.status import STATUS_CANCELLED, STATUS_OK, STATUS_STEP_LIMIT
 
-try:  # the C module: its getsignal / signal skip the enum conversions (3.2 us -> 0.07 us)
+try:  # the C module: its getsignal / signal skip the enum conversions (most of a call's cost)
     import _signal as _signals
 except ImportError:  # pragma: no cover  (an interpreter without it)
     import signal as _signals

@@ -19,8 +19,8 @@ def pack_keys(priority, ties):
 @jit
 def node_keys(priority):
     """`pack_keys(priority, np.arange(n))`, the keys of nodes 0 .. n - 1, in one pass: numpy's
-    expression makes four temporaries (~0.6 ms for 100,000 nodes here, this ~15 us), most of
-    what the priority executor's prepare took over the topological one's."""
+    expression makes four temporaries, most of what the priority executor's prepare took over
+    the topological one's (asv Prepare)."""
     keys = np.empty(priority.shape[0], dtype=np.int64)
     for node in range(priority.shape[0]):
         keys[node] = (np.int64(priority[node]) << TIE_BITS) | node

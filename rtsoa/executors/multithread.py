@@ -1,7 +1,7 @@
 """The multi-thread executor: worker classes in nogil threads, atomic in-degrees, spin-locked
 priority queues per class.
 
-Model (the reference's, see reference-implementation-notes.md "Multi-thread executor"):
+Model (the reference runtime's multi-thread executor; docs/multithread.md):
 - Workers. `threads` >= 2 Python threads (the calling thread is worker 0), each running the
   same nogil njit loop (`run_multithread`, compiled against the generated dispatch like every
   loop). Worker 0 is NORMAL, worker 1 is the one MEMORY worker, worker 2 the LAUNCH worker when
@@ -65,7 +65,8 @@ Model (the reference's, see reference-implementation-notes.md "Multi-thread exec
   Only graphs with a relation whose Launch -> Free edge was removed keep that state; where
   every relation keeps its edge, the edge implies it and the loop skips the checks.
 - Calls. Each worker calls the loop's compiled entry directly (`_compile`), not the Numba
-  dispatcher, whose type resolution of the ~30 arguments took ~150 us a worker a run.
+  dispatcher, whose type resolution of the ~30 arguments costs each worker more per run than
+  a small graph's whole run.
 
 The control words, the class queues and the private batches live in
 `rtsoa.executors.ready_queues`; the release order and the admission window in
@@ -512,7 +513,7 @@ class MultithreadExecutor(Executor):
 
         The workers call the compiled entry itself (`rtsoa._jit.entry_point`), not the
         dispatcher: resolving the types of ~30 arguments, the runtime tuple of ~60 arrays
-        among them, cost ~150 us per worker per run, more than a small graph's run. The
+        among them, costs each worker more per run than a small graph's whole run. The
         entry unboxes without checking types, so every worker's arguments are checked once
         here to have the types it was compiled for, and again whenever a runtime, the
         shared arguments or an admission window is replaced; where one differs (it cannot

@@ -1,6 +1,6 @@
 """Exact Free -> Launch relations at run time: the multithread executor's generation state.
 
-The reference (rt2-dynamic-shape-executor.md 5.8) keeps, per schedule, an epoch and per-node
+The reference runtime keeps, per schedule, an epoch and per-node
 launch-submitted / free-executed / required-launch generations plus an unmet count. rtsoa
 keeps one int64 *wait word* per node instead, tagged with the run's epoch so that a new run
 needs no clearing (a word whose tag is not the current epoch reads as zero):
@@ -63,9 +63,9 @@ def structural_bytes(relations, include_graph=True):
 def _reverse_csr(offsets, launches, root, whole, waiter_offsets, waiter_frees):
     """Fill the CSR by Launch of the root Frees' relations; returns the first entry whose
     Launch is outside the root, or -1. Counting sort: counts, prefix sum, scatter.
-    The whole root's scatter is one flat pass over the entries (0.8 ns an entry here,
-    against 1.2 for a loop over Frees and their rows: the short inner loop's set-up per
-    Free cost more than the entries).
+    The whole root's scatter is one flat pass over the entries, not a loop over Frees and
+    their rows: the short inner loop's set-up per Free costs more than the entries (asv
+    RelationPrepare).
 
     `waiter_offsets` has n + 2 rows: Launch l is counted in row l + 2, so that after the
     prefix sum row l + 1 is l's start, which the scatter advances to l's end; rows 0 .. n

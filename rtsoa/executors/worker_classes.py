@@ -11,8 +11,8 @@ from rtsoa.graph.schema import WorkerClass
 
 
 def default_threads():
-    """Threads when none are given: 2, one NORMAL and one device worker (see the README's
-    "Multi-thread executor" for the measurements behind it)."""
+    """Threads when none are given: 2, one NORMAL and one device worker (asv BusyWork and
+    RandomDag measure it; docs/multithread.md)."""
     return 2
 
 

@@ -1,8 +1,8 @@
 """Worker threads kept between runs of the multithread executor.
 
-Starting a Python thread and joining it cost ~100 us of each run here (thread creation, the
-new thread's start-up handshake, the join), against ~16 us for a whole sequential run of a
-small graph. The threads are therefore process-wide and reused: a run takes idle threads
+Starting a Python thread and joining it (thread creation, the new thread's start-up
+handshake, the join) costs more than a whole sequential run of a small graph. The threads are
+therefore process-wide and reused: a run takes idle threads
 from the pool (starting new ones only when every thread is busy, e.g. two executors
 running at once in different threads), hands each its job, and gives them back when their
 jobs are done. An idle thread blocks on its own event; nothing is spinning.

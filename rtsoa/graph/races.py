@@ -99,8 +99,9 @@ def _queries(input_offsets, input_values, producer, node_root, frees, n, num_val
                 capacity = max(2 * capacity, count + pairs, 64)
                 grown = np.empty((capacity, 4), dtype=np.int64)
                 # Not `grown[:count] = queries[:count]`: Numba's array-to-slice assignment
-                # compiles a shape-mismatch message built with f-strings and str.join, ~4 s of
-                # Unicode code in a cold load of a lowered graph (this was its only use there).
+                # compiles a shape-mismatch message built with f-strings and str.join: seconds
+                # of Unicode code in a cold load of a lowered graph (asv ColdStart), its only
+                # use there.
                 for row in range(count):
                     for column in range(4):
                         grown[row, column] = queries[row, column]
@@ -182,7 +183,8 @@ def _first_unordered(offsets, targets, order, position, queries):
     if pending > 0:
         # searches, 64 distinct sources at a time in topological order
         # a stable counting sort by the source's position (positions are 0..n-1); not
-        # np.argsort(kind="mergesort"), whose compile is ~1.5 s of a cold load
+        # np.argsort(kind="mergesort"), whose compile is a large share of a cold load (asv
+        # ColdStart)
         starts = np.zeros(n + 1, dtype=np.int64)
         for k in range(pending):
             starts[position[queries[unanswered[k], 0]] + 1] += 1
