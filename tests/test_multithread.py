@@ -35,7 +35,7 @@ from rtsoa.executors.atomics import (
     spin_unlock,
 )
 from rtsoa.executors.multithread import STATUS_NO_PROGRESS, MultithreadExecutor
-from rtsoa.executors.ready_queues import _keep, _push, _take
+from rtsoa.executors.ready_queues import keep_private, push_ready, take_ready
 from rtsoa.graph.generators import generate
 from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.graph.schema import GraphKind, Placement, ValueKind
@@ -239,8 +239,8 @@ def test_a_worker_alone_runs_the_sequential_order(data, nodes, straight):
     graph, expected = random_priority_graph(data, nodes)
     with mock.patch.object(MultithreadExecutor, "straight", straight):
         executor = run_and_check(graph, expected, 2)
-    assert [bool(alone) for alone in executor._alone] == [True, False]
-    assert [bool(flag) for flag in executor._straight] == [straight, False]
+    assert [bool(worker.alone) for worker in executor.workers] == [True, False]
+    assert [bool(worker.straight) for worker in executor.workers] == [straight, False]
     assert executor._working == [True, False]
     sequential = prepare_executor(graph, "sequential")
     sequential.run(subscriber=Profiler())
@@ -299,7 +299,7 @@ def test_workers_by_class_and_critical_sections_exclusive(threads):
             assert normal[2] == 0
     # the device lock is taken only where two workers run critical sections (the shared
     # counter above is the check that they never overlapped)
-    assert executor._shared[2].any() == (threads > 2)
+    assert executor.run_state.node_critical.any() == (threads > 2)
     assert (SCRATCH_MEMORY, SCRATCH_LAUNCH, SCRATCH_NORMAL) == (1, 2, 3)
 
 
@@ -373,7 +373,7 @@ def test_a_worker_alone_stops_at_the_step_limit_with_the_sequential_answer(strai
         prepare_executor(graph, "priority", max_steps=5).run()
     with mock.patch.object(MultithreadExecutor, "straight", straight):
         executor = prepare_executor(graph, "multithread", threads=2, max_steps=5)
-    assert bool(executor._straight[0]) == straight
+    assert bool(executor.workers[0].straight) == straight
     for _ in range(2):
         with pytest.raises(KernelError) as caught:
             executor.run()
@@ -695,9 +695,9 @@ def _private_batch_ops(ops, bits, order, serves, heaps, control, admission):
     mine = np.int64(0)
     for i in range(ops.shape[0]):
         if ops[i] >= 0:
-            cursor, mine = _keep(ops[i], bits, cursor, mine)
+            cursor, mine = keep_private(ops[i], bits, cursor, mine)
         else:
-            node, cursor, mine, _ = _take(
+            node, cursor, mine, _ = take_ready(
                 serves, serves, heaps, control, admission, bits, order, cursor, mine
             )
             taken[i] = node
@@ -750,11 +750,11 @@ def _shared_and_private_ops(ops, queue_of, bits, order, keys, serves, sole, heap
         node = ops[i]
         if node >= 0:
             if serves[queue_of[node]]:
-                _push(node, keys, queue_of, heaps, control, False)
+                push_ready(node, keys, queue_of, heaps, control, False)
             else:
-                cursor, mine = _keep(keys[node] >> 32, bits, cursor, mine)
+                cursor, mine = keep_private(keys[node] >> 32, bits, cursor, mine)
         else:
-            got, cursor, mine, brought = _take(
+            got, cursor, mine, brought = take_ready(
                 serves, sole, heaps, control, adm, bits, order, cursor, mine
             )
             taken[i] = got

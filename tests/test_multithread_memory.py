@@ -62,7 +62,7 @@ def test_relation_graphs_with_a_memory_worker_stay_near_the_sequential_peak(thre
 
 
 def _ranks(executor):
-    return executor._shared[0] >> 32  # the heap keys: rank << 32 | node
+    return executor.run_state.keys >> 32  # the heap keys: rank << 32 | node
 
 
 def _device_nodes(executor):
@@ -110,7 +110,7 @@ def test_two_threads_keep_the_windows_apart():
 
     graph = generate("lowered", 400, seed=8)
     executor = prepare_executor(graph, "multithread", threads=2)
-    normal, device = executor._admissions
+    normal, device = [worker.admission for worker in executor.workers]
     assert normal.window == 0 and device.window == executor.window > 0
     ranks = _ranks(executor)
     is_device = _device_nodes(executor)
@@ -137,10 +137,10 @@ def test_runs_after_the_epoch_wraps(threads):
     expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
     assert executor.run() == expected
     not_mine = executor.admission.finished == NOT_MINE
-    executor._control[EPOCH] = MAX_EPOCH
+    executor.run_state.control[EPOCH] = MAX_EPOCH
     for _ in range(3):
         assert executor.run() == expected
-        assert executor._control[EPOCH] < 5
+        assert executor.run_state.control[EPOCH] < 5
     assert np.array_equal(executor.admission.finished == NOT_MINE, not_mine)
     assert executor.device.hazard_count == 0
 
