@@ -4,11 +4,15 @@ The algorithm (worker classes, ranks, queues and private batches, relations and 
 generations, the admission window, termination, errors) is written up in
 docs/multithread.md. This file is the loop and the executor; the map of the rest:
 
-- `multithread.py` (this file): the loop's state as two bundles, `WorkerState` (one per
-  worker) and `RunState` (shared); `run_multithread`, one worker's loop; and
-  `MultithreadExecutor`: prepare, the per-run arming, the threads, the result.
-- `worker_classes.py`: which class queues each worker serves, the default thread count, the
-  nodes whose in-degree one worker alone decrements. Read at prepare.
+- `multithread.py` (this file): `run_multithread`, one worker's loop, and
+  `MultithreadExecutor`: prepare (a plan per sharing), the choice of plan (`sharing`, "auto"
+  timing both), the per-run arming, the threads, the result.
+- `plans.py`: the loop's state as two bundles, `WorkerState` (one per worker) and
+  `RunState` (shared by all), and `make_plan`, which builds them for one way of sharing the
+  work (`Plan`).
+- `worker_classes.py`: which class queues each worker serves (by classes, or with the host
+  work shared by every worker: `sharing`), the default thread count, the nodes whose
+  in-degree one worker alone decrements. Read at prepare, once per plan.
 - `ready_queues.py`: the control words (a cache line each), the class heaps under spin
   locks and the private batch (a bitmap of ranks): `arm_run` (per run), `push_ready`,
   `take_ready`, `keep_private`, `private_head`, `shared_waiting`, `abort_run` (the loop).
@@ -26,7 +30,7 @@ Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 
 import functools
 import operator
-from typing import NamedTuple
+import time
 
 import numba
 import numpy as np
@@ -35,11 +39,9 @@ from rtsoa._jit import entry_point
 from rtsoa.executors.admission import (
     DEFAULT_WINDOW,
     LOW,
-    Admission,
     admitted,
     advance_low,
     finish_rank,
-    private_admissions,
     release_keys,
     reset_epochs,
 )
@@ -56,6 +58,7 @@ from rtsoa.executors.atomics import (
 from rtsoa.executors.base import Executor, register_executor
 from rtsoa.executors.cancel import cancel_requested, step_poll
 from rtsoa.executors.heap import TIE_MASK
+from rtsoa.executors.plans import RunState, make_plan
 from rtsoa.executors.ready_queues import (
     ABORTED,
     CONTROL_SIZE,
@@ -83,17 +86,18 @@ from rtsoa.executors.ready_queues import (
 )
 from rtsoa.executors.relation_state import (
     MAX_EPOCH,
-    RelationState,
     is_related_free,
     is_related_launch,
-    largest_waiter_row,
     no_relations,
     on_free_ready,
     on_launch_submitted,
     relation_state,
 )
 from rtsoa.executors.steps import record_step, released_edges
-from rtsoa.executors.worker_classes import default_threads, queues_served, single_writer
+from rtsoa.executors.worker_classes import (
+    SHARINGS,
+    default_threads,
+)
 from rtsoa.executors.worker_threads import POOL
 from rtsoa.graph.relations import node_classes
 from rtsoa.graph.schema import WorkerClass
@@ -113,35 +117,9 @@ NO_PROGRESS_POLLS = 200
 # The run made no progress: every outstanding node is a Free waiting for a Launch that cannot
 # be submitted. Reserved range, far above the codes rtsoa.kernels.status names.
 STATUS_NO_PROGRESS = 1_000_000_100
-
-
-class WorkerState(NamedTuple):
-    """What one worker's loop reads and writes alone (one per worker, sized at prepare)."""
-
-    index: np.int64  # the worker's number (0: the calling thread)
-    serves: np.ndarray  # bool[QUEUES]: the class queues it pops
-    sole: np.ndarray  # bool[QUEUES]: those it alone pops (their nodes go to its private batch)
-    released: np.ndarray  # int32[largest waiter row]: the Frees one of its Launches re-queues
-    bits: np.ndarray  # int64[ranks / 64 + 2]: the private batch, a bit per rank (no lock)
-    admission: Admission  # its admission window: one all workers share, or its own
-    alone: np.bool_  # it alone runs every root node, the single writer of every in-degree
-    straight: np.bool_  # alone and no relations: it runs the rank order, rank by rank
-
-
-class RunState(NamedTuple):
-    """What the workers of one executor share (sized at prepare, re-armed by `arm_run`)."""
-
-    order: np.ndarray  # int32[ranks]: the node of each rank (read-only)
-    ranks: np.ndarray  # int32[n]: the rank of each node (read-only)
-    keys: np.ndarray  # int64[n]: heap key rank << RANK_SHIFT | node (read-only)
-    node_queue: np.ndarray  # int8[n]: the class queue of each node (read-only)
-    node_critical: np.ndarray  # bool[n]: runs holding the device lock (read-only)
-    in_degree: np.ndarray  # int32[n]: live in-degrees, from the template at each arming
-    plain: np.ndarray  # bool[n]: one worker alone decrements it (a plain store, no atomic)
-    heaps: np.ndarray  # int64[QUEUES, largest class + 2]: the class queues' heaps
-    control: np.ndarray  # int64[CONTROL_SIZE]: the control words (ready_queues)
-    relations: RelationState  # Free -> Launch relations without edges, and their wait words
-    max_steps: np.int64  # the step limit per worker
+# Plain runs of each plan that sharing="auto" times before it keeps the faster (the fastest
+# run of each counts: the least disturbed by other work on the machine)
+CALIBRATION_RUNS = 2
 
 
 def run_multithread(rt, worker, run, cancel, record):
@@ -337,8 +315,13 @@ class MultithreadExecutor(Executor):
     """Worker classes in nogil threads over lock-free-on-the-hot-path queues; no control flow.
 
     `threads` (>= 2, default `default_threads()`): worker threads, the calling one included.
-    After prepare, `workers` holds each worker's WorkerState and `run_state` the RunState
-    they share (docs/multithread.md).
+    `sharing` (an attribute, settable after prepare): how the host (NORMAL) work is shared,
+    "classes" (only the NORMAL workers run it; the reference's design), "host" (every worker
+    runs it, by rank, beside its own class's work: independent host nodes use every core) or
+    "auto" (the default: the first CALIBRATION_RUNS plain runs alternate both, timed, and the
+    faster is kept; the same answer either way). `workers` holds each worker's WorkerState
+    and `run_state` the RunState they share, of the plan in use (docs/multithread.md);
+    `nodes_per_worker`, how many nodes each worker ran in the last run.
     """
 
     name = "multithread"
@@ -353,6 +336,33 @@ class MultithreadExecutor(Executor):
     # in-degree releases (`run_multithread`'s `straight`); False only to test the equivalence
     straight = True
 
+    @property
+    def sharing(self):
+        """How the host work is shared: "classes", "host" or "auto" (the class docstring)."""
+        return self._sharing
+
+    @sharing.setter
+    def sharing(self, sharing):
+        if sharing not in SHARINGS:
+            raise ValueError(f"sharing must be one of {SHARINGS}, not {sharing!r}")
+        self._sharing = sharing
+
+    @property
+    def chosen_sharing(self):
+        """The plan runs use now: `sharing`, or under "auto" the one calibration chose
+        ("classes" until it has; "classes" always where "host" would change nothing)."""
+        return self._plan_name(calibrating=False)
+
+    @property
+    def workers(self):
+        """The WorkerState of each worker, in the plan runs use now."""
+        return self.plans[self.chosen_sharing].workers
+
+    @property
+    def run_state(self):
+        """The RunState the workers share, in the plan runs use now."""
+        return self.plans[self.chosen_sharing].run_state
+
     def _prepare(self):
         threads = default_threads() if self.threads is None else self.threads
         if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
@@ -363,13 +373,15 @@ class MultithreadExecutor(Executor):
                 f"least one normal worker), not {threads}"
             )
         self.threads = int(threads)
+        self._sharing = "auto"
+        self._trials = {"classes": [], "host": []}  # seconds of the calibration runs
+        self._chosen = None  # the plan "auto" settled on
+        self.nodes_per_worker = []  # of the last run (see _execute)
         graph = self.graph
         n = graph.num_nodes
         tables = self.registry.tables()
         node_dispatch = self.runtime.graph.node_dispatch
         classes = node_classes(tables, node_dispatch)
-        section = tables.critical_section[node_dispatch] != 0
-        serves = queues_served(self.threads)
         root = np.zeros(n, dtype=np.bool_)
         root[self.nodes] = True
         counts = np.bincount(classes[root], minlength=QUEUES)
@@ -381,14 +393,6 @@ class MultithreadExecutor(Executor):
         keys, admission = release_keys(
             graph, self.nodes, self.starts, relations, self.edgeless, memory, self.window
         )
-        rank = keys >> RANK_SHIFT
-        # Two threads: each class queue has one server, so each worker's window is its own,
-        # with no mark or `low` shared between cores per node (admission.private_admissions)
-        if self.threads == 2 and admission.window != 0:
-            admissions = private_admissions(admission, rank, classes, serves)
-        else:
-            admissions = [admission] * self.threads
-        self.admission = admissions[1]  # the (first) MEMORY worker's
         self.relations = relations
         self._starts = read_only(self.starts)
         self._template = read_only(np.ascontiguousarray(graph.in_degree, dtype=np.int32))
@@ -396,82 +400,77 @@ class MultithreadExecutor(Executor):
             Runtime(self.runtime.graph, self.runtime.values, new_worker(), self.runtime.device)
             for _ in range(self.threads - 1)
         ]
-        rows = max(largest_waiter_row(relations), 1)
-        # private batches: a worker that alone serves a queue keeps the nodes of it it
-        # releases itself (each node is kept at most once per run)
-        sole = serves & (serves.sum(axis=0) == 1)
-        # a bit per rank, and a spare word (the take's scan stops at a set bit, so never
-        # reads past the last rank's word; the spare only guards a miscount)
-        words = (int(admission.count) >> 6) + 2
         # the rank of each node as int32 (half the bytes of `keys` in the cache: the release
         # of a private successor reads it at random), and the node of each rank
-        ranks = rank.astype(np.int32)
+        ranks = (keys >> RANK_SHIFT).astype(np.int32)
         order = np.zeros(max(int(admission.count), 1), dtype=np.int32)
         order[ranks[self.nodes]] = self.nodes
-        self._compiled = {}
-        self._owners = ()  # the run state objects `_compiled` was checked against
-        owner = np.full(QUEUES, -1, dtype=np.int64)
-        for queue in range(QUEUES):
-            workers = np.flatnonzero(serves[:, queue])
-            owner[queue] = workers[0] if workers.shape[0] == 1 else -1
-        plain = np.zeros(n, dtype=np.bool_)
-        nodes = np.ascontiguousarray(self.nodes, dtype=np.int32)
-        single_writer(graph.succ_offsets, graph.succ_targets, owner[classes], nodes, plain)
-        # a worker that alone runs the whole root, every in-degree with it as single writer
-        root_queues = np.unique(classes[nodes])
-        single = plain | (np.asarray(graph.in_degree) == 0)  # start nodes have no writer
-        has_relations = relations.waiter_frees.shape[0] > 0
-        self.workers = []
-        for index in range(self.threads):
-            alone = bool(np.all(sole[index, root_queues])) and bool(np.all(single[nodes]))
-            self.workers.append(
-                WorkerState(
-                    index=np.int64(index),
-                    serves=serves[index],
-                    sole=sole[index],
-                    released=line_zeros(rows, np.int32),
-                    bits=line_zeros(words if sole[index].any() else 1, np.int64),
-                    admission=admissions[index],
-                    alone=np.bool_(alone),
-                    straight=np.bool_(alone and self.straight and not has_relations),
-                )
-            )
-        # a worker that serves no queue holding a node of the root never has work: it is not
-        # started (a spinning thread would only take its core, or its core's sibling, from
-        # the others)
-        self._working = [
-            index == 0 or bool(serves[index, root_queues].any()) for index in range(self.threads)
-        ]
-        # The device lock orders critical sections run by different workers; where one worker
-        # serves every class queue holding a critical node (two threads: the device worker),
-        # they never overlap and the lock is not taken.
-        critical_queues = np.unique(classes[nodes][section[nodes]])
-        servers = serves[:, critical_queues].any(axis=1)
-        if int(servers.sum()) <= 1:
-            section = np.zeros_like(section)
-        self.run_state = RunState(
+        shared = RunState(
             order=read_only(order),
             ranks=read_only(ranks),
             keys=read_only(keys),
             node_queue=read_only(classes),
-            node_critical=read_only(section),
+            node_critical=read_only(np.zeros(n, dtype=np.bool_)),  # set per plan
             in_degree=np.empty(n, dtype=np.int32),
-            plain=read_only(plain),
+            plain=read_only(np.zeros(n, dtype=np.bool_)),  # set per plan
             heaps=line_zeros((QUEUES, int(counts.max()) + 2), np.int64),
             control=line_zeros(CONTROL_SIZE, np.int64),  # its slots a line apart (LINE)
             relations=relations,
             max_steps=np.int64(self.max_steps),
         )
-        return (self.workers[0], self.run_state, self.cancel_words)
+        self.plans = {"classes": self._plan("classes", shared, admission)}
+        if counts[WorkerClass.NORMAL] and self.threads > 1:  # host work to share
+            self.plans["host"] = self._plan("host", shared, admission)
+        self.admission = self.plans["classes"].workers[1].admission  # the MEMORY worker's
+        self._compiled = {}
+        self._owners = ()  # the run state objects `_compiled` was checked against
+        plan = self.plans["classes"]
+        return (plan.workers[0], plan.run_state, self.cancel_words)
+
+    def _plan(self, sharing, shared, admission):
+        """The Plan of `sharing` over the `shared` RunState arrays (`plans.make_plan`)."""
+        section = self.registry.tables().critical_section[self.runtime.graph.node_dispatch] != 0
+        return make_plan(
+            self.graph,
+            self.nodes,
+            self.threads,
+            sharing,
+            shared,
+            admission,
+            section,
+            self.straight,
+        )
+
+    def _plan_name(self, calibrating):
+        """The plan of the next run (see `chosen_sharing`); `calibrating`: a plain run that
+        may be timed for "auto"."""
+        if "host" not in self.plans:
+            return "classes"
+        if self._sharing != "auto":
+            return self._sharing
+        if self._chosen is not None:
+            return self._chosen
+        classes, host = len(self._trials["classes"]), len(self._trials["host"])
+        if not calibrating:
+            return "classes"
+        return "classes" if classes <= host else "host"
+
+    def _timed(self, plan, seconds):
+        """A plain run of `plan` under "auto" calibration took `seconds`: keep it, and choose
+        once every plan has CALIBRATION_RUNS (the fastest run of each decides)."""
+        trials = self._trials[plan]
+        trials.append(seconds)
+        if all(len(each) >= CALIBRATION_RUNS for each in self._trials.values()):
+            self._chosen = min(self._trials, key=lambda name: min(self._trials[name]))
 
     def _checksum(self):
         sums = np.array([int(rt.worker.checksum[0]) for rt in self._runtimes], dtype=np.uint64)
         return int(np.sum(sums, dtype=np.uint64))
 
-    def _worker_arguments(self, index, record):
-        """The loop's arguments for worker `index`."""
-        state = self.workers[index]
-        return (self._runtimes[index], state, self.run_state, self.cancel_words, record)
+    def _worker_arguments(self, plan, index, record):
+        """The loop's arguments for worker `index` of `plan`."""
+        state = plan.workers[index]
+        return (self._runtimes[index], state, plan.run_state, self.cancel_words, record)
 
     def _compile(self, record):
         """The loop's entry for this record type, before any thread calls it (one compile,
@@ -480,36 +479,43 @@ class MultithreadExecutor(Executor):
         The workers call the compiled entry itself (`rtsoa._jit.entry_point`), not the
         dispatcher: resolving the types of the runtime tuple of ~60 arrays and the two state
         bundles cost ~150 us per worker per run, more than a small graph's run. The entry
-        unboxes without checking types, so every worker's arguments are checked once here to
-        have the types it was compiled for, and again whenever a runtime or a state bundle is
-        replaced; where one differs (it cannot today), the workers go through the
-        dispatcher."""
+        unboxes without checking types, so every worker's arguments, of every plan, are
+        checked once here to have the types it was compiled for, and again whenever a
+        runtime or a state bundle is replaced; where one differs (it cannot today), the
+        workers go through the dispatcher."""
         kind = record is None
-        owners = (*self._runtimes, self.run_state, *self.workers)
+        plans = list(self.plans.values())
+        owners = (
+            *self._runtimes,
+            *(p.run_state for p in plans),
+            *(w for p in plans for w in p.workers),
+        )
         if len(owners) != len(self._owners) or not all(map(operator.is_, owners, self._owners)):
             self._owners = owners  # a run state object was replaced: check the types again
             self._compiled = {}
         if kind not in self._compiled:
             signatures = {
-                tuple(numba.typeof(a) for a in self._worker_arguments(index, record))
+                tuple(numba.typeof(a) for a in self._worker_arguments(plan, index, record))
+                for plan in plans
                 for index in range(self.threads)
             }
-            entry = entry_point(self._loop, self._worker_arguments(0, record))
+            entry = entry_point(self._loop, self._worker_arguments(plans[0], 0, record))
             self._compiled[kind] = entry if len(signatures) == 1 else self._loop
         return self._compiled[kind]
 
-    def _arm(self):
+    def _arm(self, plan):
         """Per-run reset of the shared state before any worker starts."""
-        for worker in self.workers:  # an aborted run may leave nodes in a private batch
+        for worker in plan.workers:  # an aborted run may leave nodes in a private batch
             worker.bits[:] = 0
-        run = self.run_state
+        run = plan.run_state
+        admissions = [worker.admission for each in self.plans.values() for worker in each.workers]
         if run.control[EPOCH] >= MAX_EPOCH:  # the wait words keep 32 bits of it: start again
             self.relations.waits[:] = 0
-            for worker in self.workers:
-                reset_epochs(worker.admission)
+            for admission in admissions:
+                reset_epochs(admission)
             run.control[EPOCH] = 0
-        for worker in self.workers:
-            worker.admission.low[LOW] = 0
+        for admission in admissions:
+            admission.low[LOW] = 0
         arm_run(
             self._starts,
             self._template,
@@ -523,21 +529,24 @@ class MultithreadExecutor(Executor):
     def _execute(self, record):
         """Run the workers; returns (status, node, nodes executed) like a loop."""
         loop = self._compile(record)
+        timed = record is None and self._sharing == "auto" and self._chosen is None
+        plan = self.plans[self._plan_name(calibrating=timed)]
         for rt in self._runtimes[1:]:
             reset_worker(rt.worker)
-        self._arm()
-        control = self.run_state.control
+        self._arm(plan)
+        control = plan.run_state.control
         results = [None] * self.threads
         errors = []
 
         def work(index):
             try:
-                results[index] = loop(*self._worker_arguments(index, record))
+                results[index] = loop(*self._worker_arguments(plan, index, record))
             except BaseException as error:  # noqa: BLE001  (re-raised below, after the join)
                 errors.append(error)
                 control[ABORTED] = 1  # stop the other workers
 
-        indices = [index for index in range(1, self.threads) if self._working[index]]
+        start = time.perf_counter()
+        indices = [index for index in range(1, self.threads) if plan.working[index]]
         workers = POOL.acquire(len(indices))  # threads kept between runs (worker_threads)
         for worker, index in zip(workers, indices, strict=True):
             worker.start(functools.partial(work, index))
@@ -549,9 +558,12 @@ class MultithreadExecutor(Executor):
                 if lost is not None:
                     errors.append(lost)
             POOL.release(workers)
+        seconds = time.perf_counter() - start
         if errors:
             raise errors[0]
-        executed = sum(int(result[2]) for result in results if result is not None)
+        # the nodes each worker ran (0 for a worker not started): how the work was shared
+        self.nodes_per_worker = [0 if result is None else int(result[2]) for result in results]
+        executed = sum(self.nodes_per_worker)
         if record is not None:
             # A worker claims its row, then reads the clock: one preempted in between starts
             # later than the next row's. Sorted by start (stable: ties keep claim order), the
@@ -561,4 +573,6 @@ class MultithreadExecutor(Executor):
             rows[:] = rows[np.argsort(rows[:, 1], kind="stable")]
         if control[ABORTED]:
             return int(control[STATUS]), int(control[NODE]), executed
+        if timed and "host" in self.plans:
+            self._timed(plan.sharing, seconds)
         return STATUS_OK, -1, executed
