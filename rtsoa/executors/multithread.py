@@ -419,7 +419,7 @@ class MultithreadExecutor(Executor):
             max_steps=np.int64(self.max_steps),
         )
         self.plans = {"classes": self._plan("classes", shared, admission)}
-        if counts[WorkerClass.NORMAL] and self.threads > 1:  # host work to share
+        if counts[WorkerClass.NORMAL]:  # host work to share: a plan where every worker runs it
             self.plans["host"] = self._plan("host", shared, admission)
         self.admission = self.plans["classes"].workers[1].admission  # the MEMORY worker's
         self._compiled = {}
