@@ -35,7 +35,7 @@ from rtsoa.executors.atomics import (
     spin_unlock,
 )
 from rtsoa.executors.multithread import STATUS_NO_PROGRESS, MultithreadExecutor
-from rtsoa.executors.ready_queues import _keep, _push, _take
+from rtsoa.executors.ready_queues import keep_private, push_ready, take_ready
 from rtsoa.graph.generators import generate
 from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.graph.schema import GraphKind, Placement, ValueKind
@@ -43,6 +43,8 @@ from rtsoa.kernels import STATUS_END_OF_SEQUENCE, expected_checksum
 from rtsoa.kernels.control_flow import add_const_int, add_if
 
 THREADS = (2, 3, 4)
+LIVENESS_THREADS = (2, 3, 4, 8)  # liveness and hazards: also more workers than cores
+SHARINGS = ("classes", "host")
 REPEATS = 3
 SETTINGS = property_settings(20)
 
@@ -186,13 +188,14 @@ def test_atomics_refuse_read_only_and_float_arrays():
 # -- same answers -----------------------------------------------------------------------------
 
 
-def run_and_check(graph, description, threads, repeats=REPEATS):
+def run_and_check(graph, description, threads, repeats=REPEATS, sharing="auto"):
     """Every Main node once, the reference's checksum, predecessors finished before each
     node started (profiled run), on every repeat."""
     expected = expected_checksum(graph)
     reference = simulate(description, "topological")
     assert reference.kind == "ok" and reference.checksum == expected
     executor = prepare_executor(graph, "multithread", threads=threads)
+    executor.sharing = sharing
     count = graph.nodes_of().shape[0]
     for _ in range(repeats):
         assert executor.run() == RunResult(0, count, expected, False)
@@ -209,16 +212,17 @@ def run_and_check(graph, description, threads, repeats=REPEATS):
     return executor
 
 
+@pytest.mark.parametrize("sharing", SHARINGS)
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("kind", ["chain", "random", "layered", "lowered"])
-def test_generated_graphs(kind, threads):
-    run_and_check(*recorded_generate(kind, 1000, seed=threads), threads)
+def test_generated_graphs(kind, threads, sharing):
+    run_and_check(*recorded_generate(kind, 1000, seed=threads), threads, sharing=sharing)
 
 
 @SETTINGS
-@given(**GENERATED, threads=st.sampled_from(THREADS))
-def test_property_same_answers_as_the_reference(kind, nodes, seed, kernels, threads):
-    run_and_check(*generated_case(kind, nodes, seed, kernels), threads, repeats=2)
+@given(**GENERATED, threads=st.sampled_from(THREADS), sharing=st.sampled_from(SHARINGS))
+def test_property_same_answers_as_the_reference(kind, nodes, seed, kernels, threads, sharing):
+    run_and_check(*generated_case(kind, nodes, seed, kernels), threads, 2, sharing)
 
 
 @SETTINGS
@@ -238,21 +242,23 @@ def test_a_worker_alone_runs_the_sequential_order(data, nodes, straight):
     node, so it is not started."""
     graph, expected = random_priority_graph(data, nodes)
     with mock.patch.object(MultithreadExecutor, "straight", straight):
-        executor = run_and_check(graph, expected, 2)
-    assert [bool(alone) for alone in executor._alone] == [True, False]
-    assert [bool(flag) for flag in executor._straight] == [straight, False]
-    assert executor._working == [True, False]
+        executor = run_and_check(graph, expected, 2, sharing="classes")
+    assert [bool(worker.alone) for worker in executor.workers] == [True, False]
+    assert [bool(worker.straight) for worker in executor.workers] == [straight, False]
+    assert executor.plans["classes"].working == [True, False]
     sequential = prepare_executor(graph, "sequential")
     sequential.run(subscriber=Profiler())
     order = sequential.record()[: graph.num_nodes, 0]
     assert np.array_equal(executor.record()[: graph.num_nodes, 0], order)
 
 
+@pytest.mark.parametrize("sharing", SHARINGS)
 @pytest.mark.parametrize("streams", [1, 2])
-@pytest.mark.parametrize("threads", THREADS)
-def test_lowered_graphs_run_without_hazards_and_free_everything(threads, streams):
+@pytest.mark.parametrize("threads", LIVENESS_THREADS)
+def test_lowered_graphs_run_without_hazards_and_free_everything(threads, streams, sharing):
     graph = generate("lowered", 3000, seed=streams + 10 * threads, streams=streams)
     executor = prepare_executor(graph, "multithread", threads=threads)
+    executor.sharing = sharing
     for _ in range(REPEATS):
         result = executor.run()
         assert result == RunResult(0, graph.nodes_of().shape[0], expected_checksum(graph), False)
@@ -284,6 +290,7 @@ def _class_graph(nodes, seed, rounds):
 def test_workers_by_class_and_critical_sections_exclusive(threads):
     graph, shared, counts = _class_graph(600, threads, rounds=2000)
     executor = prepare_executor(graph, "multithread", threads=threads, registry=MT_REGISTRY)
+    executor.sharing = "classes"
     for _ in range(REPEATS):
         executor.runtime.values.slots[shared] = 0
         assert executor.run().nodes_executed == 600
@@ -299,8 +306,91 @@ def test_workers_by_class_and_critical_sections_exclusive(threads):
             assert normal[2] == 0
     # the device lock is taken only where two workers run critical sections (the shared
     # counter above is the check that they never overlapped)
-    assert executor._shared[2].any() == (threads > 2)
+    assert executor.run_state.node_critical.any() == (threads > 2)
     assert (SCRATCH_MEMORY, SCRATCH_LAUNCH, SCRATCH_NORMAL) == (1, 2, 3)
+
+
+@pytest.mark.parametrize("threads", LIVENESS_THREADS)
+def test_host_sharing_keeps_device_work_on_its_workers(threads):
+    """Sharing the host work: every worker serves the NORMAL queue beside its own class's, the
+    memory and launch nodes still run on their workers only and never overlap (the shared
+    counter), and every node runs once."""
+    graph, shared, counts = _class_graph(600, threads, rounds=2000)
+    executor = prepare_executor(graph, "multithread", threads=threads, registry=MT_REGISTRY)
+    executor.sharing = "host"
+    assert all(bool(worker.serves[0]) for worker in executor.workers)
+    assert all(executor.plans["host"].working)
+    for _ in range(REPEATS):
+        executor.runtime.values.slots[shared] = 0
+        assert executor.run().nodes_executed == 600
+        assert executor.runtime.values.slots[shared] == counts[0] + counts[1]
+        ran = np.array([rt.worker.scratch[1:4] for rt in executor._runtimes])
+        memory, launch, normal = ran[:, 0], ran[:, 1], ran[:, 2]
+        assert memory[1] == counts[0] and memory.sum() == counts[0]
+        launch_worker = 2 if threads > 2 else 1
+        assert launch[launch_worker] == counts[1] and launch.sum() == counts[1]
+        assert normal.sum() == counts[2]
+
+
+def test_host_sharing_runs_a_host_graph_on_both_workers():
+    """Two threads on a graph of NORMAL kernels: by classes one worker runs every node (the
+    other is not started); sharing the host work, both serve the NORMAL queue, neither is
+    alone, in-degrees are decremented atomically, and the answer is the same."""
+    graph, description = recorded_generate("random", 2000, seed=5)
+    executor = run_and_check(graph, description, 2, sharing="host")
+    assert sum(executor.nodes_per_worker) == graph.num_nodes  # who ran how many: timing
+    host, classes = executor.plans["host"], executor.plans["classes"]
+    assert host.working == [True, True] and classes.working == [True, False]
+    assert not any(bool(worker.alone) for worker in host.workers)
+    assert not host.run_state.plain.any() and classes.run_state.plain.any()
+    # the plans share every array but the two that follow from who serves what
+    assert host.run_state.in_degree is classes.run_state.in_degree
+    assert host.run_state.control is classes.run_state.control
+
+
+def test_auto_sharing_times_both_plans_then_keeps_the_faster(monkeypatch):
+    """ "auto" alternates the plans over its first plain runs (by classes first), times them,
+    then keeps the one whose fastest run was faster; subscribed and failed runs are not
+    timed. Every run gives the same answer."""
+    from rtsoa.executors import multithread
+
+    graph = generate("random", 500, seed=4)
+    executor = prepare_executor(graph, "multithread", threads=2)
+    assert executor.sharing == "auto" and executor.chosen_sharing == "classes"
+    expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
+    seconds = iter([0.5, 0.2, 0.4, 0.3])  # classes, host, classes, host: host is faster
+    used = []
+    real = executor._timed
+
+    def timed(plan, measured):
+        used.append(plan)
+        real(plan, next(seconds))
+
+    monkeypatch.setattr(executor, "_timed", timed)
+    assert executor.run(subscriber=Profiler()) == expected  # not timed
+    for _ in range(multithread.CALIBRATION_RUNS * 2):
+        assert executor.run() == expected
+    assert used == ["classes", "host", "classes", "host"]
+    assert executor.chosen_sharing == "host" and executor.workers is executor.plans["host"].workers
+    assert executor.run() == expected and len(used) == 4  # chosen: no more timing
+    executor.sharing = "classes"
+    assert executor.chosen_sharing == "classes" and executor.run() == expected
+
+
+def test_sharing_values_and_a_root_without_host_work():
+    executor = prepare_executor(generate("random", 50, seed=1), "multithread", threads=2)
+    with pytest.raises(ValueError, match="sharing must be one of"):
+        executor.sharing = "everything"
+    assert set(executor.plans) == {"classes", "host"}
+    builder = GraphBuilder()  # device work only: sharing the host work would change nothing
+    alloc = builder.add_node("AllocMemory", attributes=[64])
+    block = builder.add_value(kind=ValueKind.MEMORY_BLOCK, producer=alloc)
+    free = builder.add_node("FreeMemory", inputs=[block])
+    builder.add_edge(alloc, free)
+    executor = prepare_executor(builder.finalize(), "multithread", threads=2)
+    executor.sharing = "host"
+    assert set(executor.plans) == {"classes"} and executor.chosen_sharing == "classes"
+    assert executor.run().nodes_executed == 2
 
 
 # -- errors, end of sequence, refusals --------------------------------------------------------
@@ -373,7 +463,8 @@ def test_a_worker_alone_stops_at_the_step_limit_with_the_sequential_answer(strai
         prepare_executor(graph, "priority", max_steps=5).run()
     with mock.patch.object(MultithreadExecutor, "straight", straight):
         executor = prepare_executor(graph, "multithread", threads=2, max_steps=5)
-    assert bool(executor._straight[0]) == straight
+    executor.sharing = "classes"
+    assert bool(executor.workers[0].straight) == straight
     for _ in range(2):
         with pytest.raises(KernelError) as caught:
             executor.run()
@@ -472,10 +563,12 @@ def test_relation_pass_on_lowered_graphs(streams):
     assert result.added_edges == len(edges - (_edge_pairs(graph) - removed))
 
 
-@pytest.mark.parametrize("threads", THREADS)
-def test_relation_graphs_run_on_multithread_only_with_zero_hazards(threads):
+@pytest.mark.parametrize("sharing", SHARINGS)
+@pytest.mark.parametrize("threads", LIVENESS_THREADS)
+def test_relation_graphs_run_on_multithread_only_with_zero_hazards(threads, sharing):
     graph = remove_launch_free_edges(generate("lowered", 3000, seed=threads, streams=2)).graph
     executor = prepare_executor(graph, "multithread", threads=threads)
+    executor.sharing = sharing
     expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
     for _ in range(REPEATS):
         assert executor.run() == expected
@@ -624,14 +717,16 @@ def _naive_sole_memory_worker(graph, nodes):
     return done
 
 
-@pytest.mark.parametrize("threads", THREADS)
-def test_the_naive_deadlock_graph_completes(threads):
+@pytest.mark.parametrize("sharing", SHARINGS)
+@pytest.mark.parametrize("threads", LIVENESS_THREADS)
+def test_the_naive_deadlock_graph_completes(threads, sharing):
     original, nodes = _liveness_graph()
     graph = remove_launch_free_edges(original).graph
     a, m, launch, free, last = nodes
     assert _relation_pairs(graph) == {(free, launch)} and (launch, free) not in _edge_pairs(graph)
     assert _naive_sole_memory_worker(graph, nodes) is None  # the naive design deadlocks
     executor = prepare_executor(graph, "multithread", threads=threads)
+    executor.sharing = sharing
     for _ in range(20):
         assert executor.run() == RunResult(0, 5, expected_checksum(graph), False)
         run_and_check_relations(executor, graph)
@@ -695,9 +790,9 @@ def _private_batch_ops(ops, bits, order, serves, heaps, control, admission):
     mine = np.int64(0)
     for i in range(ops.shape[0]):
         if ops[i] >= 0:
-            cursor, mine = _keep(ops[i], bits, cursor, mine)
+            cursor, mine = keep_private(ops[i], bits, cursor, mine)
         else:
-            node, cursor, mine, _ = _take(
+            node, cursor, mine, _ = take_ready(
                 serves, serves, heaps, control, admission, bits, order, cursor, mine
             )
             taken[i] = node
@@ -750,11 +845,11 @@ def _shared_and_private_ops(ops, queue_of, bits, order, keys, serves, sole, heap
         node = ops[i]
         if node >= 0:
             if serves[queue_of[node]]:
-                _push(node, keys, queue_of, heaps, control, False)
+                push_ready(node, keys, queue_of, heaps, control, False)
             else:
-                cursor, mine = _keep(keys[node] >> 32, bits, cursor, mine)
+                cursor, mine = keep_private(keys[node] >> 32, bits, cursor, mine)
         else:
-            got, cursor, mine, brought = _take(
+            got, cursor, mine, brought = take_ready(
                 serves, sole, heaps, control, adm, bits, order, cursor, mine
             )
             taken[i] = got

@@ -1,6 +1,7 @@
 """The multithread executor's admission window: lowered graphs keep device memory near the
-sequential executor's peak, with a separate MEMORY worker (3 and 4 threads, one window shared
-by all workers) and with one device worker (2 threads, a window of its own).
+sequential executor's peak, with a separate MEMORY worker (3, 4 and 8 threads, one window
+shared by all workers), with one device worker (2 threads, a window of its own), and with the
+host work shared by every worker (one window shared by all).
 
 Before the window (issue 12's known defect) `generate("lowered", 20_000, seed=4)` ran out of
 device memory with 3 and 4 threads (status 101 after ~8,000 nodes): the MEMORY worker's
@@ -15,6 +16,8 @@ from rtsoa.graph.generators import generate
 from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.kernels import expected_checksum
 
+THREADS = (2, 3, 4, 8)  # 8: more workers than cores
+SHARINGS = ("classes", "host")  # who runs the host work (MultithreadExecutor.sharing)
 # Peak allocated device bytes, multithread / sequential, that the window must keep. The
 # measured factors (docs/multithread.md) are well below it; the limit leaves room
 # for timing (which op is allocated when differs from run to run).
@@ -32,11 +35,15 @@ def _sequential_peak(graph):
     return peak_allocated(executor)
 
 
-@pytest.mark.parametrize("threads", [2, 3, 4])
+@pytest.mark.parametrize("sharing", SHARINGS)
+@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("nodes, seed", [(20_000, 4), (100_000, 1)])
-def test_lowered_graphs_with_a_memory_worker_stay_near_the_sequential_peak(nodes, seed, threads):
+def test_lowered_graphs_with_a_memory_worker_stay_near_the_sequential_peak(
+    nodes, seed, threads, sharing
+):
     graph = generate("lowered", nodes, seed=seed)
     executor = prepare_executor(graph, "multithread", threads=threads)
+    executor.sharing = sharing
     expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
     for _ in range(2):
         assert executor.run() == expected
@@ -49,12 +56,14 @@ def test_lowered_graphs_with_a_memory_worker_stay_near_the_sequential_peak(nodes
     )
 
 
-@pytest.mark.parametrize("threads", [2, 3, 4])
-def test_relation_graphs_with_a_memory_worker_stay_near_the_sequential_peak(threads):
+@pytest.mark.parametrize("sharing", SHARINGS)
+@pytest.mark.parametrize("threads", THREADS)
+def test_relation_graphs_with_a_memory_worker_stay_near_the_sequential_peak(threads, sharing):
     """The same with the relation pass (Frees wait for Launch submission, not completion)."""
     original = generate("lowered", 20_000, seed=6)
     graph = remove_launch_free_edges(original).graph
     executor = prepare_executor(graph, "multithread", threads=threads)
+    executor.sharing = sharing
     expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
     assert executor.run() == expected
     assert executor.device.hazard_count == 0, executor.device.hazards()[:3]
@@ -62,7 +71,7 @@ def test_relation_graphs_with_a_memory_worker_stay_near_the_sequential_peak(thre
 
 
 def _ranks(executor):
-    return executor._shared[0] >> 32  # the heap keys: rank << 32 | node
+    return executor.run_state.keys >> 32  # the heap keys: rank << 32 | node
 
 
 def _device_nodes(executor):
@@ -74,16 +83,20 @@ def _device_nodes(executor):
     return node_classes(tables, executor.runtime.graph.node_dispatch) != WorkerClass.NORMAL
 
 
-@pytest.mark.parametrize("threads", [2, 3, 4])
-def test_no_node_starts_beyond_the_window(threads):
+@pytest.mark.parametrize("sharing", SHARINGS)
+@pytest.mark.parametrize("threads", THREADS)
+def test_no_node_starts_beyond_the_window(threads, sharing):
     """From a profiled run: when each node started, every rank below its rank minus the
     window had finished (a node is marked finished only after its recorded end, so the
     smallest rank whose end is not before a start bounds what the executor saw).
 
     With 2 threads the window is the device worker's own: the property holds among the
-    memory and launch nodes (its ranks), and the NORMAL worker's nodes have no window."""
+    memory and launch nodes (its ranks), and the NORMAL worker's nodes have no window. (With
+    the host work shared the window is shared by both workers: it holds among all nodes, so
+    among the device nodes too.)"""
     graph = generate("lowered", 4000, seed=threads)
     executor = prepare_executor(graph, "multithread", threads=threads)
+    executor.sharing = sharing
     window = executor.admission.window
     assert window == executor.window > 0
     executor.run(subscriber=Profiler())
@@ -110,7 +123,7 @@ def test_two_threads_keep_the_windows_apart():
 
     graph = generate("lowered", 400, seed=8)
     executor = prepare_executor(graph, "multithread", threads=2)
-    normal, device = executor._admissions
+    normal, device = [worker.admission for worker in executor.workers]
     assert normal.window == 0 and device.window == executor.window > 0
     ranks = _ranks(executor)
     is_device = _device_nodes(executor)
@@ -137,10 +150,10 @@ def test_runs_after_the_epoch_wraps(threads):
     expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
     assert executor.run() == expected
     not_mine = executor.admission.finished == NOT_MINE
-    executor._control[EPOCH] = MAX_EPOCH
+    executor.run_state.control[EPOCH] = MAX_EPOCH
     for _ in range(3):
         assert executor.run() == expected
-        assert executor._control[EPOCH] < 5
+        assert executor.run_state.control[EPOCH] < 5
     assert np.array_equal(executor.admission.finished == NOT_MINE, not_mine)
     assert executor.device.hazard_count == 0
 

@@ -14,6 +14,16 @@
   `BusyLaunch`: LCG rounds, then the real InferShape / LaunchKernel). Speed-up of multithread
   with 2 threads over the sequential executor. Issue target: >= 1.7x on this 2-core machine.
 
+- `HostDag.track_*`: the speed issue's "both cores" graph, a random DAG of 2,000 host
+  (NORMAL) `Busy` kernels of ~14 us each (`multithread_workloads.host_dag`): speed-up over the
+  sequential executor of multithread with 2 threads sharing the host work ("host": every
+  worker runs NORMAL nodes, by rank), of the reference's split by classes ("classes": one
+  NORMAL worker), and of `sharing="auto"` after its calibration runs. Target: "host" >= 1.8x
+  on 2 cores.
+- `InceptionBranches.track_*`: a lowered Inception-v1 (`rtsoa.testing.cnn.inception`, narrow
+  and small: four parallel branches per block) run by the model API on multithread with 2
+  threads against the sequential executor (1 thread): the speed-up (target > 1).
+
 Every setup warms the JIT and asserts that each executor runs every node with the checksum
 NumPy computes independently (`expected_checksum`). Print the table with
 `cd asv_bench && python -m benchmarks.bench_multithread`.
@@ -40,6 +50,9 @@ THREADS = 2
 SHARED_THREADS = 4  # two NORMAL workers (the MEMORY and LAUNCH workers have no node here)
 BUSY_NANOSECONDS = 5_000
 BUSY_OPS = 2_000  # ops of the busy-work graph (4 nodes each)
+HOST_NODES = 2_000  # host kernels of the host DAG
+HOST_NANOSECONDS = 14_000
+CALIBRATION = 4  # runs that let sharing="auto" time both plans (2 each) and choose
 
 
 def _interleaved(runs, repeats=REPEATS):
@@ -73,7 +86,7 @@ class RandomDag:
         self.c_sequential = prepare_c(graph, "sequential")
         self.c_topological = prepare_c(graph, "topological")
         for executor in (self.multithread, self.shared, self.sequential):
-            for _ in range(2):
+            for _ in range(CALIBRATION):  # sharing="auto" times both plans, then chooses
                 result = executor.run()
                 assert result.nodes_executed == self.nodes, (executor.name, result)
                 assert as_uint64(result.checksum) == expected, executor.name
@@ -142,7 +155,7 @@ class BusyWork:
         )
         self.sequential = executors.prepare_executor(graph, "sequential", registry=registry)
         for executor in (self.multithread, self.sequential):
-            for _ in range(2):
+            for _ in range(CALIBRATION):  # sharing="auto" times both plans, then chooses
                 result = executor.run()
                 assert result.nodes_executed == self.nodes, (executor.name, result)
                 assert as_uint64(result.checksum) == expected, executor.name
@@ -167,6 +180,106 @@ class BusyWork:
     track_speedup_over_sequential.unit = "x"
     track_multithread_us_per_op.unit = "us/op"
     track_sequential_us_per_op.unit = "us/op"
+
+
+class HostDag:
+    """Speed-up over sequential of 2 threads on 2,000 independent-ish ~14 us host kernels."""
+
+    timeout = 1800
+
+    def setup(self):
+        from .multithread_workloads import host_dag
+
+        executors = import_rtsoa("rtsoa.executors")
+        graph, expected = host_dag(HOST_NODES, HOST_NANOSECONDS)
+        self.nodes = graph.num_nodes
+        self.sequential = executors.prepare_executor(graph, "sequential")
+        self.runs = {"sequential": self.sequential}
+        for sharing in ("host", "classes", "auto"):
+            executor = executors.prepare_executor(graph, "multithread", threads=THREADS)
+            executor.sharing = sharing
+            self.runs[sharing] = executor
+        for name, executor in self.runs.items():
+            for _ in range(CALIBRATION if name == "auto" else 2):
+                result = executor.run()
+                assert result.nodes_executed == self.nodes, (name, result)
+                assert as_uint64(result.checksum) == expected, name
+        self.seconds = None
+
+    def _measure(self):
+        if self.seconds is None:
+            runs = [executor.run for executor in self.runs.values()]
+            self.seconds = dict(zip(self.runs, _interleaved(runs, repeats=7), strict=True))
+        return self.seconds
+
+    def _speedup(self, name):
+        seconds = self._measure()
+        return seconds["sequential"] / seconds[name]
+
+    def track_speedup_host_sharing(self):
+        return self._speedup("host")
+
+    def track_speedup_by_classes(self):
+        return self._speedup("classes")
+
+    def track_speedup_auto(self):
+        return self._speedup("auto")
+
+    def track_sequential_us_per_node(self):
+        return self._measure()["sequential"] * 1e6 / self.nodes
+
+    track_speedup_host_sharing.unit = "x"
+    track_speedup_by_classes.unit = "x"
+    track_speedup_auto.unit = "x"
+    track_sequential_us_per_node.unit = "us/node"
+
+
+class InceptionBranches:
+    """A lowered Inception-v1 (four parallel branches per block): 2 threads against 1."""
+
+    timeout = 1800
+
+    def setup(self):
+        from rtsoa.lowering import lower
+        from rtsoa.runtime import load_model
+        from rtsoa.testing.cnn import inception
+
+        proto = inception(width=0.25, size=64, blocks=4)
+        rng = np.random.default_rng(0)
+        self.inputs = {"x": rng.standard_normal((1, 3, 64, 64)).astype(np.float32)}
+        graph = lower(proto)
+        self.models = {
+            name: load_model(graph, executor=name) for name in ("sequential", "multithread")
+        }
+        want = self.models["sequential"].execute_sync(self.inputs)["y"]
+        for name, model in self.models.items():
+            for _ in range(CALIBRATION):
+                got = model.execute_sync(self.inputs)["y"]
+                assert np.array_equal(got, want), name  # no op is split: the same bits
+        self.seconds = None
+
+    def teardown(self):
+        for model in self.models.values():
+            model.unload()
+
+    def _measure(self):
+        if self.seconds is None:
+            runs = [
+                (lambda model=model: model.execute_sync(self.inputs))
+                for model in self.models.values()
+            ]
+            self.seconds = _interleaved(runs, repeats=9)
+        return self.seconds
+
+    def track_speedup_two_threads(self):
+        sequential, multithread = self._measure()
+        return sequential / multithread
+
+    def track_sequential_ms(self):
+        return self._measure()[0] * 1e3
+
+    track_speedup_two_threads.unit = "x"
+    track_sequential_ms.unit = "ms"
 
 
 def _load():
@@ -221,6 +334,28 @@ def main():
     print(f"  sequential              {busy.track_sequential_us_per_op():8.2f} us/op")
     verdict = "met" if speedup >= 1.7 else "NOT met"
     print(f"  target: speed-up >= 1.7x: {speedup:.2f}x ({verdict})")
+    host = HostDag()
+    host.setup()
+    from .multithread_workloads import widest_ready
+
+    print(
+        f"host DAG, {HOST_NODES:,} Busy kernels of ~{HOST_NANOSECONDS // 1000} us "
+        f"(up to {widest_ready(host.runs['sequential'].graph)} ready at once)"
+    )
+    print(f"  sequential              {host.track_sequential_us_per_node():8.2f} us/node")
+    for name in ("host", "classes", "auto"):
+        print(f"  2 threads, {name:8} speed-up {host._speedup(name):5.2f}x")
+    host.runs["host"].run()
+    print(f"  nodes per worker in a host-sharing run: {host.runs['host'].nodes_per_worker}")
+    chosen = host.runs["auto"].chosen_sharing
+    verdict = "met" if host._speedup("host") >= 1.8 else "NOT met"
+    print(f"  auto chose {chosen!r}; target: host sharing >= 1.8x ({verdict})")
+    inception = InceptionBranches()
+    inception.setup()
+    speedup = inception.track_speedup_two_threads()
+    print("Inception-v1 (width 0.25, 64 x 64, 4 blocks), model API")
+    print(f"  sequential {inception.track_sequential_ms():8.2f} ms; 2 threads {speedup:5.2f}x")
+    inception.teardown()
     print(_load())
     print(_steal(ticks))
 

@@ -122,3 +122,36 @@ def pair_graph(pairs, unrelated=0):
     frees = 2 * np.arange(pairs, dtype=np.int64)
     builder.add_relations(frees, frees + 1)
     return builder.finalize()
+
+
+def host_dag(nodes, nanoseconds, edges_per_node=2, window=2000, seed=7):
+    """(graph, expected checksum): a random DAG (`generate("random", ...)`'s edges: each node
+    draws `edges_per_node` predecessors from the previous `window`) of `Busy` kernels, host
+    (NORMAL) work of ~`nanoseconds` each. The graph of the speed issue's "both cores" item:
+    2,000 kernels of ~14 us, with up to 208 ready at once (`widest_ready`)."""
+    generate = import_rtsoa("rtsoa.graph.generators").generate
+    builder_module = import_rtsoa("rtsoa.graph.builder")
+    shape = generate("random", nodes, seed=seed, edges_per_node=edges_per_node, window=window)
+    rounds = rounds_for(nanoseconds)
+    builder = builder_module.GraphBuilder(name=f"host-dag-{nodes}")
+    for node in range(nodes):
+        builder.add_node("Busy", priority=node, attributes=[rounds])
+    sources = np.repeat(np.arange(nodes), np.diff(shape.succ_offsets))
+    builder.add_edges(sources, np.asarray(shape.succ_targets, dtype=np.int64))
+    graph = builder.finalize()
+    return graph, kernels.expected_checksum(graph)
+
+
+def widest_ready(graph):
+    """The most nodes ready at once in a breadth-first (level by level) run of `graph`."""
+    degree = np.asarray(graph.in_degree, dtype=np.int64).copy()
+    ready = np.flatnonzero(degree == 0)
+    widest = 0
+    while ready.shape[0]:
+        widest = max(widest, int(ready.shape[0]))
+        targets = np.concatenate(
+            [graph.succ_targets[graph.succ_offsets[v] : graph.succ_offsets[v + 1]] for v in ready]
+        )
+        np.subtract.at(degree, targets, 1)
+        ready = np.unique(targets[degree[targets] == 0])
+    return widest

@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from rtsoa._jit import jit_inline_ir
+from rtsoa._jit import jit_inline_ir, jit_out_of_line
 from rtsoa.executors.atomics import atomic_load
 from rtsoa.executors.errors import RunCancelled, RunInterrupted, RunTimeout
 from rtsoa.kernels.clock import monotonic_ns
@@ -70,12 +70,14 @@ def cancel_requested(cancel):
     return deadline != 0 and monotonic_ns() >= deadline
 
 
-@jit_inline_ir
+@jit_out_of_line
 def step_poll(executed, max_steps, cancel):
     """(stop, next poll) of a queue loop whose step count reached its next poll: the step
     limit (STATUS_STEP_LIMIT), a stop requested (STATUS_CANCELLED), or STATUS_OK and the
     step count of the next poll, POLL_STEPS on and capped at the limit, so that one
-    comparison per step serves both."""
+    comparison per step serves both. Out of line: a cold call once every POLL_STEPS steps,
+    where inlined, the clock read's stack slot made the caller keep a frame pointer (one
+    register fewer) across its whole loop."""
     if executed >= max_steps:
         return np.int64(STATUS_STEP_LIMIT), executed
     if cancel_requested(cancel):

@@ -1,76 +1,28 @@
-"""The multi-thread executor: worker classes in nogil threads, atomic in-degrees, spin-locked
-priority queues per class.
+"""The multithread executor: worker threads running one nogil loop over shared ready queues.
 
-Model (the reference runtime's multi-thread executor; docs/multithread.md):
-- Workers. `threads` >= 2 Python threads (the calling thread is worker 0), each running the
-  same nogil njit loop (`run_multithread`, compiled against the generated dispatch like every
-  loop). Worker 0 is NORMAL, worker 1 is the one MEMORY worker, worker 2 the LAUNCH worker when
-  there are more than two threads, the rest NORMAL. With two threads there is no LAUNCH worker
-  (as in the reference) and the MEMORY worker also serves the LAUNCH queue: memory and launch
-  kernels all hold the device lock anyway (below), so one device worker never contends for
-  it, and the NORMAL worker stays free for host work (shape inference, tiling).
-- Classes. A node's class is its kernel's critical section when it has one ("memory" ->
-  MEMORY, "launch" -> LAUNCH), else its kernel's registered worker class. Each class has one
-  ready queue: a binary min-heap on the node's rank (its position in the sequential
-  executor's priority order, relations included; `rtsoa.executors.admission`) guarded by a
-  spin lock on an int64 (cmpxchg; `rtsoa.executors.atomics`); a worker serving several
-  queues takes the smallest rank among their heads, so ready tasks are released in one
-  priority order across classes, and no Python lock or GIL is on the per-node path.
-- Admission window. Where the root has memory-class nodes, a node starts only within
-  `window` ranks of the oldest unfinished one, which keeps the allocations from running
-  ahead of the launches and frees (`rtsoa.executors.admission`, the reference's "at most
-  thread_num tasks per round"). With two threads, where the one device worker runs every
-  memory and launch node, the window is that worker's own: its nodes start within `window`
-  ranks of its oldest unfinished one, and the NORMAL worker, which allocates nothing, has
-  none (`admission.private_admissions`: no rank marks or `low` shared between the cores).
-- Device. The simulated device is one unsynchronised state, so every kernel with a critical
-  section (all kernels that call the device API: AllocMemory, FreeMemory, LaunchKernel, the
-  event kernels) runs holding one device spin lock: memory and launch kernels never run
-  concurrently with each other. This is stricter than the reference (one lock per section
-  key), because here both sections write the same allocator / stream / hazard state. With
-  two threads one worker runs every such kernel, so none can overlap and the lock is not
-  taken.
-- Readiness. In-degrees are copied from the template at the start of a run; a finished node
-  decrements its successors with `atomic_sub`, and the worker that takes one to zero
-  releases it. A successor of a queue this worker alone serves goes to the worker's private
-  batch (a bitmap of ranks with a forward cursor: ranks are unique and one worker alone
-  takes them in increasing order; no lock, no atomic), which it merges with the shared
-  queues' heads by rank when it takes its next node. Others go to their class queue, except
-  the best one of a queue this worker shares with others, which it runs next itself (the
-  reference's speculative successor chains). A node whose predecessors are all run by one
-  worker (each of their class queues served by that worker alone) has a single writer of its
-  in-degree, which is then decremented with a plain store instead of an atomic.
-- A worker alone. Where one worker serves every queue holding a node of the root and is the
-  single writer of every in-degree (two threads on a graph of NORMAL kernels), nothing can
-  run, release or reorder a node but that worker, so its releases would give the priority
-  order exactly: it runs that order straight (no in-degree, queue or bitmap traffic), unless
-  the graph has relations. A worker that serves no queue holding a node of the root is not
-  started at all.
-- Termination. `outstanding` counts units of work: a shared push adds one before the node
-  becomes visible, a parked Free one; a worker keeps the units of the shared nodes it took
-  while it has work of its own (a node or a private batch) and gives them back when it has
-  none, so the count reaches zero only when no work is left, and every worker then
-  returns. Every queue has a worker serving it, so while work is outstanding some worker
-  can take it: no run waits forever unless a kernel does. A step limit applies per worker
-  (the node count: each node runs at most once; a shared step counter is kept only for
-  subscribed runs, whose record rows it numbers; with relations each worker publishes the
-  nodes it ran on a line of its own, which the no-progress detector sums).
-- Errors. The first non-zero status (failure or end-of-sequence) wins a compare-and-swap on
-  the abort flag and is kept with its node; every worker stops at its next pop; the executor
-  reports it like the single-thread ones (KernelError, or an end-of-sequence result).
-- Checksums. Each worker folds into its own `WorkerState`; the run's checksum is their sum.
-- Relations. Exact Free -> Launch relations are honoured with per-node wait words
-  (`rtsoa.executors.relation_state`): a Free whose related Launches of this run were not all
-  submitted is parked (outstanding, no worker blocked) and re-queued by the last of them.
-  Only graphs with a relation whose Launch -> Free edge was removed keep that state; where
-  every relation keeps its edge, the edge implies it and the loop skips the checks.
-- Calls. Each worker calls the loop's compiled entry directly (`_compile`), not the Numba
-  dispatcher, whose type resolution of the ~30 arguments costs each worker more per run than
-  a small graph's whole run.
+The algorithm (worker classes, ranks, queues and private batches, relations and their
+generations, the admission window, termination, errors) is written up in
+docs/multithread.md. This file is the loop and the executor; the map of the rest:
 
-The control words, the class queues and the private batches live in
-`rtsoa.executors.ready_queues`; the release order and the admission window in
-`rtsoa.executors.admission`.
+- `multithread.py` (this file): `run_multithread`, one worker's loop, and
+  `MultithreadExecutor`: prepare (a plan per sharing), the choice of plan (`sharing`, "auto"
+  timing both), the per-run arming, the threads, the result.
+- `plans.py`: the loop's state as two bundles, `WorkerState` (one per worker) and
+  `RunState` (shared by all), and `make_plan`, which builds them for one way of sharing the
+  work (`Plan`).
+- `worker_classes.py`: which class queues each worker serves (by classes, or with the host
+  work shared by every worker: `sharing`), the default thread count, the nodes whose
+  in-degree one worker alone decrements. Read at prepare, once per plan.
+- `ready_queues.py`: the control words (a cache line each), the class heaps under spin
+  locks and the private batch (a bitmap of ranks): `arm_run` (per run), `push_ready`,
+  `take_ready`, `keep_private`, `private_head`, `shared_waiting`, `abort_run` (the loop).
+- `admission.py`: the ranks (the release order) and the admission window: `release_keys`,
+  `private_admissions` (prepare), `admitted`, `finish_rank`, `advance_low` (the loop).
+- `relation_state.py`: exact Free -> Launch relations, one wait word per Free tagged with
+  the run's generation: `relation_state` (prepare), `on_free_ready`, `on_launch_submitted`.
+- `worker_threads.py`: the process-wide pool of worker threads kept between runs.
+- Shared with the other loops: `atomics.py` (CPU atomics, spin locks), `heap.py` (the binary
+  heap), `steps.py` (released edges, the step record), `cancel.py` (the cancellation poll).
 
 Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 (`runs_control_flow = False`), so `auto` never picks this executor for such graphs.
@@ -78,6 +30,7 @@ Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 
 import functools
 import operator
+import time
 
 import numba
 import numpy as np
@@ -89,7 +42,6 @@ from rtsoa.executors.admission import (
     admitted,
     advance_low,
     finish_rank,
-    private_admissions,
     release_keys,
     reset_epochs,
 )
@@ -106,6 +58,7 @@ from rtsoa.executors.atomics import (
 from rtsoa.executors.base import Executor, register_executor
 from rtsoa.executors.cancel import cancel_requested, step_poll
 from rtsoa.executors.heap import TIE_MASK
+from rtsoa.executors.plans import RunState, make_plan
 from rtsoa.executors.ready_queues import (
     ABORTED,
     CONTROL_SIZE,
@@ -123,26 +76,28 @@ from rtsoa.executors.ready_queues import (
     RANK_SHIFT,
     STATUS,
     STEPS,
-    _arm,
-    _keep,
-    _private_head,
-    _push,
-    _shared_waiting,
-    _take,
     abort_run,
+    arm_run,
+    keep_private,
+    private_head,
+    push_ready,
+    shared_waiting,
+    take_ready,
 )
 from rtsoa.executors.relation_state import (
     MAX_EPOCH,
     is_related_free,
     is_related_launch,
-    largest_waiter_row,
     no_relations,
     on_free_ready,
     on_launch_submitted,
     relation_state,
 )
 from rtsoa.executors.steps import record_step, released_edges
-from rtsoa.executors.worker_classes import default_threads, queues_served, single_writer
+from rtsoa.executors.worker_classes import (
+    SHARINGS,
+    default_threads,
+)
 from rtsoa.executors.worker_threads import POOL
 from rtsoa.graph.relations import node_classes
 from rtsoa.graph.schema import WorkerClass
@@ -162,48 +117,20 @@ NO_PROGRESS_POLLS = 200
 # The run made no progress: every outstanding node is a Free waiting for a Launch that cannot
 # be submitted. Reserved range, far above the codes rtsoa.kernels.status names.
 STATUS_NO_PROGRESS = 1_000_000_100
+# Plain runs of each plan that sharing="auto" times before it keeps the faster (the fastest
+# run of each counts: the least disturbed by other work on the machine)
+CALIBRATION_RUNS = 2
 
 
-def run_multithread(
-    rt,
-    worker,
-    serves,
-    sole,
-    released,
-    bits,
-    order,
-    ranks,
-    admission,
-    alone,
-    straight,
-    keys,
-    node_queue,
-    node_critical,
-    in_degree,
-    plain,
-    heaps,
-    control,
-    relations,
-    max_steps,
-    cancel,
-    record,
-):
+def run_multithread(rt, worker, run, cancel, record):
     """One worker: take the best ready node it serves (private batch or shared queues), run
     it, release its successors, until no work is outstanding or the run aborted. Returns
-    (status, node, nodes this worker ran); the run's status and node are in `control`.
+    (status, node, nodes this worker ran); the run's status and node are in `run.control`.
 
-    Per-worker arguments: `serves` / `sole` (bool per queue: pops it / is its only server),
-    `released` (the Frees a Launch re-queues), `bits` (the private batch: a bit per rank for
-    the ready nodes of the queues it alone serves, released by itself; no lock, no atomics)
-    `order` (the node of each rank), `ranks` (the rank of each node), `admission` (its
-    admission window: one shared by all workers, or its own; see `_prepare`) and `alone`
-    (this worker alone runs every node of the root, each with a single writer of its
-    in-degree: e.g. two threads on a graph of NORMAL kernels; its releases then take the
-    shortest path, a plain decrement and its private batch) and `straight` (alone, and no
-    relations: no other worker can run, release or reorder any node, so its releases by
-    in-degree would give the priority order exactly, which tests/test_multithread.py checks;
-    the worker runs that order, `order` rank by rank, with no in-degree or queue traffic,
-    and leaves the start nodes queued for the next arming to clear).
+    `worker`: its WorkerState; `run`: the RunState all workers share. `straight` workers run
+    `order` rank by rank, with no in-degree or queue traffic (they leave the start nodes
+    queued for the next arming to clear); `alone` workers release successors with a plain
+    decrement into their private batch; others take the general path.
 
     Outstanding units (termination): a shared push adds one, a parked Free adds one (its
     re-queue by its last Launch reuses it); a worker keeps the units of the shared nodes it
@@ -214,6 +141,24 @@ def run_multithread(
     it runs, in its step-limit test, and when it starts idling; the first to see a stop
     aborts the run with STATUS_CANCELLED, and every worker stops at its next pop.
     """
+    serves = worker.serves
+    sole = worker.sole
+    released = worker.released
+    bits = worker.bits
+    admission = worker.admission
+    alone = worker.alone
+    straight = worker.straight
+    order = run.order
+    ranks = run.ranks
+    keys = run.keys
+    node_queue = run.node_queue
+    node_critical = run.node_critical
+    in_degree = run.in_degree
+    plain = run.plain
+    heaps = run.heaps
+    control = run.control
+    relations = run.relations
+    max_steps = run.max_steps
     targets = rt.graph.succ_targets
     node_dispatch = rt.graph.node_dispatch
     has_relations = relations.waiter_frees.shape[0] > 0
@@ -238,19 +183,19 @@ def run_multithread(
             next_rank += 1
         else:
             if node >= 0 and windowed and not admitted(admission, keys[node]):
-                if not _push(node, keys, node_queue, heaps, control, False):
+                if not push_ready(node, keys, node_queue, heaps, control, False):
                     abort_run(control, STATUS_QUEUE_OVERFLOW, node)
                     break
                 node = np.int64(-1)
-            if node < 0 and mine > 0 and not _shared_waiting(serves, control):
+            if node < 0 and mine > 0 and not shared_waiting(serves, control):
                 # the private batch alone (no call): the common case of a worker with work
-                cursor, key = _private_head(bits, order, cursor)
+                cursor, key = private_head(bits, order, cursor)
                 if admitted(admission, key):
                     bits[cursor] &= bits[cursor] - 1  # the lowest set bit is the one taken
                     mine -= 1
                     node = key & TIE_MASK
             if node < 0:
-                node, cursor, mine, brought = _take(
+                node, cursor, mine, brought = take_ready(
                     serves, sole, heaps, control, admission, bits, order, cursor, mine
                 )
                 held += brought
@@ -317,7 +262,7 @@ def run_multithread(
             record_step(record, step, node, start, monotonic_ns())
         ran += 1
         if has_relations:  # progress the no-progress detector sees (this worker's own line)
-            atomic_store_release(control, PROGRESS + worker * LINE, ran)
+            atomic_store_release(control, PROGRESS + worker.index * LINE, ran)
         first, last, stop = released_edges(rt, status, node, cancel)
         if stop != STATUS_OK:
             abort_run(control, stop, node)
@@ -329,7 +274,7 @@ def run_multithread(
             count = on_launch_submitted(relations, node, epoch, released)
             for i in range(count):
                 atomic_sub(control, PARKED, 1)
-                if not _push(np.int64(released[i]), keys, node_queue, heaps, control, True):
+                if not push_ready(np.int64(released[i]), keys, node_queue, heaps, control, True):
                     abort_run(control, STATUS_QUEUE_OVERFLOW, node)
         finished = node
         node = np.int64(-1)
@@ -339,7 +284,7 @@ def run_multithread(
                 remaining = in_degree[target] - 1
                 in_degree[target] = remaining
                 if remaining == 0:
-                    cursor, mine = _keep(np.int64(ranks[target]), bits, cursor, mine)
+                    cursor, mine = keep_private(np.int64(ranks[target]), bits, cursor, mine)
             first = last  # nothing left for the general loop below
         for e in range(np.uint64(first), np.uint64(last)):
             # unsigned: indexing skips Numba's negative-index wrap (validated ids, >= 0)
@@ -353,13 +298,13 @@ def run_multithread(
                 continue
             queue = node_queue[target]
             if sole[queue]:  # no other worker may run it: the private batch
-                cursor, mine = _keep(np.int64(ranks[target]), bits, cursor, mine)
+                cursor, mine = keep_private(np.int64(ranks[target]), bits, cursor, mine)
                 continue
             queued = np.int64(target)
             if serves[queue] and (node < 0 or keys[target] < keys[node]):
                 queued = node  # the best shared successor this worker serves runs next, here
                 node = np.int64(target)
-            if queued >= 0 and not _push(queued, keys, node_queue, heaps, control, False):
+            if queued >= 0 and not push_ready(queued, keys, node_queue, heaps, control, False):
                 abort_run(control, STATUS_QUEUE_OVERFLOW, queued)
         finish_rank(admission, keys[finished], epoch)  # after its successors are visible
     return np.int64(atomic_load(control, STATUS)), np.int64(control[NODE]), np.int64(ran)
@@ -370,6 +315,13 @@ class MultithreadExecutor(Executor):
     """Worker classes in nogil threads over lock-free-on-the-hot-path queues; no control flow.
 
     `threads` (>= 2, default `default_threads()`): worker threads, the calling one included.
+    `sharing` (an attribute, settable after prepare): how the host (NORMAL) work is shared,
+    "classes" (only the NORMAL workers run it; the reference's design), "host" (every worker
+    runs it, by rank, beside its own class's work: independent host nodes use every core) or
+    "auto" (the default: the first CALIBRATION_RUNS plain runs alternate both, timed, and the
+    faster is kept; the same answer either way). `workers` holds each worker's WorkerState
+    and `run_state` the RunState they share, of the plan in use (docs/multithread.md);
+    `nodes_per_worker`, how many nodes each worker ran in the last run.
     """
 
     name = "multithread"
@@ -384,6 +336,33 @@ class MultithreadExecutor(Executor):
     # in-degree releases (`run_multithread`'s `straight`); False only to test the equivalence
     straight = True
 
+    @property
+    def sharing(self):
+        """How the host work is shared: "classes", "host" or "auto" (the class docstring)."""
+        return self._sharing
+
+    @sharing.setter
+    def sharing(self, sharing):
+        if sharing not in SHARINGS:
+            raise ValueError(f"sharing must be one of {SHARINGS}, not {sharing!r}")
+        self._sharing = sharing
+
+    @property
+    def chosen_sharing(self):
+        """The plan runs use now: `sharing`, or under "auto" the one calibration chose
+        ("classes" until it has; "classes" always where "host" would change nothing)."""
+        return self._plan_name(calibrating=False)
+
+    @property
+    def workers(self):
+        """The WorkerState of each worker, in the plan runs use now."""
+        return self.plans[self.chosen_sharing].workers
+
+    @property
+    def run_state(self):
+        """The RunState the workers share, in the plan runs use now."""
+        return self.plans[self.chosen_sharing].run_state
+
     def _prepare(self):
         threads = default_threads() if self.threads is None else self.threads
         if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
@@ -394,14 +373,15 @@ class MultithreadExecutor(Executor):
                 f"least one normal worker), not {threads}"
             )
         self.threads = int(threads)
+        self._sharing = "auto"
+        self._trials = {"classes": [], "host": []}  # seconds of the calibration runs
+        self._chosen = None  # the plan "auto" settled on
+        self.nodes_per_worker = []  # of the last run (see _execute)
         graph = self.graph
         n = graph.num_nodes
         tables = self.registry.tables()
         node_dispatch = self.runtime.graph.node_dispatch
         classes = node_classes(tables, node_dispatch)
-        section = tables.critical_section[node_dispatch] != 0
-        serves = queues_served(self.threads)
-        self._serves = serves
         root = np.zeros(n, dtype=np.bool_)
         root[self.nodes] = True
         counts = np.bincount(classes[root], minlength=QUEUES)
@@ -413,160 +393,160 @@ class MultithreadExecutor(Executor):
         keys, admission = release_keys(
             graph, self.nodes, self.starts, relations, self.edgeless, memory, self.window
         )
-        rank = keys >> RANK_SHIFT
-        # Two threads: each class queue has one server, so each worker's window is its own,
-        # with no mark or `low` shared between cores per node (admission.private_admissions)
-        if self.threads == 2 and admission.window != 0:
-            self._admissions = private_admissions(admission, rank, classes, serves)
-        else:
-            self._admissions = [admission] * self.threads
-        self.admission = self._admissions[1]  # the (first) MEMORY worker's
         self.relations = relations
         self._starts = read_only(self.starts)
         self._template = read_only(np.ascontiguousarray(graph.in_degree, dtype=np.int32))
-        self._control = line_zeros(CONTROL_SIZE, np.int64)  # its slots a line apart (LINE)
-        in_degree = np.empty(n, dtype=np.int32)
-        heaps = line_zeros((QUEUES, int(counts.max()) + 2), np.int64)
         self._runtimes = [self.runtime] + [
             Runtime(self.runtime.graph, self.runtime.values, new_worker(), self.runtime.device)
             for _ in range(self.threads - 1)
         ]
-        rows = max(largest_waiter_row(relations), 1)
-        self._released = [line_zeros(rows, np.int32) for _ in range(self.threads)]
-        # private batches: a worker that alone serves a queue keeps the nodes of it it
-        # releases itself (each node is kept at most once per run)
-        self._sole = serves & (serves.sum(axis=0) == 1)
-        # a bit per rank, and a spare word (the take's scan stops at a set bit, so never
-        # reads past the last rank's word; the spare only guards a miscount)
-        words = (int(admission.count) >> 6) + 2
-        self._bits = [line_zeros(words if sole.any() else 1, np.int64) for sole in self._sole]
         # the rank of each node as int32 (half the bytes of `keys` in the cache: the release
         # of a private successor reads it at random), and the node of each rank
-        ranks = rank.astype(np.int32)
-        self._ranks = read_only(ranks)
+        ranks = (keys >> RANK_SHIFT).astype(np.int32)
         order = np.zeros(max(int(admission.count), 1), dtype=np.int32)
         order[ranks[self.nodes]] = self.nodes
-        self._order = read_only(order)
+        shared = RunState(
+            order=read_only(order),
+            ranks=read_only(ranks),
+            keys=read_only(keys),
+            node_queue=read_only(classes),
+            node_critical=read_only(np.zeros(n, dtype=np.bool_)),  # set per plan
+            in_degree=np.empty(n, dtype=np.int32),
+            plain=read_only(np.zeros(n, dtype=np.bool_)),  # set per plan
+            heaps=line_zeros((QUEUES, int(counts.max()) + 2), np.int64),
+            control=line_zeros(CONTROL_SIZE, np.int64),  # its slots a line apart (LINE)
+            relations=relations,
+            max_steps=np.int64(self.max_steps),
+        )
+        self.plans = {"classes": self._plan("classes", shared, admission)}
+        if counts[WorkerClass.NORMAL]:  # host work to share: a plan where every worker runs it
+            self.plans["host"] = self._plan("host", shared, admission)
+        self.admission = self.plans["classes"].workers[1].admission  # the MEMORY worker's
         self._compiled = {}
         self._owners = ()  # the run state objects `_compiled` was checked against
-        owner = np.full(QUEUES, -1, dtype=np.int64)
-        for queue in range(QUEUES):
-            workers = np.flatnonzero(serves[:, queue])
-            owner[queue] = workers[0] if workers.shape[0] == 1 else -1
-        plain = np.zeros(n, dtype=np.bool_)
-        nodes = np.ascontiguousarray(self.nodes, dtype=np.int32)
-        single_writer(graph.succ_offsets, graph.succ_targets, owner[classes], nodes, plain)
-        # a worker that alone runs the whole root, every in-degree with it as single writer
-        root_queues = np.unique(classes[nodes])
-        single = plain | (np.asarray(graph.in_degree) == 0)  # start nodes have no writer
-        self._alone = [
-            np.bool_(bool(np.all(sole[root_queues])) and bool(np.all(single[nodes])))
-            for sole in self._sole
-        ]
-        has_relations = relations.waiter_frees.shape[0] > 0
-        self._straight = [
-            np.bool_(bool(alone) and self.straight and not has_relations) for alone in self._alone
-        ]
-        # a worker that serves no queue holding a node of the root never has work: it is not
-        # started (a spinning thread would only take its core, or its core's sibling, from
-        # the others)
-        self._working = [
-            index == 0 or bool(serves[index, root_queues].any()) for index in range(self.threads)
-        ]
-        # The device lock orders critical sections run by different workers; where one worker
-        # serves every class queue holding a critical node (two threads: the device worker),
-        # they never overlap and the lock is not taken.
-        critical_queues = np.unique(classes[nodes][section[nodes]])
-        servers = serves[:, critical_queues].any(axis=1)
-        if int(servers.sum()) <= 1:
-            section = np.zeros_like(section)
-        shared = (read_only(keys), read_only(classes), read_only(section), in_degree)
-        shared += (read_only(plain), heaps, self._control, relations)
-        self._shared = shared + (np.int64(self.max_steps), self.cancel_words)
-        return self._per_worker(0) + self._shared
+        plan = self.plans["classes"]
+        return (plan.workers[0], plan.run_state, self.cancel_words)
 
-    def _per_worker(self, index):
-        """The loop's per-worker arguments (before the shared ones)."""
-        return (
-            np.int64(index),
-            self._serves[index],
-            self._sole[index],
-            self._released[index],
-            self._bits[index],
-            self._order,
-            self._ranks,
-            self._admissions[index],
-            self._alone[index],
-            self._straight[index],
+    def _plan(self, sharing, shared, admission):
+        """The Plan of `sharing` over the `shared` RunState arrays (`plans.make_plan`)."""
+        section = self.registry.tables().critical_section[self.runtime.graph.node_dispatch] != 0
+        return make_plan(
+            self.graph,
+            self.nodes,
+            self.threads,
+            sharing,
+            shared,
+            admission,
+            section,
+            self.straight,
         )
+
+    def _plan_name(self, calibrating):
+        """The plan of the next run (see `chosen_sharing`); `calibrating`: a plain run that
+        may be timed for "auto"."""
+        if "host" not in self.plans:
+            return "classes"
+        if self._sharing != "auto":
+            return self._sharing
+        if self._chosen is not None:
+            return self._chosen
+        classes, host = len(self._trials["classes"]), len(self._trials["host"])
+        if not calibrating:
+            return "classes"
+        return "classes" if classes <= host else "host"
+
+    def _timed(self, plan, seconds):
+        """A plain run of `plan` under "auto" calibration took `seconds`: keep it, and choose
+        once every plan has CALIBRATION_RUNS (the fastest run of each decides)."""
+        trials = self._trials[plan]
+        trials.append(seconds)
+        if all(len(each) >= CALIBRATION_RUNS for each in self._trials.values()):
+            self._chosen = min(self._trials, key=lambda name: min(self._trials[name]))
 
     def _checksum(self):
         sums = np.array([int(rt.worker.checksum[0]) for rt in self._runtimes], dtype=np.uint64)
         return int(np.sum(sums, dtype=np.uint64))
 
-    def _worker_arguments(self, index, record):
-        return (self._runtimes[index], *self._per_worker(index), *self._shared, record)
+    def _worker_arguments(self, plan, index, record):
+        """The loop's arguments for worker `index` of `plan`."""
+        state = plan.workers[index]
+        return (self._runtimes[index], state, plan.run_state, self.cancel_words, record)
 
     def _compile(self, record):
         """The loop's entry for this record type, before any thread calls it (one compile,
         not a race of threads into Numba's compiler lock).
 
         The workers call the compiled entry itself (`rtsoa._jit.entry_point`), not the
-        dispatcher: resolving the types of ~30 arguments, the runtime tuple of ~60 arrays
-        among them, costs each worker more per run than a small graph's whole run. The
-        entry unboxes without checking types, so every worker's arguments are checked once
-        here to have the types it was compiled for, and again whenever a runtime, the
-        shared arguments or an admission window is replaced; where one differs (it cannot
-        today), the workers go through the dispatcher."""
+        dispatcher: resolving the types of the runtime tuple of ~60 arrays and the two state
+        bundles costs each worker more per run than a small graph's whole run. The entry
+        unboxes without checking types, so every worker's arguments, of every plan, are
+        checked once here to have the types it was compiled for, and again whenever a
+        runtime or a state bundle is replaced; where one differs (it cannot today), the
+        workers go through the dispatcher."""
         kind = record is None
-        owners = (*self._runtimes, self._shared, *self._admissions)
+        plans = list(self.plans.values())
+        owners = (
+            *self._runtimes,
+            *(p.run_state for p in plans),
+            *(w for p in plans for w in p.workers),
+        )
         if len(owners) != len(self._owners) or not all(map(operator.is_, owners, self._owners)):
             self._owners = owners  # a run state object was replaced: check the types again
             self._compiled = {}
         if kind not in self._compiled:
             signatures = {
-                tuple(numba.typeof(a) for a in self._worker_arguments(index, record))
+                tuple(numba.typeof(a) for a in self._worker_arguments(plan, index, record))
+                for plan in plans
                 for index in range(self.threads)
             }
-            entry = entry_point(self._loop, self._worker_arguments(0, record))
+            entry = entry_point(self._loop, self._worker_arguments(plans[0], 0, record))
             self._compiled[kind] = entry if len(signatures) == 1 else self._loop
         return self._compiled[kind]
+
+    def _arm(self, plan):
+        """Per-run reset of the shared state before any worker starts."""
+        for worker in plan.workers:  # an aborted run may leave nodes in a private batch
+            worker.bits[:] = 0
+        run = plan.run_state
+        admissions = [worker.admission for each in self.plans.values() for worker in each.workers]
+        if run.control[EPOCH] >= MAX_EPOCH:  # the wait words keep 32 bits of it: start again
+            self.relations.waits[:] = 0
+            for admission in admissions:
+                reset_epochs(admission)
+            run.control[EPOCH] = 0
+        for admission in admissions:
+            admission.low[LOW] = 0
+        arm_run(
+            self._starts,
+            self._template,
+            run.in_degree,
+            run.keys,
+            run.node_queue,
+            run.heaps,
+            run.control,
+        )
 
     def _execute(self, record):
         """Run the workers; returns (status, node, nodes executed) like a loop."""
         loop = self._compile(record)
+        timed = record is None and self._sharing == "auto" and self._chosen is None
+        plan = self.plans[self._plan_name(calibrating=timed)]
         for rt in self._runtimes[1:]:
             reset_worker(rt.worker)
-        for bits in self._bits:  # an aborted run may leave nodes in a private batch
-            bits[:] = 0
-        keys, node_queue, _, in_degree, _, heaps, control = self._shared[:7]
-        if control[EPOCH] >= MAX_EPOCH:  # the wait words keep 32 bits of it: start again
-            self.relations.waits[:] = 0
-            for admission in self._admissions:
-                reset_epochs(admission)
-            control[EPOCH] = 0
-        for admission in self._admissions:
-            admission.low[LOW] = 0
-        _arm(
-            self._starts,
-            self._template,
-            in_degree,
-            keys,
-            node_queue,
-            heaps,
-            control,
-        )
+        self._arm(plan)
+        control = plan.run_state.control
         results = [None] * self.threads
         errors = []
 
         def work(index):
             try:
-                results[index] = loop(*self._worker_arguments(index, record))
+                results[index] = loop(*self._worker_arguments(plan, index, record))
             except BaseException as error:  # noqa: BLE001  (re-raised below, after the join)
                 errors.append(error)
-                self._control[ABORTED] = 1  # stop the other workers
+                control[ABORTED] = 1  # stop the other workers
 
-        indices = [index for index in range(1, self.threads) if self._working[index]]
+        start = time.perf_counter()
+        indices = [index for index in range(1, self.threads) if plan.working[index]]
         workers = POOL.acquire(len(indices))  # threads kept between runs (worker_threads)
         for worker, index in zip(workers, indices, strict=True):
             worker.start(functools.partial(work, index))
@@ -578,10 +558,12 @@ class MultithreadExecutor(Executor):
                 if lost is not None:
                     errors.append(lost)
             POOL.release(workers)
+        seconds = time.perf_counter() - start
         if errors:
             raise errors[0]
-        control = self._control
-        executed = sum(int(result[2]) for result in results if result is not None)
+        # the nodes each worker ran (0 for a worker not started): how the work was shared
+        self.nodes_per_worker = [0 if result is None else int(result[2]) for result in results]
+        executed = sum(self.nodes_per_worker)
         if record is not None:
             # A worker claims its row, then reads the clock: one preempted in between starts
             # later than the next row's. Sorted by start (stable: ties keep claim order), the
@@ -591,4 +573,6 @@ class MultithreadExecutor(Executor):
             rows[:] = rows[np.argsort(rows[:, 1], kind="stable")]
         if control[ABORTED]:
             return int(control[STATUS]), int(control[NODE]), executed
+        if timed and "host" in self.plans:
+            self._timed(plan.sharing, seconds)
         return STATUS_OK, -1, executed

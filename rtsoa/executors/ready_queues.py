@@ -6,9 +6,9 @@ a worker (`rtsoa.executors.multithread` runs the loop over them).
   the step and outstanding-work counters, the device lock, each class queue's spin lock and
   heap size, the run epoch, the parked Frees, DONE, and each worker's progress.
 - Class queues: a binary min-heap per class on the heap key (rank << RANK_SHIFT | node),
-  under its spin lock (`_push`, `_take`).
+  under its spin lock (`push_ready`, `take_ready`).
 - A worker's private batch: a bit per rank for the ready nodes of the queues it alone serves
-  (`_keep`, `_private_head`), merged by rank with the shared heads (`_take`).
+  (`keep_private`, `private_head`), merged by rank with the shared heads (`take_ready`).
 """
 
 import numpy as np
@@ -39,7 +39,7 @@ OUTSTANDING = 4 * LINE  # units of work left (see run_multithread)
 DEVICE_LOCK = 5 * LINE  # held around every kernel with a critical section
 QUEUE_LOCK = 6 * LINE  # + queue * LINE: the spin lock of each ready queue
 QUEUE_SIZE = QUEUE_LOCK + QUEUES * LINE  # + queue * LINE: each heap's size
-EPOCH = QUEUE_SIZE + QUEUES * LINE  # this run's generation (kept across runs, bumped by _arm)
+EPOCH = QUEUE_SIZE + QUEUES * LINE  # this run's generation (kept across runs, bumped by arm_run)
 PARKED = EPOCH + LINE  # Frees waiting for their related Launches' submission
 LAST_PARKED = PARKED + LINE  # the last Free parked (named by the no-progress detector)
 # 1 once outstanding reached 0: written once per run, so idle workers poll it instead of
@@ -54,7 +54,7 @@ RANK_SHIFT = TIE_BITS  # a heap key is rank << RANK_SHIFT | node
 
 
 @jit_out_of_line
-def _arm(starts, template, in_degree, keys, node_queue, heaps, control):
+def arm_run(starts, template, in_degree, keys, node_queue, heaps, control):
     """Per-run reset: in-degrees from the template, flags and counters cleared, the start
     nodes pushed; runs before the workers start (no allocation; the admission windows' `low`
     are reset by the caller)."""
@@ -84,7 +84,7 @@ def abort_run(control, status, node):
 
 
 @jit_inline_ir
-def _private_head(bits, order, cursor):
+def private_head(bits, order, cursor):
     """(cursor, heap key) of the smallest rank in a non-empty private batch: the cursor moved
     to the word holding it (a set bit lies at or after the cursor, so the scan stops)."""
     while bits[cursor] == 0:
@@ -94,7 +94,7 @@ def _private_head(bits, order, cursor):
 
 
 @jit_inline_ir
-def _shared_waiting(serves, control):
+def shared_waiting(serves, control):
     """Does a shared queue this worker serves hold a node? (racy reads: a hint)"""
     for queue in range(serves.shape[0]):
         if serves[queue] and atomic_load(control, QUEUE_SIZE + queue * LINE) != 0:
@@ -103,7 +103,7 @@ def _shared_waiting(serves, control):
 
 
 @jit_out_of_line
-def _take(serves, sole, heaps, control, admission, bits, order, cursor, mine):
+def take_ready(serves, sole, heaps, control, admission, bits, order, cursor, mine):
     """The ready node of smallest rank among this worker's private batch (`mine` ranks set in
     the bitmap `bits`, none below word `cursor`) and the heads of the shared queues it
     serves, if the admission window lets it start. Returns (node or -1, cursor, mine, the
@@ -119,7 +119,7 @@ def _take(serves, sole, heaps, control, admission, bits, order, cursor, mine):
     source = -1  # 0: private batch, 1 + q: shared queue q
     best = np.int64(0)
     if mine > 0:
-        cursor, best = _private_head(bits, order, cursor)
+        cursor, best = private_head(bits, order, cursor)
         source = 0
     for queue in range(serves.shape[0]):
         if not serves[queue] or atomic_load(control, QUEUE_SIZE + queue * LINE) == 0:
@@ -140,7 +140,7 @@ def _take(serves, sole, heaps, control, admission, bits, order, cursor, mine):
     brought = np.int64(0)
     if sole[queue]:
         for i in range(1, size + 1):  # heap order does not matter: the batch orders by rank
-            cursor, mine = _keep(heaps[queue, i] >> RANK_SHIFT, bits, cursor, mine)
+            cursor, mine = keep_private(heaps[queue, i] >> RANK_SHIFT, bits, cursor, mine)
         atomic_store_release(control, QUEUE_SIZE + queue * LINE, 0)
         brought = size
     elif size > 0 and admitted(admission, heaps[queue, 1]):
@@ -150,7 +150,7 @@ def _take(serves, sole, heaps, control, admission, bits, order, cursor, mine):
         brought = np.int64(1)
     spin_unlock(control, QUEUE_LOCK + queue * LINE)
     if mine > 0 and node < 0:
-        cursor, best = _private_head(bits, order, cursor)
+        cursor, best = private_head(bits, order, cursor)
         if admitted(admission, best):
             bits[cursor] &= bits[cursor] - 1
             node = best & TIE_MASK
@@ -159,7 +159,7 @@ def _take(serves, sole, heaps, control, admission, bits, order, cursor, mine):
 
 
 @jit_inline_ir
-def _keep(rank, bits, cursor, mine):
+def keep_private(rank, bits, cursor, mine):
     """Add a ready node this worker alone serves to its private batch: its rank's bit in the
     bitmap (ranks are unique, so one bit per node), and the cursor back to its word if it
     lies below. One worker running alone takes ranks in increasing order (each successor
@@ -173,7 +173,7 @@ def _keep(rank, bits, cursor, mine):
 
 
 @jit_out_of_line
-def _push(node, keys, node_queue, heaps, control, counted):
+def push_ready(node, keys, node_queue, heaps, control, counted):
     """Queue a ready node on its class queue; False if the queue is full (malformed graph).
     `counted`: the node already has its outstanding unit (a parked Free re-queued by its
     last Launch)."""

@@ -1,13 +1,17 @@
 """Which worker runs what in the multithread executor: the default thread count, the class
 queues each worker serves, and the nodes whose in-degree one worker alone decrements (see
-`rtsoa.executors.multithread`'s module docstring). A node's class is
-`rtsoa.graph.relations.node_classes`."""
+docs/multithread.md, "Worker classes"). A node's class is `rtsoa.graph.relations.node_classes`."""
 
 import numpy as np
 
 from rtsoa._jit import jit
 from rtsoa.executors.ready_queues import QUEUES
 from rtsoa.graph.schema import WorkerClass
+
+# How host (NORMAL) work is shared: "classes", by the NORMAL workers alone (the reference's
+# design); "host", by every worker beside its own class's work; "auto", measured per graph
+# (`MultithreadExecutor.sharing`).
+SHARINGS = ("auto", "classes", "host")
 
 
 def default_threads():
@@ -16,8 +20,10 @@ def default_threads():
     return 2
 
 
-def queues_served(threads):
-    """bool[threads, QUEUES]: which class queues each worker pops from (see module doc)."""
+def queues_served(threads, sharing="classes"):
+    """bool[threads, QUEUES]: which class queues each worker pops from. Worker 1 is the
+    MEMORY worker, worker 2 the LAUNCH worker (with two threads worker 1 serves both), the
+    others NORMAL; with `sharing` "host" every worker serves the NORMAL queue too."""
     serves = np.zeros((threads, QUEUES), dtype=np.bool_)
     serves[:, WorkerClass.NORMAL] = True
     serves[1, :] = False
@@ -27,6 +33,8 @@ def queues_served(threads):
         serves[2, WorkerClass.LAUNCH] = True
     else:
         serves[1, WorkerClass.LAUNCH] = True
+    if sharing == "host":
+        serves[:, WorkerClass.NORMAL] = True
     return serves
 
 
