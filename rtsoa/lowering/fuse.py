@@ -32,7 +32,7 @@ replaces, so its results equal theirs bit for bit (`tests/test_lowering_fusion.p
 import numpy as np
 
 from rtsoa.graph.schema import DType
-from rtsoa.lowering.lower import OpCall, set_constant
+from rtsoa.lowering.calls import OpCall, set_constant
 from rtsoa.ops.linalg import ACT_NONE, ACT_RELU
 from rtsoa.ops.registry import OPS
 
