@@ -20,9 +20,8 @@ from rtsoa.prewarm import cold_start, finish
 from rtsoa.report import device_summary, device_trace_events
 
 
-def register(subcommands):
-    """Add `gen`, `inspect` and `run` to the `rtsoa` subparsers."""
-    sub = subcommands
+def register(sub):
+    """Add `gen`, `inspect` and `run` to the `rtsoa` subparsers `sub`."""
     gen_parser = sub.add_parser("gen", help="generate a synthetic execute graph")
     gen_parser.add_argument("kind", choices=list(GENERATORS))
     gen_parser.add_argument("--nodes", type=int, required=True, help="number of nodes")

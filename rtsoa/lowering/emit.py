@@ -116,7 +116,8 @@ class Emitter:
         self.edge(shape_node, alloc)
         self.edge(alloc, upload)
         self.node("FreeMemory", GraphKind.DEINIT, priority, [block])
-        self.builder.add_tensor_info(block, tensor.name, dims)  # weights by name (constants.py)
+        # weights by name (rtsoa.runtime.external_weights)
+        self.builder.add_tensor_info(block, tensor.name, dims)
         self.shape_value[tensor.name] = shape
         self.block_value[tensor.name] = block
 

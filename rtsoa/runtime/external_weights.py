@@ -8,7 +8,8 @@ memory is memory of the model's device:
     device = rtsoa.Device(...)                           # or model_device(graph)
     handle = device.malloc(w.nbytes)
     device.view(handle, w.dtype).reshape(w.shape)[...] = w   # the caller loads the weight
-    load_executor(model, device=device, constant_memory={"W0": device.view(handle, ...)})
+    options = SessionOptions(device=device, constant_memory={"W0": device.view(handle, ...)})
+    InferenceSession(model, options)
 
 `constant_memory` maps a weight's name (its ONNX initializer name) to a view of a live block
 of that device (as `device.view` returns, of the weight's dtype and shape) or to the block's
