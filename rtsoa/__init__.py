@@ -8,7 +8,6 @@ from rtsoa.graph.io import load_graph, save_graph
 from rtsoa.graph.schema import FORMAT_VERSION, DType, GraphKind, Placement, ValueKind, WorkerClass
 from rtsoa.graph.validate import validate_graph
 from rtsoa.kernels import REGISTRY, kernel
-from rtsoa.runtime.api import is_dynamic, load_executor
 
 __version__ = "0.1.0"
 
@@ -27,7 +26,10 @@ __all__ = [
     "Profiler",
     "REGISTRY",
     "RunResult",
-    "Session",
+    "InferenceSession",
+    "SessionOptions",
+    "SharedWeights",
+    "TensorInfo",
     "StreamExecutor",
     "Subscriber",
     "Tracer",
@@ -47,9 +49,24 @@ __all__ = [
 ]
 
 
-def __getattr__(name):  # the model API's classes, imported on first use (see rtsoa.runtime)
-    if name in ("Execution", "ModelExecutor", "ModelStateError", "Session", "StreamExecutor"):
+# The model API, imported on first use (see rtsoa.runtime): plain graph users do not pay for it
+_MODEL_API = (
+    "Execution",
+    "InferenceSession",
+    "ModelExecutor",
+    "ModelStateError",
+    "SessionOptions",
+    "SharedWeights",
+    "StreamExecutor",
+    "TensorInfo",
+    "is_dynamic",
+    "load_executor",  # deprecated: warns when called
+)
+
+
+def __getattr__(name):
+    if name in _MODEL_API or name in ("Session", "runtime"):  # Session: deprecated, warns
         import rtsoa.runtime
 
-        return getattr(rtsoa.runtime, name)
+        return rtsoa.runtime if name == "runtime" else getattr(rtsoa.runtime, name)
     raise AttributeError(f"module 'rtsoa' has no attribute {name!r}")

@@ -50,3 +50,11 @@ class LoweringError(RtsoaError, ValueError):
 
 class ModelInputError(RtsoaError, ValueError):
     """Inputs that do not fit a model: missing, extra, wrongly typed or shaped (named)."""
+
+
+class ModelStateError(RtsoaError, RuntimeError):
+    """A ModelExecutor call out of order (execute before load, load twice, after unload)."""
+
+
+class SessionOptionsError(RtsoaError, ValueError):
+    """A `rtsoa.SessionOptions` field of the wrong type or value; the message names the field."""

@@ -574,8 +574,8 @@ def test_a_stale_overdue_report_does_not_blame_the_job_now_running(monkeypatch, 
 def test_onnx_model_jobs_run_on_their_input_sets(tmp_path, capsys):
     import hashlib
 
-    from rtsoa.runtime.commands import read_inputs
     from rtsoa.runtime.model import ModelExecutor
+    from rtsoa.runtime.npz import read_inputs
 
     model = DATASETS / "mlp.onnx"
     inputs = DATASETS / "mlp-inputs.npz"

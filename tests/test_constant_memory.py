@@ -19,8 +19,8 @@ from rtsoa import load_graph, save_graph
 from rtsoa.errors import ModelInputError
 from rtsoa.lowering import lower
 from rtsoa.runtime import ModelResourceError, Session, load_executor
-from rtsoa.runtime.constants import ConstantMemoryError, init_weights, weight_names
-from rtsoa.runtime.session import model_device
+from rtsoa.runtime.external_weights import ConstantMemoryError, init_weights, weight_names
+from rtsoa.runtime.shared_weights import model_device
 from rtsoa.testing.models import FLOAT, mlp, model, run_onnxruntime
 
 RTOL, ATOL = 1e-4, 1e-5

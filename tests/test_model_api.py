@@ -27,7 +27,7 @@ from rtsoa.runtime import (
     StreamExecutor,
     load_executor,
 )
-from rtsoa.runtime.session import SessionStateError, model_device
+from rtsoa.runtime.shared_weights import SessionStateError, model_device
 from rtsoa.testing.models import FLOAT, mlp, model
 
 RTOL, ATOL = 1e-4, 1e-5

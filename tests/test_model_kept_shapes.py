@@ -15,7 +15,7 @@ from rtsoa.kernels.compute import STATUS_SHAPE_CHANGED
 from rtsoa.kernels.runtime import SHAPE_DIMS
 from rtsoa.lowering import lower
 from rtsoa.runtime import load_model
-from rtsoa.runtime.kept import kept_shapes_graph
+from rtsoa.runtime.kept_shapes import kept_shapes_graph
 from rtsoa.testing.models import FLOAT, mlp, model, run_onnxruntime
 
 RTOL, ATOL = 1e-4, 1e-5

@@ -4,17 +4,17 @@ processes or a Dask cluster, one result row per job in an Arrow IPC or Parquet f
 `rtsoa batch` is the command line over `collect_jobs` + `run_batch`; see the README's Batch
 section. Job kinds (`JOB_KINDS`, keyed by path suffix) say how a job runs; `run_job` runs one
 where a worker runs it. Names are imported on first use, so that building the `rtsoa` command
-line (which imports `rtsoa.batch.command`) does not load the batch machinery.
+line (`rtsoa.cli.batch`) does not load the batch machinery.
 """
 
 import importlib
 
 _MODULES = {
     "BatchError": "jobs",
-    "JOB_KINDS": "jobs",
+    "JOB_KINDS": "kinds",
     "Job": "jobs",
     "collect_jobs": "jobs",
-    "job_kind": "jobs",
+    "job_kind": "kinds",
     "read_manifest": "jobs",
     "COLUMNS": "results",
     "RESULT_SCHEMA": "results",

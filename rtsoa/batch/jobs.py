@@ -4,7 +4,7 @@ command line and manifest files.
 A job is one saved graph (`NAME.rtsoa/`) run once on a fresh simulated device, or later one
 ONNX model with an input set. The job kind is chosen by the path's suffix (`JOB_KINDS`); a new
 kind plugs in with `@job_kind(".suffix")` and one function `run(job, settings) -> row fields`
-(see `rtsoa/batch/worker.py`). Everything here runs in the parent process, before any worker
+(`rtsoa/batch/kinds.py`). Everything here runs in the parent process, before any worker
 starts: a bad job list is refused with one line naming the job and where it came from.
 
 Manifest format: one job per line; blank lines and lines starting with `#` are skipped. A line
@@ -19,7 +19,12 @@ import os
 import sys
 from typing import NamedTuple
 
+import rtsoa.batch.worker  # noqa: F401  (registers rtsoa's own job kinds)
+from rtsoa.batch.kinds import JOB_KINDS, JobKind, job_kind
 from rtsoa.errors import RtsoaError
+from rtsoa.executors import EXECUTORS
+
+__all__ = ["JOB_KINDS", "BatchError", "Job", "JobKind", "collect_jobs", "job_kind"]
 
 
 class BatchError(RtsoaError, ValueError):
@@ -38,37 +43,8 @@ class Job(NamedTuple):
     inputs: str | None = None  # input set of a model job (None for graph jobs)
 
 
-class JobKind(NamedTuple):
-    suffix: str
-    description: str
-    run: object  # (job, settings) -> dict of result fields; runs in a worker
-    takes_inputs: bool
-
-
-JOB_KINDS = {}  # suffix -> JobKind
-
-
-def job_kind(suffix, description, takes_inputs=False):
-    """Decorator: register `run(job, settings) -> dict of result fields` for paths ending in
-    `suffix`. The function runs in a worker process; it raises to report a failed job."""
-
-    def register(run):
-        JOB_KINDS[suffix] = JobKind(suffix, description, run, takes_inputs)
-        return run
-
-    return register
-
-
-def _builtin_kinds():
-    """JOB_KINDS with rtsoa's own kinds registered (they live beside the code that runs them)."""
-    import rtsoa.batch.worker  # noqa: F401
-
-    return JOB_KINDS
-
-
 def kind_of(path):
     """The JOB_KINDS key for `path` (by suffix), or None."""
-    _builtin_kinds()
     trimmed = path.rstrip("/" + os.sep)
     for suffix in JOB_KINDS:
         if trimmed.endswith(suffix):
@@ -96,8 +72,6 @@ def make_job(path, source, name=None, executor=None, inputs=None, executors=None
     if not isinstance(name, str) or not name.strip():
         raise BatchError(f"{source}: the job name must be a non-empty string, got {name!r}")
     if executors is None:
-        from rtsoa.executors import EXECUTORS
-
         executors = ["auto", *EXECUTORS]
     if executor is not None and (not isinstance(executor, str) or executor not in executors):
         choices = ", ".join(executors)

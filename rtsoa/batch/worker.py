@@ -33,7 +33,8 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from typing import NamedTuple
 
-from rtsoa.batch.jobs import job_kind
+from rtsoa.batch.kinds import JOB_KINDS, job_kind
+from rtsoa.report import device_summary
 
 
 class Settings(NamedTuple):
@@ -264,7 +265,6 @@ def prepared_executor(graph, executor_option, settings):
 def run_graph(job, settings):
     """Load the graph (cached), take its prepared executor (cached) with the worker's device
     reset to its just-built state, and run its Main graph once."""
-    from rtsoa.cli import _device_summary
     from rtsoa.kernels.runtime import is_model
 
     fields = {}
@@ -296,7 +296,7 @@ def run_graph(job, settings):
         raise
     fields["run_seconds"] = time.perf_counter() - start
     device.synchronize()
-    summary = _device_summary(device, device.host_time, 0, "default")
+    summary = device_summary(device, device.host_time, 0, "default")
     fields.update(
         nodes_executed=result.nodes_executed,
         checksum=result.checksum,
@@ -333,8 +333,8 @@ def _run_lowered(job, settings, graph):
     loaded on a fresh device, run once; the checksum is a digest of the outputs' bytes."""
     import numpy as np
 
-    from rtsoa.runtime.commands import read_inputs
     from rtsoa.runtime.model import ModelExecutor
+    from rtsoa.runtime.npz import read_inputs
 
     fields = {}
     inputs = read_inputs(job.inputs) if job.inputs else {}
@@ -371,8 +371,6 @@ _lowered = {}  # path -> lowered graph, per worker process
 def run_job(job, settings):
     """The result row of `job` (see `rtsoa.batch.results.RESULT_SCHEMA`); never raises for a
     failing job."""
-    from rtsoa.batch.jobs import JOB_KINDS
-
     start = time.perf_counter()
     row = {"job": job.name, "graph": job.path, "executor": job.executor or settings.executor}
     try:

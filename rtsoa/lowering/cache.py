@@ -1,7 +1,7 @@
 """Lowered models kept on disk: a process runs an ONNX model lowered before without importing
 `onnx` or lowering it again.
 
-`load_model`, `rtsoa run` and batch model jobs given an ONNX file (or its bytes) call
+`rtsoa.InferenceSession`, `rtsoa run` and batch model jobs given an ONNX file (or its bytes) call
 `lower_cached`. It looks up `<dir>/<key>/` ($RTSOA_LOWERED_DIR, else `lowered` in the cache
 dir of `rtsoa.kernels.dispatch.cache_dir`: $RTSOA_CACHE_DIR, else ~/.cache/rtsoa), which holds
 the lowered graph saved by `save_graph` and `entry.json`. The key is a SHA-256 over:

@@ -44,7 +44,7 @@ The fused call takes the place of the chain's last op, where the residual is com
 import numpy as np
 
 from rtsoa.graph.schema import DType
-from rtsoa.lowering.lower import OpCall, set_constant
+from rtsoa.lowering.calls import OpCall, set_constant
 from rtsoa.ops import conv
 from rtsoa.ops.attributes import onnx_float
 from rtsoa.ops.linalg import ACT_NONE, ACT_RELU

@@ -31,8 +31,8 @@ import numpy as np
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.budget import spend
+from rtsoa.lowering.calls import op_call, set_constant
 from rtsoa.lowering.converters import register_converter
-from rtsoa.lowering.lower import op_call, set_constant
 from rtsoa.lowering.onnx_import import onnx_dtype
 from rtsoa.lowering.subgraphs import fresh_tensor_name, identity_call, merged_dtype, scalar_value
 from rtsoa.ops.abi import MAX_OP_OPERANDS

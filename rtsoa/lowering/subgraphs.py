@@ -12,8 +12,10 @@ import dataclasses
 
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
+from rtsoa.lowering.calls import OPSET_KEY, OpCall
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
-from rtsoa.lowering.lower import OPSET_KEY, LoweringContext, OpCall, _info, convert_node
+from rtsoa.lowering.convert import LoweringContext, convert_node
+from rtsoa.lowering.fold import tensor_info
 from rtsoa.ops import OPS
 
 
@@ -154,7 +156,7 @@ def identity_call(model, source, target, node_index):
     attributes = {OPSET_KEY: model.opset("")}
     call = OpCall("Identity", [source], [target], attributes, node_index)
     tensor = model.tensors[source]
-    call.slots = OPS["Identity"].slots(attributes, [_info(tensor)])
+    call.slots = OPS["Identity"].slots(attributes, [tensor_info(tensor)])
     result = model.tensor(target)
     result.dtype = tensor.dtype
     result.dims = tensor.dims

@@ -1,19 +1,36 @@
-"""`load_executor` and `is_dynamic`: the entry points of the reference's gert API (3.1).
+"""The entry points of the reference's gert API (3.1), and the deprecated ones.
 
-LoadExecutorFromFile(path)                    load_executor("m.onnx" / "m.rtsoa")
-LoadExecutorFromModelData(bytes)              load_executor(onnx_bytes)
-... (data, ExecutorOption)                    load_executor(data, executor="topological")
-...WithRtSession(data, session)               load_executor(data, session=session)
-... (data, LoadExecutorArgs)                  load_executor(data, session=..., allocator=...)
-LoadStreamExecutorFromModelData(data)         load_executor(data, stream_executor=True)
+LoadExecutorFromFile(path)                    InferenceSession("m.onnx" / "m.rtsoa")
+LoadExecutorFromModelData(bytes)              InferenceSession(onnx_bytes)
+... (data, ExecutorOption)                    InferenceSession(data, SessionOptions(executor=...))
+...WithRtSession(data, session)               ... SessionOptions(shared_weights=weights)
+... (data, LoadExecutorArgs)                  ... SessionOptions(shared_weights=..., allocator=...)
+LoadStreamExecutorFromModelData(data)         StreamExecutor(data)
 IsDynamicModel(model)                         is_dynamic(model)
 
-... (data, LoadExecutorArgs + FileConstantMems) load_executor(data, device=d, constant_memory=)
+... (data, LoadExecutorArgs + FileConstantMems) SessionOptions(device=d, constant_memory=...)
+
+`load_executor` and `load_model`, two entries doing what `InferenceSession` does, still work
+and warn (DeprecationWarning); they go in the next version.
 """
 
 import os
+import warnings
 
 from rtsoa.errors import ModelInputError
+from rtsoa.graph.graph import ExecuteGraph
+from rtsoa.graph.graph import is_dynamic as graph_is_dynamic
+from rtsoa.graph.io import load_graph
+from rtsoa.runtime.inference import InferenceSession, SessionOptions
+from rtsoa.runtime.streams import StreamExecutor
+
+
+def _deprecated(name):
+    warnings.warn(
+        f"{name} is deprecated: use rtsoa.InferenceSession(source, rtsoa.SessionOptions(...))",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def load_executor(
@@ -32,24 +49,13 @@ def load_executor(
     constant_memory=None,
     base_dir=None,
 ):
-    """A loaded ModelExecutor (or a StreamExecutor with `stream_executor=True`) from an ONNX
-    file / bytes / ModelProto (lowered on the fly), a saved .rtsoa directory or an ExecuteGraph.
-    `executor`: auto, sequential, topological, priority; `session`: share weights with the
-    session's other executors; `allocator`: memory allocator of the input blocks;
-    stream / event / notify allocators: external, all or none. `constant_memory`: {weight
-    (initializer) name: device array or block handle} of weights the caller holds in
-    `device`'s memory, used in place of uploaded copies (see rtsoa/runtime/constants.py).
-    `base_dir`: the directory an ONNX model's external data is relative to (default: the
-    model file's directory; bytes and a ModelProto have none: one with external data is
-    refused unless it is given)."""
-    from rtsoa.runtime.forks import CALLS
-    from rtsoa.runtime.model import ModelExecutor
-    from rtsoa.runtime.sources import graph_of
-    from rtsoa.runtime.streams import StreamExecutor
-
+    """Deprecated: `InferenceSession(source, SessionOptions(...))` (the keywords are the
+    options' fields, `session` is `shared_weights`), or `StreamExecutor(source, ...)` for
+    `stream_executor=True`; `load=False`: `InferenceSession.created(source, options)`."""
+    _deprecated("rtsoa.load_executor")
     if isinstance(source, str | os.PathLike) and not os.path.exists(source):
         raise ModelInputError(f"{os.fspath(source)!r}: no such file or directory")
-    options = {
+    allocators = {
         "allocator": allocator,
         "stream_allocator": stream_allocator,
         "event_allocator": event_allocator,
@@ -59,37 +65,52 @@ def load_executor(
         if device is not None or hbm_bytes is not None:
             raise ModelInputError(
                 "a StreamExecutor gets its devices from its session: pass "
-                "session=rtsoa.Session(hbm_bytes=...) instead of device / hbm_bytes"
+                "session=rtsoa.SharedWeights(hbm_bytes=...) instead of device / hbm_bytes"
             )
         if constant_memory is not None:
             raise ModelInputError(
                 "constant_memory is memory of one device; a StreamExecutor runs its streams on "
                 "devices of its own (load one ModelExecutor per device instead)"
             )
-        return StreamExecutor(source, executor, session=session, base_dir=base_dir, **options)
-    graph = graph_of(source, base_dir=base_dir)
-    if constant_memory is not None:
-        options["constant_memory"] = constant_memory
-    with CALLS:  # a fork waits for the device's creation (forks.py)
-        model = ModelExecutor(graph, executor, device, hbm_bytes, session=session, **options)
-        return model.load() if load else model
+        return StreamExecutor(source, executor, session=session, base_dir=base_dir, **allocators)
+    options = SessionOptions(
+        executor=executor,
+        device=device,
+        hbm_bytes=hbm_bytes,
+        shared_weights=session,
+        constant_memory=constant_memory,
+        base_dir=base_dir,
+        **allocators,
+    )
+    return InferenceSession(source, options) if load else InferenceSession.created(source, options)
+
+
+def load_model(
+    source, executor="auto", device=None, hbm_bytes=None, load=True, base_dir=None, **options
+):
+    """Deprecated: `InferenceSession(source, SessionOptions(...))`. `options`: the other
+    fields (`session` for `shared_weights`, allocators)."""
+    _deprecated("rtsoa.runtime.load_model")
+    if "session" in options:
+        options["shared_weights"] = options.pop("session")
+    settings = SessionOptions(
+        executor=executor, device=device, hbm_bytes=hbm_bytes, base_dir=base_dir, **options
+    )
+    return (
+        InferenceSession(source, settings) if load else InferenceSession.created(source, settings)
+    )
 
 
 def is_dynamic(source):
     """Whether a model has dynamic shapes (a symbolic or unknown dim in an input or output, or
     an intermediate of unknown rank): for an ExecuteGraph, a ModelExecutor / StreamExecutor,
     a saved .rtsoa directory, or an ONNX model (ModelProto, path or bytes; read, not lowered)."""
-    from rtsoa.graph.graph import ExecuteGraph
-    from rtsoa.graph.graph import is_dynamic as graph_is_dynamic
-
     graph = getattr(source, "graph", None)
     if isinstance(graph, ExecuteGraph):
         return graph_is_dynamic(graph)
     if isinstance(source, ExecuteGraph):
         return graph_is_dynamic(source)
     if isinstance(source, str | os.PathLike) and os.path.isdir(source):
-        from rtsoa.graph.io import load_graph
-
         return graph_is_dynamic(load_graph(source))
     return _onnx_is_dynamic(source)
 

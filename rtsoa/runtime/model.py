@@ -1,13 +1,13 @@
 """ModelExecutor: a lowered model on a simulated device, with the reference's lifecycle.
 
-    with rtsoa.load_executor("model.onnx") as model:   # lowers, prepares, runs Init
+    with rtsoa.InferenceSession("model.onnx") as model:  # lowers, prepares, runs Init
         outputs = model.execute_sync({"x": x})          # {name: numpy array}
         run = model.execute({"x": x}, stream=1)         # enqueued behind stream 1's work
         outputs = run.result()                          # waits for it (device clock)
 
-`load()` runs Init once per device (weights uploaded; see session.py for sharing) and prepares
-Main on the executor's own stream(s) and value state; `unload()` releases them and runs DeInit
-when the weights' last user goes. Calling out of order raises `ModelStateError`.
+`load()` runs Init once per device (weights uploaded; see shared_weights.py for sharing) and
+prepares Main on the executor's own stream(s) and value state; `unload()` releases them and
+runs DeInit when the weights' last user goes. Calling out of order raises `ModelStateError`.
 
 What "asynchronous" means on the simulated device: see execution.py. Calls on one executor are
 serialised (one run at a time, in call order, as on one stream).
@@ -18,19 +18,24 @@ import threading
 
 import numpy as np
 
-from rtsoa.errors import ModelInputError, RtsoaError
+from rtsoa.errors import ModelInputError, ModelStateError
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
 from rtsoa.kernels.runtime import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
-from rtsoa.runtime import constants, resources
+from rtsoa.runtime import external_weights, resources
 from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
 from rtsoa.runtime.execution import Execution
 from rtsoa.runtime.forks import CALLS
-from rtsoa.runtime.kept import kept_shapes_graph
+from rtsoa.runtime.kept_shapes import kept_shapes_graph
 from rtsoa.runtime.resources import ModelResourceError
-from rtsoa.runtime.session import DEFAULT_HBM_BYTES, MODEL_KERNELS, ModelHome, model_device
-from rtsoa.runtime.sources import graph_of, load_model
+from rtsoa.runtime.shared_weights import (
+    DEFAULT_HBM_BYTES,
+    MODEL_KERNELS,
+    ModelHome,
+    model_device,
+)
+from rtsoa.runtime.sources import graph_of
 
 __all__ = [
     "DEFAULT_HBM_BYTES",
@@ -39,25 +44,21 @@ __all__ = [
     "ModelExecutor",
     "ModelStateError",
     "graph_of",
-    "load_model",
+    "is_model",
 ]
-
-
-class ModelStateError(RtsoaError, RuntimeError):
-    """A ModelExecutor call out of order (execute before load, load twice, after unload)."""
 
 
 class ModelExecutor:
     """A lowered model (ExecuteGraph with named inputs and outputs) on a device.
 
     `device` / `hbm_bytes`: the device of a private home (default: one sized for the graph);
-    `session`: place the executor in a `Session` instead (weights shared, see session.py).
+    `session`: place the executor in a `SharedWeights` instead (see shared_weights.py).
     `allocator`: a `rtsoa.device.allocators.Allocator` for the input blocks (its handles must be
     blocks of this executor's device: the compiled kernels read device blocks only);
     `stream_allocator`, `event_allocator`, `notify_allocator`: external allocators, all or none
     (see resources.py). `constant_memory`: {weight name: device array or block handle} of
     weights the caller holds in `device`'s memory, used in place (any subset of the weights
-    named by the graph; see constants.py).
+    named by the graph; see external_weights.py).
     """
 
     def __init__(
@@ -98,8 +99,8 @@ class ModelExecutor:
                     "constant_memory is memory of the model's device: pass the device it was "
                     "allocated on (device=...)"
                 )
-            named = constants.weight_names(graph)
-            caller_blocks = constants.resolve(constant_memory, named, device)
+            named = external_weights.weight_names(graph)
+            caller_blocks = external_weights.resolve(constant_memory, named, device)
             weights = {weight.block: weight for weight in named.values()}
             pairs = [(weights[block], handle) for block, handle in caller_blocks.items()]
             self.home = ModelHome(graph, device, external=pairs)
@@ -153,7 +154,7 @@ class ModelExecutor:
         self.input_names = [entry[0] for entry in self.inputs]
         self.output_names = [entry[0] for entry in self.outputs]
         self._main = None
-        self._kept = None  # Main keeping the shapes of the run before (see kept.py), or None
+        self._kept = None  # Main keeping the shapes of the run before (see kept_shapes.py), or None
         self._last_shapes = None  # input shapes and dtypes of the last successful run
         self.kept_runs = 0  # runs that took the kept path
         self._staging = []
@@ -209,7 +210,7 @@ class ModelExecutor:
                     )
 
                 self._main = prepare(graph)
-                kept = kept_shapes_graph(graph)  # reruns at the same input shapes (kept.py)
+                kept = kept_shapes_graph(graph)  # reruns at the same input shapes (kept_shapes.py)
                 self._kept = None if kept is None else prepare(kept)
             except BaseException:
                 for allocator, indices in reversed(taken):

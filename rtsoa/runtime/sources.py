@@ -3,6 +3,10 @@
 import os
 
 from rtsoa.errors import ModelInputError
+from rtsoa.graph.graph import ExecuteGraph
+from rtsoa.graph.io import load_graph
+from rtsoa.lowering.cache import lower_cached
+from rtsoa.runtime.forks import CALLS
 
 
 def graph_of(source, base_dir=None):
@@ -11,19 +15,13 @@ def graph_of(source, base_dir=None):
     cache, `rtsoa.lowering.cache`). `base_dir`: the directory an ONNX model's external data
     is relative to (default: a path's own directory; bytes and a ModelProto have none, and
     one with external data is refused without it)."""
-    from rtsoa.graph.graph import ExecuteGraph
-
     lowered = isinstance(source, ExecuteGraph)
     if isinstance(source, str | os.PathLike) and os.path.isdir(source):
-        from rtsoa.graph.io import load_graph
-
         lowered, source = True, load_graph(source)
     if lowered:
         if base_dir is not None:
             raise ModelInputError("base_dir applies to ONNX models, not to lowered graphs")
         return source
-    from rtsoa.lowering.cache import lower_cached
-
     if not isinstance(source, str | os.PathLike | bytes | bytearray):
         import onnx  # only now: importing it costs ~1 s, and a cached model does not need it
 
@@ -32,8 +30,6 @@ def graph_of(source, base_dir=None):
                 "a model is an ExecuteGraph, a saved .rtsoa directory or an ONNX model (path, "
                 f"bytes, ModelProto), got {type(source).__name__}"
             )
-    from rtsoa.runtime.forks import CALLS
-
     try:
         with CALLS:  # a fork waits for the lowering (forks.py)
             return lower_cached(source, base_dir=base_dir)
@@ -43,17 +39,3 @@ def graph_of(source, base_dir=None):
         if isinstance(error, DecodeError):
             raise ModelInputError(f"not an ONNX model: {error}") from None
         raise
-
-
-def load_model(
-    source, executor="auto", device=None, hbm_bytes=None, load=True, base_dir=None, **options
-):
-    """A ModelExecutor from a lowered graph (ExecuteGraph or saved directory) or an ONNX
-    model (path, bytes, ModelProto, lowered on the fly); loaded unless `load=False`.
-    `base_dir`: see graph_of. `options`: ModelExecutor keywords (session, allocator, stream /
-    event / notify allocators)."""
-    from rtsoa.runtime.model import ModelExecutor
-
-    graph = graph_of(source, base_dir=base_dir)
-    model = ModelExecutor(graph, executor=executor, device=device, hbm_bytes=hbm_bytes, **options)
-    return model.load() if load else model

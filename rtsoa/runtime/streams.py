@@ -2,21 +2,22 @@
 
 A "stream" here is any hashable key the caller uses for a queue of requests (a thread id, a
 request channel, an int). Each key gets its own loaded ModelExecutor in the StreamExecutor's
-`Session`, so requests on different keys never share input / output bindings, value state or
+`SharedWeights`, so requests on different keys never share input / output bindings, value state or
 iteration counts. Runs on one key are serialised in call order, like work on one stream.
 
-Concurrency: with the default session (`Session()`, one device per executor) the executors of
+Concurrency: with the default session (`SharedWeights()`, one device per executor) the executors of
 different keys run on the host at the same time (separate devices and value states; the
-compiled loops release the GIL); Init runs once per device. With `Session(max_devices=k)`
+compiled loops release the GIL); Init runs once per device. With `SharedWeights(max_devices=k)`
 executors share k devices and their weights (uploaded once per device); runs on one device take
 turns on the host and overlap on that device's streams.
 """
 
 import threading
 
+from rtsoa.errors import ModelStateError
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.model import ModelExecutor
-from rtsoa.runtime.session import Session
+from rtsoa.runtime.shared_weights import SharedWeights
 from rtsoa.runtime.sources import graph_of
 
 
@@ -27,7 +28,7 @@ class StreamExecutor:
         self.graph = graph_of(source, base_dir=base_dir)
         self.executor_name = executor
         self._own_session = session is None
-        self.session = session if session is not None else Session()
+        self.session = session if session is not None else SharedWeights()
         self._options = options
         self._executors = {}
         self._lock = threading.RLock()  # the reference's recursive_mutex
@@ -37,8 +38,6 @@ class StreamExecutor:
         """The loaded executor of `stream`, created and loaded on first use."""
         with CALLS, self._lock:
             if self.closed:
-                from rtsoa.runtime.model import ModelStateError
-
                 raise ModelStateError("get_or_create_loaded() on a closed StreamExecutor")
             executor = self._executors.get(stream)
             if executor is None:

@@ -1,10 +1,23 @@
-"""The `rtsoa batch` command: its arguments and what it prints."""
+"""The `rtsoa batch` command: its arguments and what it prints.
+
+The batch machinery (`rtsoa.batch`: pyarrow's Parquet writer, worker processes) is imported
+when the command runs, not when the command line is built: every `rtsoa` start would pay it.
+"""
 
 import argparse
 import json
 import math
 import signal
 import sys
+
+from rtsoa.executors import EXECUTORS
+
+
+def register(subcommands):
+    """Add `batch` to the `rtsoa` subparsers."""
+    parser = subcommands.add_parser("batch", help="run many saved graphs, one result row per job")
+    add_arguments(parser, ["auto", *EXECUTORS])
+    parser.set_defaults(handler=run_command)
 
 
 def add_arguments(parser, executors):
@@ -86,11 +99,15 @@ def _terminate(number, frame):
     raise KeyboardInterrupt
 
 
-def run_command(args, executors):
-    """`rtsoa batch`; returns the exit status (130 after Ctrl-C)."""
-    from rtsoa.batch.jobs import BatchError, collect_jobs
+def run_command(args, executors=None):
+    """`rtsoa batch`; returns the exit status (130 after Ctrl-C). `executors`: the allowed
+    executor names (None: auto and every registered executor)."""
+    from rtsoa.batch.jobs import BatchError, collect_jobs  # see the module docstring
     from rtsoa.batch.runner import BatchInterrupted, check_imports, run_batch
     from rtsoa.batch.worker import Settings
+
+    if executors is None:
+        executors = ["auto", *EXECUTORS]
 
     if args.cluster is not None:
         if args.timeout is not None:

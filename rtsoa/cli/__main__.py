@@ -1,0 +1,7 @@
+"""`python -m rtsoa.cli ...`: the `rtsoa` command line."""
+
+import sys
+
+from rtsoa.cli import main
+
+sys.exit(main())

@@ -1,0 +1,192 @@
+"""InferenceSession: the one public model entry, shaped like onnxruntime's.
+
+    options = rtsoa.SessionOptions(executor="topological", hbm_bytes=1 << 28)
+    with rtsoa.InferenceSession("model.onnx", options) as session:   # lowered, loaded
+        [y] = session.run(["y"], {"x": x})                            # as onnxruntime
+        outputs = session.execute_sync({"x": x})                      # {name: array}
+        session.get_inputs()   # [TensorInfo(name="x", dtype=float32, shape=["batch", 16])]
+
+A session is made from an ONNX model (path, bytes, ModelProto: lowered on the fly, or taken
+from the lowering cache), a saved .rtsoa directory or an ExecuteGraph, and is loaded when
+made (Init has run, Main is prepared). It is a `ModelExecutor`: `execute` (asynchronous, on a
+stream), `execute_sync`, subscribers, `cancel`, `unload` all apply. `SessionOptions` holds
+what the session is made with, checked when the options are made (`SessionOptionsError`
+naming the field); the weights' and allocators' own checks run when the session is made.
+"""
+
+import dataclasses
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+from rtsoa.device import Device
+from rtsoa.errors import ModelInputError, SessionOptionsError
+from rtsoa.executors import EXECUTORS
+from rtsoa.runtime.forks import CALLS
+from rtsoa.runtime.model import ModelExecutor
+from rtsoa.runtime.shared_weights import SharedWeights
+from rtsoa.runtime.sources import graph_of
+
+# onnxruntime's element type names where they differ from numpy's
+_ONNXRUNTIME_TYPE_NAMES = {"float32": "float", "float64": "double"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionOptions:
+    """How an `InferenceSession` is made. Every field is optional.
+
+    - `executor`: "auto" or a registered executor name (sequential, topological, ...).
+    - `device`: a `rtsoa.device.Device` to load the model on (default: one sized for it);
+      `hbm_bytes`: the arena size of that default device, in bytes.
+    - `shared_weights`: a `SharedWeights` whose executors share one upload of the weights
+      (instead of `device`).
+    - `allocator`: a `rtsoa.device.allocators.Allocator` for the input blocks;
+      `stream_allocator`, `event_allocator`, `notify_allocator`: external allocators of
+      stream / event / notify indices, all or none.
+    - `constant_memory`: {weight name: device array or block handle} of weights the caller
+      holds in `device`'s memory, used in place (see rtsoa/runtime/external_weights.py).
+    - `base_dir`: the directory an ONNX model's external data is relative to (default: the
+      model file's directory; bytes and a ModelProto have none).
+    """
+
+    executor: str = "auto"
+    device: Device | None = None
+    hbm_bytes: int | None = None
+    shared_weights: SharedWeights | None = None
+    allocator: object = None
+    stream_allocator: object = None
+    event_allocator: object = None
+    notify_allocator: object = None
+    constant_memory: dict | None = None
+    base_dir: str | os.PathLike | None = None
+
+    def __post_init__(self):
+        executors = ["auto", *EXECUTORS]
+        if not isinstance(self.executor, str) or self.executor not in executors:
+            raise SessionOptionsError(
+                f"SessionOptions.executor: unknown executor {self.executor!r}; choose one of "
+                f"{', '.join(executors)}"
+            )
+        _check_type("device", self.device, Device, "a rtsoa.device.Device")
+        if self.hbm_bytes is not None and (
+            isinstance(self.hbm_bytes, bool)
+            or not isinstance(self.hbm_bytes, int | np.integer)
+            or self.hbm_bytes < 1
+        ):
+            raise SessionOptionsError(
+                f"SessionOptions.hbm_bytes: a positive number of bytes, got {self.hbm_bytes!r}"
+            )
+        _check_type("shared_weights", self.shared_weights, SharedWeights, "a SharedWeights")
+        _check_type("base_dir", self.base_dir, str | os.PathLike, "a directory path")
+
+
+def _check_type(field, value, kind, what):
+    if value is not None and not isinstance(value, kind):
+        raise SessionOptionsError(
+            f"SessionOptions.{field}: {what} or None, got {type(value).__name__}"
+        )
+
+
+class TensorInfo(NamedTuple):
+    """A model input or output: its name, numpy dtype (None when the model does not say) and
+    shape (a list of ints, symbol names such as "batch", and None for unknown dims; None for
+    an unknown rank)."""
+
+    name: str
+    dtype: np.dtype | None
+    shape: list | None
+
+    @property
+    def type(self):
+        """The element type as onnxruntime's `NodeArg.type` spells it: 'tensor(float)'."""
+        if self.dtype is None:
+            return None
+        name = np.dtype(self.dtype).name
+        return f"tensor({_ONNXRUNTIME_TYPE_NAMES.get(name, name)})"
+
+
+class InferenceSession(ModelExecutor):
+    """A model loaded and ready to run: `InferenceSession(source, options=None)`.
+
+    `source`: an ONNX model (path, bytes, ModelProto), a saved .rtsoa directory or an
+    ExecuteGraph; `options`: a `SessionOptions`. See the module docstring."""
+
+    def __init__(self, source, options=None):
+        with CALLS:  # a fork waits for the device's creation and the load (forks.py)
+            self._create(source, options)
+            self.load()
+
+    @classmethod
+    def created(cls, source, options=None):
+        """A session made but not loaded yet (`load()` runs Init and prepares Main)."""
+        session = cls.__new__(cls)
+        with CALLS:
+            session._create(source, options)
+        return session
+
+    def _create(self, source, options):
+        if options is None:
+            options = SessionOptions()
+        if not isinstance(options, SessionOptions):
+            raise SessionOptionsError(
+                f"options must be a rtsoa.SessionOptions, got {type(options).__name__}"
+            )
+        if isinstance(source, str | os.PathLike) and not os.path.exists(source):
+            raise ModelInputError(f"{os.fspath(source)!r}: no such file or directory")
+        graph = graph_of(source, base_dir=options.base_dir)
+        extra = {}
+        if options.constant_memory is not None:
+            extra["constant_memory"] = options.constant_memory
+        ModelExecutor.__init__(
+            self,
+            graph,
+            options.executor,
+            options.device,
+            options.hbm_bytes,
+            session=options.shared_weights,
+            allocator=options.allocator,
+            stream_allocator=options.stream_allocator,
+            event_allocator=options.event_allocator,
+            notify_allocator=options.notify_allocator,
+            **extra,
+        )
+        self.options = options
+
+    def get_inputs(self):
+        """The model's inputs in order, as `TensorInfo` (name, dtype, shape)."""
+        return [self._info(entry) for entry in self.describe()["inputs"]]
+
+    def get_outputs(self):
+        """The model's outputs in order, as `TensorInfo` (name, dtype, shape)."""
+        return [self._info(entry) for entry in self.describe()["outputs"]]
+
+    @staticmethod
+    def _info(entry):
+        dtype = None if entry["dtype"] is None else np.dtype(entry["dtype"])
+        return TensorInfo(entry["name"], dtype, entry["shape"])
+
+    def run(self, output_names, input_feed):
+        """onnxruntime's `run`: the outputs named by `output_names` (None or empty: all, in
+        the model's order) as a list of arrays, computed from `input_feed` ({name: array})."""
+        if output_names is None or (
+            isinstance(output_names, list | tuple) and len(output_names) == 0
+        ):
+            output_names = self.output_names
+        if isinstance(output_names, str) or not isinstance(output_names, list | tuple):
+            raise ModelInputError(
+                f"output_names must be a list of output names or None, got {output_names!r}"
+            )
+        for name in output_names:
+            if name not in self.output_names:
+                raise ModelInputError(
+                    f"{name!r} is not an output of the model (outputs: "
+                    f"{', '.join(self.output_names)})"
+                )
+        outputs = self.execute_sync(input_feed)
+        return [outputs[name] for name in output_names]
+
+    def close(self):
+        """Unload the session (DeInit runs when its weights' last user goes); idempotent."""
+        if self.state == "loaded":
+            self.unload()
