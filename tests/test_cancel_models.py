@@ -155,7 +155,7 @@ def test_ctrl_c_stops_rtsoa_run_with_status_130(tmp_path):
     """`rtsoa run` of a saved graph with a 10^9-iteration loop: Ctrl-C ends it within a
     fraction of a second with one line on stderr and status 130. The same command on a
     3-iteration loop warms the disk cache first; if the interrupt lands before the run (a
-    slow start), it is sent again later (the message then names no node count)."""
+    slow start: while Python imports, or before the first node), it is sent again later."""
     short, endless = tmp_path / "short.rtsoa", tmp_path / "endless.rtsoa"
     save_graph(endless_loop(3), short)
     save_graph(endless_loop(), endless)
@@ -164,7 +164,7 @@ def test_ctrl_c_stops_rtsoa_run_with_status_130(tmp_path):
         [*command, str(short)], capture_output=True, text=True, env=_environment(), timeout=600
     )
     assert warm.returncode == 0, warm.stderr
-    for delay in (1.5, 4.0, 10.0):
+    for delay in (1.5, 4.0, 10.0, 20.0):
         process = subprocess.Popen(
             [*command, str(endless)],
             stdout=subprocess.PIPE,
@@ -173,6 +173,8 @@ def test_ctrl_c_stops_rtsoa_run_with_status_130(tmp_path):
             env=_environment(),
         )
         out, err, seconds = _interrupt(process, delay)
+        if process.returncode != 130 and err.rstrip().endswith("KeyboardInterrupt"):
+            continue  # it landed while Python was still importing, before rtsoa's handler
         assert process.returncode == 130, (out, err)
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("rtsoa run: interrupted"), err
