@@ -74,8 +74,8 @@ def _lower_field(context, builder, bundle_type, pointer, attr):
     """A field read: its descriptor, loaded member by member (meminfo, parent, size, item size,
     data, shape, strides), each load marked invariant. LLVM splits one load of the whole
     descriptor struct into member loads without the mark, and more of them stayed inside
-    loops: a malloc + free pair ran 387.0 instructions against 366.8 (callgrind, both with the
-    argument attributes below; 361.2 when the state was passed by value)."""
+    loops, which the malloc + free pair's instruction count shows
+    (`asv_bench/callgrind/count.sh TREE pairs 1`)."""
     array_type = bundle_type.field_type(attr)
     descriptor_type = context.get_value_type(array_type)
     base = builder.gep(
@@ -136,8 +136,9 @@ def _install_dereferenceable_arguments():
     kernels' runtime) `dereferenceable` and `noalias`: LLVM may then load a field's descriptor
     before the branch that uses it, and knows no store into an array changes it, so
     loop-invariant code motion can lift it out of loops even when the use is conditional (a
-    kernel in the dispatch switch, the allocator's slow path). Without `noalias` a malloc +
-    free pair ran 369.8 instructions against 366.8 (callgrind).
+    kernel in the dispatch switch, the allocator's slow path); the malloc + free pair's
+    instruction count shows it (`asv_bench/callgrind/count.sh TREE pairs 1`, with and without
+    RTSOA_NUMBA_PATCHES=off).
 
     Process-wide (Numba has one calling convention object per target), but it acts only on
     functions taking a bundle: for any other it returns after Numba's own method. Its fallback,

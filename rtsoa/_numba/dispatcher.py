@@ -36,8 +36,8 @@ compat.register(
 
 # Options of functions only jitted code calls: no CPython wrapper (nor cfunc wrapper). The
 # wrapper is a function that unboxes every argument from Python objects; for a kernel, whose
-# argument is the runtime tuple of ~60 arrays, building and optimising it is ~80 % of the
-# kernel's compile (1.2 s -> 0.2 s measured), and it is never used: kernels run inside loops.
+# argument is the runtime tuple of ~60 arrays, building and optimising it is most of the
+# kernel's compile (asv bench_coldstart), and it is never used: kernels run inside loops.
 NO_WRAPPER = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 
@@ -176,8 +176,7 @@ def is_dispatcher(value):
 def entry_point(dispatcher, args):
     """The compiled CPython entry of `dispatcher` for the Numba types of `args`: calling it
     skips the dispatcher's type resolution, which for a tuple of many arrays (a device's
-    state: 34 arrays, 3.4 us of the 3.8 us a `stream_synchronize` call took) costs far more
-    than the call. The entry unboxes its arguments as those types WITHOUT checking them:
+    state: 34 arrays) costs far more than the call (asv bench_model_api). The entry unboxes its arguments as those types WITHOUT checking them:
     called with arguments of other types it reads memory wrongly. rtsoa's call sites use
     `checked_entry_point` (rtsoa._jit), which checks the types where the entry is made."""
     if not isinstance(dispatcher, CPUDispatcher):

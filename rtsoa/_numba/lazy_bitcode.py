@@ -3,8 +3,8 @@
 A Numba disk-cache entry holds a function's object code and, for callers that copy the function
 into their own module, its LLVM module as bitcode. Loading an entry (Numba's
 `CPUCodeLibrary._unserialize`) parses that bitcode, then walks every function and global of
-the parsed module to note the symbols it defines: 1-6 ms per entry on the development machine,
-nearly all of it calls into LLVM. The op library's switch loads ~300 entries (one per op
+the parsed module to note the symbols it defines: milliseconds per entry, nearly all of it
+calls into LLVM. The op library's switch loads ~300 entries (one per op
 function and helper, `rtsoa._linking`), so a warm model start paid about a second for
 modules that its callers, linked by symbol, never copy.
 

@@ -5,10 +5,9 @@ that module already copied from its own callees) into the caller's, then optimis
 compiling the whole result to machine code again. A function called through n levels of
 out-of-line calls is therefore optimised and compiled n + 1 times, and the top of a deep tree
 (the op library's switch, an executor loop over the device's kernels) compiles everything
-below it once more. On a cold cache the op library spent 124 s of its 203 s in those repeated
-module passes and machine-code generation (`asv_bench/compile_phases.py ops`); compiled side by
-side on the two cores of the development machine, it took 215 s of CPU before this module and
-93 s after (`python -m rtsoa.ops.library --jobs 1`).
+below it once more. On a cold cache most of a deep tree's compile went to those repeated
+module passes and machine-code generation (`asv_bench/compile_phases.py ops` shows the phases;
+asv bench_models.OpLibraryCold the cold compile).
 
 A function compiled with `forceinline=False` by an rtsoa profile (`jit_out_of_line`,
 `jit_with_nrt`) is *separately linked* instead: callers declare its symbol and call it, and

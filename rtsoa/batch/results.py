@@ -33,7 +33,7 @@ from rtsoa.graph.atomic import fsync_path
 RESULTS_KEY = b"rtsoa.results"
 RESULTS_VERSION = b"1"
 
-# column -> (type, meaning); the README's table of result columns is this one.
+# column -> (type, meaning); the table of result columns in docs/batch.md is this one.
 COLUMNS = {
     "job": (pa.string(), "job name (its path unless the manifest names it)"),
     "graph": (pa.string(), "the graph (or model) path the job ran"),

@@ -16,8 +16,8 @@ from rtsoa.batch.worker import Settings
 from rtsoa.limits import check_count, check_fits
 
 # Memory of one worker process (Python, numpy, pyarrow, numba, rtsoa, a dispatch module and a
-# lowered graph's device loaded): measured RSS ~215 MiB, ~90 MiB of it private; used to refuse
-# --workers that cannot fit.
+# lowered graph's device loaded), its resident set rounded down; used to refuse --workers that
+# cannot fit (asv bench_batch measures a worker's memory).
 WORKER_BYTES = 200 << 20
 MAX_WORKERS = 1024
 

@@ -198,7 +198,7 @@ def _load_machine_code(executor):
     loop = getattr(executor, "_loop", None)
     arguments = getattr(executor, "_arguments", None)
     if loop is None or arguments is None or not hasattr(loop, "compile") or loop.signatures:
-        return  # compiled already: typing ~50 arguments again would cost ~1 ms a job
+        return  # compiled already: typing ~50 arguments again costs more than a small job
     loop.compile(tuple(typeof(value) for value in (executor.runtime, *arguments, None)))
 
 

@@ -2,7 +2,7 @@
 
 A converter is `fn(ctx, node)`; it reads the node (`node.inputs`, `node.attributes`) and
 emits ops with `ctx.emit(op, inputs, outputs, attributes)` (an op registered in `rtsoa.ops`,
-or a kernel of your own: see README "Adding an op"), or turns outputs into constants with
+or a kernel of your own: see docs/models.md), or turns outputs into constants with
 `ctx.set_constant(name, array)`. Every op registered in `rtsoa.ops` converts one-to-one
 without a converter; a converter is needed for ops that map onto others or onto nothing.
 
