@@ -176,8 +176,9 @@ def is_dispatcher(value):
 def entry_point(dispatcher, args):
     """The compiled CPython entry of `dispatcher` for the Numba types of `args`: calling it
     skips the dispatcher's type resolution, which for a tuple of many arrays (a device's
-    state: 34 arrays) costs far more than the call (asv bench_model_api). The entry unboxes its arguments as those types WITHOUT checking them:
-    called with arguments of other types it reads memory wrongly. rtsoa's call sites use
+    state: 34 arrays) costs far more than the call (asv bench_model_api). The entry unboxes
+    its arguments as those types WITHOUT checking them: called with arguments of other types
+    it reads memory wrongly. rtsoa's call sites use
     `checked_entry_point` (rtsoa._jit), which checks the types where the entry is made."""
     if not isinstance(dispatcher, CPUDispatcher):
         return dispatcher  # plain Python (RTSOA_PURE_PYTHON_DEVICE=1, NUMBA_DISABLE_JIT=1)

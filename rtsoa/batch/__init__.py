@@ -1,8 +1,9 @@
-"""Batch execution: many saved graphs (later: ONNX models with input sets) run by local worker
+"""Batch execution: many saved graphs and ONNX models with input sets run by local worker
 processes or a Dask cluster, one result row per job in an Arrow IPC or Parquet file.
 
-`rtsoa batch` is the command line over `collect_jobs` + `run_batch`; see docs/batch.md. Job kinds (`JOB_KINDS`, keyed by path suffix) say how a job runs; `run_job` runs one
-where a worker runs it. Names are imported on first use, so that building the `rtsoa` command
+`rtsoa batch` is the command line over `collect_jobs` + `run_batch`; see docs/batch.md. Job
+kinds (`JOB_KINDS`, keyed by path suffix) say how a job runs; `run_job` runs one where a worker
+runs it. Names are imported on first use, so that building the `rtsoa` command
 line (`rtsoa.cli.batch`) does not load the batch machinery.
 """
 
