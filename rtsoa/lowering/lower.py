@@ -32,6 +32,7 @@ from rtsoa.limits import check_lowering_limits
 from rtsoa.lowering.budget import running, spend
 from rtsoa.lowering.compute_graph import ComputeGraph, Tensor
 from rtsoa.lowering.converters import find_converter
+from rtsoa.lowering.dtypes import check_dtypes
 from rtsoa.ops import OPS, op_code, op_names
 from rtsoa.ops.abi import MAX_OP_OPERANDS, NUMPY_DTYPES, dtype_code
 from rtsoa.ops.host import OpError, TensorInfo, infer_shapes, run_numpy
@@ -180,6 +181,7 @@ def fold_and_infer(graph, calls):
             kept.extend(call.fold(graph, fold_and_infer))
             continue
         definition = OPS[call.op]
+        check_dtypes(graph, call, _describe_call)
         tensors = [graph.tensors[name] if name else None for name in call.inputs]
         infos = [None if t is None else _info(t) for t in tensors]
         call.slots = definition.slots(call.attributes, infos)
