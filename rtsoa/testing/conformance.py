@@ -85,6 +85,21 @@ def _node_ops(model):
     return tuple((node.domain, node.op_type) for node in model.graph.node)
 
 
+def _as_value(item):
+    """A case's input or output as the runtimes take it: arrays (TensorProto items, which the
+    generators use for types numpy lacks, converted as onnx's own runner converts them; numpy
+    scalars as 0-d arrays), lists of them for sequences, None for an empty optional."""
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(item, TensorProto):
+        return numpy_helper.to_array(item)
+    if isinstance(item, list):
+        return [_as_value(element) for element in item]
+    if item is None:
+        return None
+    return np.asarray(item)
+
+
 def node_cases():
     """Case of every node-suite case the installed `onnx` generates, sorted by name."""
     from onnx.backend.test.case.node import collect_testcases
@@ -97,7 +112,10 @@ def node_cases():
             "node",
             testcase.name,
             testcase.model.SerializeToString(),
-            [(list(inputs), list(outputs)) for inputs, outputs in testcase.data_sets],
+            [
+                ([_as_value(i) for i in inputs], [_as_value(o) for o in outputs])
+                for inputs, outputs in testcase.data_sets
+            ],
             float(testcase.rtol),
             float(testcase.atol),
             _node_ops(testcase.model),
