@@ -77,11 +77,13 @@ def pytest_runtest_makereport(item, call):
 # Test modules that load the op library (lowered models, op tests); they run last (see above).
 OP_LIBRARY_MODULES = frozenset(
     {
+        "test_backend",
         "test_batch",
         "test_conformance",
         "test_constant_memory",
         "test_docs",
         "test_lowering_cache",
+        "test_lowering_composed",
         "test_model_api",
         "test_model_cli",
         "test_model_format",
@@ -90,6 +92,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_models_control_flow",
         "test_models_sequences",
         "test_ops_copying",
+        "test_ops_dtypes",
         "test_ops_elementwise",
         "test_ops_fast_paths",
         "test_ops_nn",

@@ -8,6 +8,7 @@ import math
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.calls import describe_call
+from rtsoa.lowering.dtypes import check_dtypes
 from rtsoa.ops import OPS
 from rtsoa.ops.abi import dtype_code
 from rtsoa.ops.host import OpError, TensorInfo, infer_shapes, run_numpy
@@ -32,6 +33,7 @@ def fold_and_infer(graph, calls):
             kept.extend(call.fold(graph, fold_and_infer))
             continue
         definition = OPS[call.op]
+        check_dtypes(graph, call, describe_call)
         tensors = [graph.tensors[name] if name else None for name in call.inputs]
         infos = [None if t is None else tensor_info(t) for t in tensors]
         call.slots = definition.slots(call.attributes, infos)

@@ -105,7 +105,14 @@ I32 = np.int64(DType.INT32)
 I64 = np.int64(DType.INT64)
 U8 = np.int64(DType.UINT8)
 I8 = np.int64(DType.INT8)
+I16 = np.int64(DType.INT16)
+F16 = np.int64(DType.FLOAT16)
 BOOL = np.int64(DType.BOOL)
+
+# Element type sets for the ops' declared dtypes (`register_op(..., dtypes=...)`).
+FLOATS = frozenset({DType.FLOAT32, DType.FLOAT64})
+NUMBERS = FLOATS | {DType.INT32, DType.INT64}
+SMALL_INTEGERS = frozenset({DType.INT8, DType.INT16, DType.UINT8})
 
 NUMPY_DTYPES = {
     DType.FLOAT32: np.float32,

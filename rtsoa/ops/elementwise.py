@@ -13,14 +13,22 @@ integers its result is truncated to the integer type, as onnxruntime does.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_with_nrt
+from rtsoa.graph.schema import DType
 from rtsoa.ops.abi import (
     BOOL,
+    F16,
     F32,
     F64,
+    FLOATS,
+    I8,
+    I16,
     I32,
     I64,
+    NUMBERS,
+    SMALL_INTEGERS,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
+    U8,
     copy_shape,
     dtype,
     numel,
@@ -53,6 +61,7 @@ from rtsoa.ops.elementwise_loops import (
     TANH,
     binary_loop,
     compare_loop,
+    half_select_loop,
     int_binary_loop,
     int_shrink_loop,
     periodic_loop,
@@ -107,9 +116,21 @@ def _periodic_as(op, arena, table, x_row, px, row, py, o, kind):
     periodic_loop(op, x, px, view(arena, table, row, kind), py, view(arena, table, o, kind))
 
 
+@jit_inline_ir
+def _int_binary_as(op, arena, table, x_row, xi, row, yi, o, kind):
+    x = view(arena, table, x_row, kind)
+    int_binary_loop(op, x, xi, view(arena, table, row, kind), yi, view(arena, table, o, kind))
+
+
+@jit_inline_ir
+def _compare_as(op, arena, table, xi, yi, out, kind):
+    compare_loop(op, view(arena, table, 0, kind), xi, view(arena, table, 1, kind), yi, out)
+
+
 @jit_with_nrt
 def fold_numeric(op, arena, table, n_in):
-    """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64 / int32 / int64."""
+    """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64 and int8 / int16 /
+    int32 / int64 / uint8 (wrapping like numpy); MAX and MIN on float16 too."""
     o = n_in
     kind = dtype(table, 0)
     for row in range(1, n_in):
@@ -156,6 +177,16 @@ def fold_numeric(op, arena, table, n_in):
             int_binary_loop(
                 op, x, xi, view(arena, table, row, np.int32), yi, view(arena, table, o, np.int32)
             )
+        elif kind == I8:
+            _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.int8)
+        elif kind == I16:
+            _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.int16)
+        elif kind == U8:
+            _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.uint8)
+        elif kind == F16 and (op == MAX or op == MIN):
+            x = view(arena, table, x_row, np.uint16)
+            y = view(arena, table, row, np.uint16)
+            half_select_loop(op, x, xi, y, yi, view(arena, table, o, np.uint16))
         else:
             return np.int32(STATUS_OP_BAD_DTYPE)
     if n_in == 1:  # Sum / Max / Min / Mean of one input: a copy
@@ -167,7 +198,8 @@ def fold_numeric(op, arena, table, n_in):
 
 @jit_with_nrt
 def compare(op, arena, table):
-    """Bool output of in0 op in1 with broadcasting, on any numeric or bool dtype."""
+    """Bool output of in0 op in1 with broadcasting, on float32 / float64, int8 / int16 /
+    int32 / int64 / uint8 and bool."""
     kind = dtype(table, 0)
     xi = _map(table, 0, 2)
     yi = _map(table, 1, 2)
@@ -192,6 +224,12 @@ def compare(op, arena, table):
         compare_loop(
             op, view(arena, table, 0, np.bool_), xi, view(arena, table, 1, np.bool_), yi, out
         )
+    elif kind == I8:
+        _compare_as(op, arena, table, xi, yi, out, np.int8)
+    elif kind == I16:
+        _compare_as(op, arena, table, xi, yi, out, np.int16)
+    elif kind == U8:
+        _compare_as(op, arena, table, xi, yi, out, np.uint8)
     else:
         return np.int32(STATUS_OP_BAD_DTYPE)
     return np.int32(0)
@@ -410,42 +448,46 @@ def _alpha(default):
 
 
 _VARIADIC = {"inputs": (1, None)}
+_ARITHMETIC = {0: NUMBERS | SMALL_INTEGERS}
 for _name, _compute in (
     ("Add", add_compute),
     ("Sub", sub_compute),
     ("Mul", mul_compute),
     ("Div", div_compute),
 ):
-    register_op(_name, same_dtype_broadcast_infer, _compute, inputs=(2, 2))
-register_op("Pow", same_dtype_broadcast_infer, pow_compute, inputs=(2, 2))
-for _name, _compute in (
-    ("Sum", add_compute),
-    ("Max", max_compute),
-    ("Min", min_compute),
-    ("Mean", mean_compute),
+    register_op(_name, same_dtype_broadcast_infer, _compute, inputs=(2, 2), dtypes=_ARITHMETIC)
+register_op("Pow", same_dtype_broadcast_infer, pow_compute, inputs=(2, 2), dtypes={0: NUMBERS})
+for _name, _compute, _dtypes in (
+    ("Sum", add_compute, NUMBERS),
+    ("Max", max_compute, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
+    ("Min", min_compute, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
+    ("Mean", mean_compute, FLOATS),
 ):
-    register_op(_name, same_dtype_broadcast_infer, _compute, **_VARIADIC)
+    register_op(_name, same_dtype_broadcast_infer, _compute, dtypes={0: _dtypes}, **_VARIADIC)
 for _name, _compute in (
     ("Equal", equal_compute),
     ("Less", less_compute),
     ("Greater", greater_compute),
 ):
-    register_op(_name, compare_infer, _compute, inputs=(2, 2))
-for _name, _compute in (
-    ("Relu", relu_compute),
-    ("Sigmoid", sigmoid_compute),
-    ("Tanh", tanh_compute),
-    ("Exp", exp_compute),
-    ("Log", log_compute),
-    ("Sqrt", sqrt_compute),
-    ("Erf", erf_compute),
-    ("Neg", neg_compute),
-    ("Abs", abs_compute),
-    ("Sign", sign_compute),
-    ("Identity", identity_compute),
+    _compared = NUMBERS | SMALL_INTEGERS | {DType.BOOL}
+    register_op(_name, compare_infer, _compute, inputs=(2, 2), dtypes={0: _compared})
+for _name, _compute, _dtypes in (
+    ("Relu", relu_compute, NUMBERS),
+    ("Sigmoid", sigmoid_compute, FLOATS),
+    ("Tanh", tanh_compute, FLOATS),
+    ("Exp", exp_compute, FLOATS),
+    ("Log", log_compute, FLOATS),
+    ("Sqrt", sqrt_compute, FLOATS),
+    ("Erf", erf_compute, FLOATS),
+    ("Neg", neg_compute, NUMBERS),
+    ("Abs", abs_compute, NUMBERS),
+    ("Sign", sign_compute, NUMBERS),
 ):
-    register_op(_name, same_shape_infer, _compute)
-register_op("LeakyRelu", same_shape_infer, leaky_relu_compute, encode=_alpha(0.01))
+    register_op(_name, same_shape_infer, _compute, dtypes={0: _dtypes})
+register_op("Identity", same_shape_infer, identity_compute)
+register_op(
+    "LeakyRelu", same_shape_infer, leaky_relu_compute, encode=_alpha(0.01), dtypes={0: FLOATS}
+)
 
 
 def encode_shrink(attributes, inputs):
@@ -453,4 +495,4 @@ def encode_shrink(attributes, inputs):
     return [onnx_float(attributes.get("lambd", 0.5)), onnx_float(attributes.get("bias", 0.0))]
 
 
-register_op("Shrink", same_shape_infer, shrink_compute, encode=encode_shrink)
+register_op("Shrink", same_shape_infer, shrink_compute, encode=encode_shrink, dtypes={0: NUMBERS})

@@ -130,6 +130,41 @@ def int_binary_loop(op, x, xi, y, yi, out):
             out[i] = min(a, b)
 
 
+@jit_inline_llvm
+def half_value(bits):
+    """The value of IEEE half-precision `bits` (a uint16), exactly, as a float64."""
+    h = np.int64(bits)
+    exponent = (h >> 10) & 0x1F
+    mantissa = h & 0x3FF
+    if exponent == 0:
+        value = np.float64(mantissa) * 2.0**-24
+    elif exponent == 31:
+        value = np.inf if mantissa == 0 else np.nan
+    else:
+        value = (1.0 + mantissa / 1024.0) * 2.0 ** (exponent - 15)
+    return -value if h & 0x8000 else value
+
+
+@jit_with_nrt
+def half_select_loop(op, x, xi, y, yi, out):
+    """MAX / MIN of float16 inputs given as their uint16 bits: compared as floats (what
+    onnxruntime computes in float32), the chosen input's bits copied, so nothing is rounded.
+    A NaN in either input gives that NaN, as `_apply` does for the wider floats."""
+    mapped_x = xi.shape[0] > 0
+    mapped_y = yi.shape[0] > 0
+    for i in range(out.shape[0]):
+        a_bits = x[xi[i]] if mapped_x else x[i]
+        b_bits = y[yi[i]] if mapped_y else y[i]
+        a = half_value(a_bits)
+        b = half_value(b_bits)
+        if a != a:
+            out[i] = a_bits
+        elif b != b or (b > a if op == MAX else b < a):
+            out[i] = b_bits
+        else:
+            out[i] = a_bits
+
+
 @jit_with_nrt
 def compare_loop(op, x, xi, y, yi, out):
     """Bool out[i] = x[xi[i]] op y[yi[i]] (EQUAL / LESS / GREATER)."""

@@ -3,24 +3,33 @@
 Reduce* take their axes from the attribute (ReduceSum before opset 13, the others before 18)
 or from input 1 (a `data_inputs` position), with keepdims and noop_with_empty_axes. They run on
 float32 / float64 (read as and accumulated in float64) and int32 / int64 (in int64; ReduceMean
-of integers divides the sum truncating toward zero, as onnxruntime does). Each input element
-adds into the output element an index map gives it (the keepdims shape broadcast to the
-input's), so one loop per dtype serves every axis set. A reduction over an empty axis gives 0
-(Sum), 1 (Prod) and is refused for Max / Min / Mean.
+of integers divides the sum truncating toward zero, as onnxruntime does); ReduceMax and
+ReduceMin on int8 / int16 / uint8 and bool too. Each input element adds into the output
+element an index map gives it (the keepdims shape broadcast to the input's), so one loop per
+dtype serves every axis set. A reduction over an empty axis gives 0 (Sum), 1 (Prod), the
+lowest value of the dtype (Max: -inf, the integer minimum, false) and the highest (Min), as
+ONNX defines them; it is refused for Mean.
 """
 
 import numpy as np
 
 from rtsoa._jit import jit_with_nrt
+from rtsoa.graph.schema import DType
 from rtsoa.ops.abi import (
+    BOOL,
     F32,
     F64,
+    I8,
+    I16,
     I32,
     I64,
+    NUMBERS,
     RESULT_ROW,
+    SMALL_INTEGERS,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
+    U8,
     dim,
     dtype,
     numel,
@@ -72,7 +81,8 @@ def reduce_infer(arena, table, n_in, n_out, attrs, fattrs):
         return status
     kind = dtype(table, 0)
     if kind != F32 and kind != F64 and kind != I32 and kind != I64:
-        return np.int32(STATUS_OP_BAD_DTYPE)
+        if kind != I8 and kind != I16 and kind != U8 and kind != BOOL:
+            return np.int32(STATUS_OP_BAD_DTYPE)  # and these for Max / Min only (`reduce`)
     keep = attrs[0] != 0 or noop
     dims = row_dims(table, 0)
     out = np.empty(dims.shape[0] - (0 if keep else flags.sum()), dtype=np.int64)
@@ -118,6 +128,9 @@ def reduce(op, arena, table, n_in, attrs):
     kind = dtype(table, 0)
     if dtype(table, n_in) != kind:
         return np.int32(STATUS_OP_BAD_DTYPE)
+    wide = kind == F32 or kind == F64 or kind == I32 or kind == I64
+    if not wide and op != MAX and op != MIN:
+        return np.int32(STATUS_OP_BAD_DTYPE)
     if noop:
         return byte_copy(arena, table, 0, n_in)
     r = rank(table, 0)
@@ -130,8 +143,8 @@ def reduce(op, arena, table, n_in, attrs):
         n_out *= size
     if numel(table, n_in) != n_out:
         return np.int32(STATUS_OP_BAD_SHAPE)
-    if n == 0 and n_out > 0 and op != SUM and op != PROD:
-        return np.int32(STATUS_OP_BAD_SHAPE)  # max / min / mean of nothing
+    if n == 0 and n_out > 0 and op == MEAN:
+        return np.int32(STATUS_OP_BAD_SHAPE)  # the mean of nothing
     targets = index_map(table, SCRATCH, 0)
     counts = np.zeros(n_out if (op == MAX or op == MIN) else 0, dtype=np.int64)
     floating = kind == F32 or kind == F64
@@ -139,15 +152,35 @@ def reduce(op, arena, table, n_in, attrs):
         return np.int32(STATUS_OP_BAD_SHAPE)
     if floating:
         acc = np.full(n_out, 1.0 if op == PROD else 0.0)
+        if op == MAX or op == MIN:  # what an empty axis gives; any element replaces it
+            acc[:] = -np.inf if op == MAX else np.inf
         reduce_loop(op, as_float64(arena, table, 0, n), targets, acc, counts)
         if op == MEAN:
             acc /= n // max(n_out, 1)
         return narrow_to(arena, table, n_in, kind, acc, n_out)
     iacc = np.full(n_out, 1 if op == PROD else 0, dtype=np.int64)
+    if op == MAX or op == MIN:
+        iacc[:] = _integer_bound(kind, op == MIN)
     reduce_loop(op, as_int64(arena, table, 0, n), targets, iacc, counts)
     if op == MEAN:
         truncate_divide(iacc, n // max(n_out, 1))
     return narrow_to(arena, table, n_in, kind, iacc, n_out)
+
+
+@jit_with_nrt
+def _integer_bound(kind, highest):
+    """The lowest (or highest) value of integer or bool dtype `kind`."""
+    if kind == I64:
+        return np.iinfo(np.int64).max if highest else np.iinfo(np.int64).min
+    if kind == I32:
+        return np.int64(2**31 - 1) if highest else np.int64(-(2**31))
+    if kind == I16:
+        return np.int64(2**15 - 1) if highest else np.int64(-(2**15))
+    if kind == I8:
+        return np.int64(127) if highest else np.int64(-128)
+    if kind == U8:
+        return np.int64(255) if highest else np.int64(0)
+    return np.int64(1) if highest else np.int64(0)  # bool
 
 
 @jit_with_nrt
@@ -283,15 +316,22 @@ def encode_arg(attributes, inputs):
     ]
 
 
-for _name, _compute in (
-    ("ReduceSum", reduce_sum_compute),
-    ("ReduceMean", reduce_mean_compute),
-    ("ReduceMax", reduce_max_compute),
-    ("ReduceMin", reduce_min_compute),
-    ("ReduceProd", reduce_prod_compute),
+_SELECTED = NUMBERS | SMALL_INTEGERS | {DType.BOOL}  # Max / Min pick an element: any order
+for _name, _compute, _dtypes in (
+    ("ReduceSum", reduce_sum_compute, NUMBERS),
+    ("ReduceMean", reduce_mean_compute, NUMBERS),
+    ("ReduceMax", reduce_max_compute, _SELECTED),
+    ("ReduceMin", reduce_min_compute, _SELECTED),
+    ("ReduceProd", reduce_prod_compute, NUMBERS),
 ):
     register_op(
-        _name, reduce_infer, _compute, encode=encode_reduce, inputs=(1, 2), data_inputs=(1,)
+        _name,
+        reduce_infer,
+        _compute,
+        encode=encode_reduce,
+        inputs=(1, 2),
+        data_inputs=(1,),
+        dtypes={0: _dtypes},
     )
-register_op("ArgMax", arg_infer, argmax_compute, encode=encode_arg)
-register_op("ArgMin", arg_infer, argmin_compute, encode=encode_arg)
+register_op("ArgMax", arg_infer, argmax_compute, encode=encode_arg, dtypes={0: NUMBERS})
+register_op("ArgMin", arg_infer, argmin_compute, encode=encode_arg, dtypes={0: NUMBERS})

@@ -37,6 +37,9 @@ class OpDef:
     outputs: tuple = (1, 1)  # (min, max) output count
     data_inputs: tuple = ()  # input positions whose data `infer` reads
     doc: str = ""
+    # {input position: DType codes it may have}: lowering refuses others, naming the op, the
+    # node and the dtype, instead of the op failing at run time. None: not declared.
+    dtypes: dict = None
 
     @property
     def max_inputs(self):

@@ -1,0 +1,67 @@
+"""Ops rtsoa runs as a few of its own ops, composed at lowering: CastLike (a Cast to the
+second input's element type), Size (the product of Shape), GreaterOrEqual / LessOrEqual
+(Greater or Equal: false where an input is NaN, as ONNX has it) and Reciprocal (1 / x in x's
+element type). The element types they need must be known at lowering (graph inputs, constants,
+ONNX shape inference); a LoweringError names the node when one is not."""
+
+import numpy as np
+
+from rtsoa.errors import LoweringError
+from rtsoa.graph.schema import DType
+from rtsoa.lowering.converters import register_converter
+from rtsoa.ops.abi import NUMPY_DTYPES
+
+
+def _known_dtype(ctx, node, name, role):
+    dtype = ctx.tensor(name).dtype
+    if dtype == DType.UNDEFINED:
+        raise LoweringError(
+            f"{ctx.describe(node)}: the element type of {role} {name!r} is not known at lowering"
+        )
+    return dtype
+
+
+@register_converter("CastLike", since=15)
+def cast_like(ctx, node):
+    """CastLike(x, like) = Cast(x, to = like's element type)."""
+    from onnx.helper import np_dtype_to_tensor_dtype
+
+    x, like = node.inputs[:2]
+    dtype = _known_dtype(ctx, node, like, "input")
+    to = np_dtype_to_tensor_dtype(np.dtype(NUMPY_DTYPES[dtype]))
+    ctx.emit("Cast", [x], node.outputs[:1], {"to": int(to)})
+
+
+@register_converter("Size")
+def size(ctx, node):
+    """Size(x) = ReduceProd(Shape(x)) over every axis, keepdims 0: an int64 scalar (1 for a
+    scalar x, whose shape is empty)."""
+    shape = ctx.fresh_name("shape")
+    ctx.emit("Shape", node.inputs[:1], [shape])
+    ctx.emit("ReduceProd", [shape], node.outputs[:1], {"keepdims": 0})
+
+
+def _or_equal(strict):
+    def convert(ctx, node):
+        a, b = node.inputs[:2]
+        ordered, equal = ctx.fresh_name("ordered"), ctx.fresh_name("equal")
+        ctx.emit(strict, [a, b], [ordered])
+        ctx.emit("Equal", [a, b], [equal])
+        ctx.emit("Or", [ordered, equal], node.outputs[:1])
+
+    convert.__doc__ = f"{strict}OrEqual(a, b) = Or({strict}(a, b), Equal(a, b))."
+    return convert
+
+
+register_converter("GreaterOrEqual", since=12)(_or_equal("Greater"))
+register_converter("LessOrEqual", since=12)(_or_equal("Less"))
+
+
+@register_converter("Reciprocal")
+def reciprocal(ctx, node):
+    """Reciprocal(x) = Div(1, x), the 1 a scalar of x's element type."""
+    (x,) = node.inputs[:1]
+    dtype = _known_dtype(ctx, node, x, "input")
+    one = ctx.fresh_name("one")
+    ctx.set_constant(one, np.ones((), dtype=NUMPY_DTYPES[dtype]))
+    ctx.emit("Div", [one, x], node.outputs[:1])
