@@ -180,9 +180,8 @@ def test_property_random_priorities_on_2_to_8_threads(data, nodes, threads):
 @given(data=st.data(), units=st.integers(1, 30), threads=THREADS, window=WINDOWS)
 def test_property_admission_window_keeps_the_priority_order(data, units, threads, window):
     """Drawn priorities with device nodes (the window is on where one is drawn), any window:
-    the reference's answer,
-    each node started within `window` ranks of the oldest unfinished one, and with a window
-    of 1 on 3+ threads the reference's sequential order exactly."""
+    the reference's answer, each node started within `window` ranks of the oldest unfinished
+    one, and with a window of 1 on 3+ threads the reference's sequential order exactly."""
     graph, description = random_device_graph(data, units)
     executor = _windowed(graph, threads, window)
     device = any(node.kernel == "AllocMemory" for node in description.nodes)
