@@ -96,6 +96,11 @@ def _oracle_runner(model_bytes, oracle):
 
 
 def main():
+    if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):  # as tests/conftest.py does (mutation runs)
+        from rtsoa._numba.caching import set_package_source_stamp
+
+        with open(os.environ["RTSOA_MUTATION_STAMP_FILE"]) as stamp_file:
+            set_package_source_stamp(stamp_file.read().strip())
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     requests = sys.stdin.buffer
