@@ -71,7 +71,10 @@ fi
 warm() {
     python -c 'import shlex, subprocess, sys, tomllib
 command = tomllib.load(open(sys.argv[1], "rb"))["cosmic-ray"]["test-command"]
-sys.exit(subprocess.run(shlex.split(command), stdout=subprocess.DEVNULL).returncode)' "$config"
+# a session of its own, as cosmic-ray gives each test run: a MUTATION_NICE command then
+# lowers its own autogroup, not the one of this script and its caller
+done = subprocess.run(shlex.split(command), stdout=subprocess.DEVNULL, start_new_session=True)
+sys.exit(done.returncode)' "$config"
 }
 stage "warm-up test run" warm
 stage baseline cosmic-ray baseline "$config"
