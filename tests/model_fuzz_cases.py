@@ -25,6 +25,9 @@ ARITHMETIC = ("Add", "Sub", "Mul", "Max", "Min")
 FLOAT_UNARY = ("Exp", "Tanh", "Sigmoid", "Sqrt", "Softplus")
 ANY_UNARY = ("Relu", "Neg", "Abs", "Identity")
 COMPARISONS = ("Less", "Greater", "Equal")
+# onnxruntime's float ReduceMax / ReduceMin skip a NaN or not by its position; the reference
+# (numpy) propagates it, as rtsoa does: such models are judged by the reference alone
+NAN_ORDERED = "float ReduceMax / ReduceMin (the reference alone judges)"
 
 
 class ModelCase(NamedTuple):
@@ -145,8 +148,9 @@ def _step(builder):
     floats = builder.pick(lambda t: t.dtype in FLOATS)
     ranked = builder.pick(lambda t: t.dtype in FLOATS + INTS and len(t.shape) >= 1)
     kind = rng.choice(
-        ["arithmetic", "unary", "where", "cast", "reduce", "matmul", "shape", "concat", "split"],
-        p=[0.22, 0.16, 0.08, 0.08, 0.1, 0.12, 0.1, 0.07, 0.07],
+        ["arithmetic", "unary", "where", "cast", "reduce", "matmul", "shape", "concat", "split"]
+        + ["index"],
+        p=[0.2, 0.14, 0.07, 0.07, 0.1, 0.11, 0.1, 0.07, 0.06, 0.08],
     )
     if kind == "arithmetic":
         ops = ARITHMETIC + (("Div",) if numeric.dtype in FLOATS else ())
@@ -183,6 +187,8 @@ def _step(builder):
         shape = list(ranked.shape)
         shape[axis] *= 2
         builder.node("Concat", [ranked, ranked], ranked.dtype, shape, axis=axis)
+    elif kind == "index" and ranked is not None:
+        _index(builder, ranked)
     elif kind == "split" and ranked is not None and ranked.shape[0] % 2 == 0:
         half = (ranked.shape[0] // 2, *ranked.shape[1:])
         first, second = builder.node("Split", [ranked], ranked.dtype, half, outputs=2, axis=0)
@@ -205,6 +211,8 @@ def _reduce(builder, tensor):
         op = ("ReduceMax", "ReduceMin", "ReduceMean")[rng.integers(3)]
         if op == "ReduceMean" and tensor.dtype not in FLOATS:
             op = "ReduceMax"
+        if op != "ReduceMean" and tensor.dtype in FLOATS:
+            builder.features.add(NAN_ORDERED)
         builder.node(op, [tensor], tensor.dtype, shape, axes=[axis], keepdims=keep)
 
 
@@ -221,6 +229,43 @@ def _matmul(builder, tensor):
         product = builder.node("Add", [product, bias], tensor.dtype, shape)
         if rng.random() < 0.6:
             builder.node("Relu", [product], tensor.dtype, shape)
+
+
+def _index(builder, tensor):
+    """Slice (any step, starts and ends anywhere but a negative step's start before the axis:
+    a known difference, pinned by a strict xfail), Gather of constant indices, Expand, or a
+    Reshape to the tensor's own Shape (a shape the lowering folds)."""
+    rng = builder.rng
+    shape = tensor.shape
+    axis = int(rng.integers(0, len(shape)))
+    size = shape[axis]
+    choice = rng.integers(4)
+    if choice == 0:
+        step = int(rng.choice([-2, -1, 1, 2, 3]))
+        low = 0 if step > 0 else -size
+        start = int(rng.integers(low, size + 1)) if size or step > 0 else 0
+        end = int(rng.integers(-size - 3, size + 4))
+        kept = len(range(*slice(start, end, step).indices(size)))
+        arrays = [np.array([v], dtype=np.int64) for v in (start, end, axis, step)]
+        out = (*shape[:axis], kept, *shape[axis + 1 :])
+        inputs = [tensor, *(builder.constant(a) for a in arrays)]
+        builder.node("Slice", inputs, tensor.dtype, out)
+    elif choice == 1 and size > 0:
+        picks = rng.integers(-size, size, size=int(rng.integers(0, 4)))
+        indices = builder.constant(picks.astype(np.int64))
+        out = (*shape[:axis], picks.shape[0], *shape[axis + 1 :])
+        builder.node("Gather", [tensor, indices], tensor.dtype, out, axis=axis)
+    elif choice == 2:
+        target = tuple(int(d) for d in rng.integers(1, 3, size=int(rng.integers(0, 2))))
+        target += tuple(d if d != 1 or rng.random() < 0.5 else 3 for d in shape)
+        out = np.broadcast_shapes(shape, target)
+        builder.node(
+            "Expand", [tensor, builder.constant(np.array(target, np.int64))], tensor.dtype, out
+        )
+    elif 0 not in shape:  # a 0 in a Reshape's shape copies the input's dimension
+        flat = builder.node("Flatten", [tensor], tensor.dtype, (1, int(np.prod(shape))), axis=0)
+        dims = builder.node("Shape", [tensor], np.int64, (len(shape),))
+        builder.node("Reshape", [flat, dims], tensor.dtype, shape)
 
 
 def _shape_op(builder, tensor):
