@@ -225,8 +225,17 @@ def _matmul(builder, tensor):
     shape = (*tensor.shape[:-1], columns)
     product = builder.node("MatMul", [tensor, weights], tensor.dtype, shape)
     if rng.random() < 0.6:
-        bias = builder.constant(rng.standard_normal(columns).astype(tensor.dtype))
-        product = builder.node("Add", [product, bias], tensor.dtype, shape)
+        # a bias along the last axis (fused), or one of another shape (not fused)
+        shapes = [(columns,), (columns,), (1, columns), (1,), (), (*shape[:-1], 1)]
+        bias_shape = shapes[rng.integers(len(shapes))]
+        bias = builder.constant(rng.standard_normal(bias_shape).astype(tensor.dtype))
+        if rng.random() < 0.3:
+            builder.features.add("bias first")
+            operands = [bias, product]
+        else:
+            operands = [product, bias]
+        shape = np.broadcast_shapes(shape, bias_shape)
+        product = builder.node("Add", operands, tensor.dtype, shape)
         if rng.random() < 0.6:
             builder.node("Relu", [product], tensor.dtype, shape)
 
