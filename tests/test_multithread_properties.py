@@ -220,3 +220,28 @@ def test_property_relation_graphs(nodes, seed, streams, fan_in, threads, window)
     assert executor.device.hazard_count == 0, executor.device.hazards()[:3]
     assert executor.device.stats()["hbm"]["allocated_bytes.current"] == 0
     tally("test_property_relation_graphs", executor, graph)
+
+
+def test_the_first_run_of_an_executor_keeps_the_window():
+    """The window holds from an executor's first run on (the device worker's own window with
+    two threads starts with every one of its ranks unfinished): a device chain of low rank
+    waits behind a NORMAL node of 0.1-0.2 s, and the independent chain ranked after it must not
+    start first. Marking the ranks finished in epoch 1 instead of 0 (the first run's epoch)
+    let that chain run first, on the first run only, which the properties above (a few
+    ready nodes at a time, and repeated runs) did not see."""
+    for threads in (2, 3):
+        builder = RecordingBuilder()
+        busy = builder.add_node("Busy", attributes=[300_000_000], priority=0)
+        for priority, after in ((0, busy), (5, None)):
+            alloc, (block,) = REGISTRY.add_node(
+                builder, "AllocMemory", attributes=[64], priority=priority
+            )
+            launch, _ = REGISTRY.add_node(
+                builder, "LaunchKernel", attributes=[64, 1], inputs=[block], priority=priority
+            )
+            free, _ = REGISTRY.add_node(builder, "FreeMemory", inputs=[block], priority=priority)
+            for source, target in ((after, alloc), (alloc, launch), (launch, free)):
+                if source is not None:
+                    builder.add_edge(source, target)
+        graph = builder.finalize()
+        check_window(graph, builder.description, _windowed(graph, threads, 1), 1)
