@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run one mutation-testing config on a scratch copy of this checkout (cosmic-ray edits the
 # sources it mutates, so never point it at a working tree you care about).
-#   [MUTATION_ONLY=f,g] mutation/run.sh validate|validate-jit|executors|allocator [SCRATCH_DIR]
+#   [MUTATION_ONLY=f,g] mutation/run.sh CONFIG [SCRATCH_DIR]   (CONFIG: a mutation/CONFIG.toml,
+#   validate, validate-jit, executors, allocator, lowering, multithread or model)
 #   MUTATION_NICE=1 (any form): each test run lowers itself to autogroup nice 19 (cosmic-ray
 #   starts it in a new session, out of reach of `nice` on this script)
 #   MUTATION_RERUN=1 [MUTATION_RERUN_TIMEOUTS=1] [MUTATION_RERUN_JOBS=id,id] mutation/run.sh NAME [SCRATCH_DIR]
@@ -70,7 +71,10 @@ fi
 warm() {
     python -c 'import shlex, subprocess, sys, tomllib
 command = tomllib.load(open(sys.argv[1], "rb"))["cosmic-ray"]["test-command"]
-sys.exit(subprocess.run(shlex.split(command), stdout=subprocess.DEVNULL).returncode)' "$config"
+# a session of its own, as cosmic-ray gives each test run: a MUTATION_NICE command then
+# lowers its own autogroup, not the one of this script and its caller
+done = subprocess.run(shlex.split(command), stdout=subprocess.DEVNULL, start_new_session=True)
+sys.exit(done.returncode)' "$config"
 }
 stage "warm-up test run" warm
 stage baseline cosmic-ray baseline "$config"

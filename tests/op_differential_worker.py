@@ -1,14 +1,16 @@
 """Worker process of the op differential fuzzer (`test_op_differential.py`).
 
 Reads cases from stdin and writes replies to stdout, each a pickled frame behind an 8-byte
-little-endian length. A case is (serialized ONNX model, list of feeds, oracle name); for each
-feed the worker runs rtsoa (the model lowered once, run on every feed) and the oracle
-(onnxruntime, single thread, or onnx.reference, which also stands in for onnxruntime where
-it has no kernel for the op and dtype), announcing each step first with a
-("step", runtime, feed index) frame, so that when this process dies (a signal in either
-runtime) the driver names the runtime, the op and the inputs it was running. The reply is
-("done", [(rtsoa outcome, oracle outcome) per feed]); an outcome is ("ok", {name: array}) or
-("error", type name, message). Stray prints go to stderr, never into the frames.
+little-endian length. A case is (serialized ONNX model, list of feeds, oracle name, options:
+`streams` of the lowering, `executor` of the model); for each feed the worker runs rtsoa (the
+model lowered once, run on every feed) and the oracle (onnxruntime, single thread, or
+onnx.reference, which also stands in for onnxruntime where it has no kernel for the op and
+dtype), announcing each step first with a ("step", runtime, feed index) frame, so that when
+this process dies (a signal in either runtime) the driver names the runtime, the op and the
+inputs it was running. The reply is
+("done", [(rtsoa outcome, oracle outcome) per feed]); an outcome is ("ok", {name: array}),
+("error", type name, message) or, where rtsoa refused the model at lowering or load,
+("refused", type name, message). Stray prints go to stderr, never into the frames.
 """
 
 import os
@@ -37,15 +39,17 @@ def _error(error):
     return ("error", type(error).__name__, str(error)[:500])
 
 
-def _rtsoa_runner(model_bytes):
-    """A function feed -> outcome running the lowered model, or the lowering's error."""
+def _rtsoa_runner(model_bytes, options):
+    """A function feed -> outcome running the lowered model, or the lowering's error
+    (a "refused" outcome). `options`: `streams` of the lowering, `executor` of the model."""
     from rtsoa.lowering import lower
     from rtsoa.runtime import load_model
 
     try:
-        model = load_model(lower(model_bytes))
+        graph = lower(model_bytes, streams=options.get("streams", 1))
+        model = load_model(graph, executor=options.get("executor", "auto"))
     except Exception as error:  # refused at lowering or load: every feed gets the error
-        outcome = _error(error)
+        outcome = ("refused", *_error(error)[1:])
         return (lambda feeds: outcome), None
 
     def run(feeds):
@@ -92,6 +96,11 @@ def _oracle_runner(model_bytes, oracle):
 
 
 def main():
+    if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):  # as tests/conftest.py does (mutation runs)
+        from rtsoa._numba.caching import set_package_source_stamp
+
+        with open(os.environ["RTSOA_MUTATION_STAMP_FILE"]) as stamp_file:
+            set_package_source_stamp(stamp_file.read().strip())
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     requests = sys.stdin.buffer
@@ -99,9 +108,9 @@ def main():
         case = _receive(requests)
         if case is None:
             return
-        model_bytes, feeds_list, oracle = case
+        model_bytes, feeds_list, oracle, options = case
         _send(replies, ("step", "rtsoa lowering", -1))
-        run_rtsoa, model = _rtsoa_runner(model_bytes)
+        run_rtsoa, model = _rtsoa_runner(model_bytes, options)
         _send(replies, ("step", f"{oracle} session", -1))
         run_oracle = _oracle_runner(model_bytes, oracle)
         results = []

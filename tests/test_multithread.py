@@ -3,12 +3,13 @@ reference model with 2, 3 and 4 threads (repeated to shake out races), worker cl
 critical sections, errors, end of sequence, refusals."""
 
 import threading
+from collections import Counter
 from unittest import mock
 
 import numpy as np
 import pytest
 from executor_checks import GENERATED, generated_case, property_settings, random_priority_graph
-from figures import report
+from figures import counted, report
 from hypothesis import given
 from hypothesis import strategies as st
 from multithread_kernels import (
@@ -861,16 +862,28 @@ def _shared_and_private_ops(ops, queue_of, bits, order, keys, serves, sole, heap
     return taken, units
 
 
+_takes = Counter()  # what the takes of the property below did, over its examples
+
+
 @property_settings(200)
-@given(st.lists(st.integers(-1, 149), max_size=300), st.randoms(use_true_random=False))
-def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(ops, rng):
+@given(
+    st.lists(st.just(-1) | st.integers(0, 149), max_size=300),  # about half are takes
+    st.randoms(use_true_random=False),
+    st.just(0) | st.integers(1, 40),
+    st.integers(0, 150),
+)
+def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(
+    ops, rng, window, low
+):
     """Nodes another worker pushes to a queue this worker alone serves are drained whole into
     its private batch; takes still give a heap's answers across the private batch, that queue
     and a queue shared with other workers, and each shared node brings its outstanding unit
-    (drained ones once, when drained)."""
+    (drained ones once, when drained). With an admission window (`low` the oldest unfinished
+    rank) a take whose best rank is low + window or above is refused and leaves every node
+    where it was."""
     import heapq
 
-    from rtsoa.executors.admission import Admission
+    from rtsoa.executors.admission import LOW, Admission
     from rtsoa.executors.ready_queues import CONTROL_SIZE, LINE, OUTSTANDING, QUEUE_SIZE, QUEUES
 
     seen = set()
@@ -883,7 +896,9 @@ def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(op
     queue_of = np.array([rng.randrange(QUEUES) for _ in range(n)], dtype=np.int8)
     serves = np.array([False, True, True])  # queue 0: kept privately (own releases)
     sole = np.array([False, True, False])  # queue 1: served by this worker alone
-    admission = Admission(np.int64(0), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64))
+    marks = np.zeros(8, np.int64)
+    marks[LOW] = low
+    admission = Admission(np.int64(window), np.int64(n), np.zeros(n, np.int64), marks)
     control = np.zeros(CONTROL_SIZE, dtype=np.int64)
     taken, units = _shared_and_private_ops(
         np.array(ops, dtype=np.int64),
@@ -903,9 +918,17 @@ def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(op
         if op >= 0:
             heapq.heappush(heap, int(ranks[op]))
             pushed += bool(serves[queue_of[op]])
+        elif heap and (window == 0 or heap[0] < low + window):
+            assert got == order[heapq.heappop(heap)]
+            _takes["taken" if window == 0 else "taken in the window"] += 1
         else:
-            assert got == (order[heapq.heappop(heap)] if heap else -1)
+            assert got == -1, (heap[:1], low, window)
+            _takes["refused by the window" if heap else "empty"] += 1
     assert control[OUTSTANDING] == pushed
     # each pushed node brought its unit once, when taken or drained, unless still queued
     queued = sum(int(control[QUEUE_SIZE + q * LINE]) for q in range(QUEUES))
     assert units + queued == pushed
+    report(
+        "test_multithread.py::test_a_queue_served_alone_is_drained_into_the_private_batch",
+        ["  takes:"] + counted(_takes),
+    )

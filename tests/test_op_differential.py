@@ -84,7 +84,8 @@ class Worker:
             self._start()
         timeout = FIRST_TIMEOUT_SECONDS if self.cases_run == 0 else TIMEOUT_SECONDS
         deadline = time.monotonic() + timeout
-        payload = pickle.dumps((case.model, case.feeds, case.oracle))
+        options = getattr(case, "options", {})
+        payload = pickle.dumps((case.model, case.feeds, case.oracle, options))
         step = ("sending", -1)
         try:
             self.process.stdin.write(struct.pack("<Q", len(payload)) + payload)
@@ -138,6 +139,8 @@ def _compare_arrays(case, got, want):
 
 def compare(case, mine, oracle):
     """(verdict, detail): "ok", "skip" (the oracle has no kernel) or "mismatch"."""
+    if mine[0] == "refused":  # at lowering or load: an error like any other here
+        mine = ("error", *mine[1:])
     if oracle[0] == "error" and "NOT_IMPLEMENTED" in oracle[2]:
         return "skip", oracle[2]
     if mine[0] == "error" and oracle[0] == "error":

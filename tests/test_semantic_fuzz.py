@@ -13,6 +13,9 @@ of memory or above the arena (refused in every order), costs any int64 (negative
 refused). Fail draws the reserved statuses too: a run may end "end" only when the graph holds
 a kernel registered to end a sequence.
 
+The multithread executor runs each graph on 1 (refused), 2, 4 and 8 threads: from 4 threads
+a class queue has two workers (the shared-queue path), 8 are more than the cores.
+
 The worker (`semantic_worker.py`) runs in a subprocess so that a segfault fails one example
 instead of the suite; each case has a timeout. Cases: FUZZ_CASES (default 2,000; more with
 `pytest -m large`, which runs 20,000).
@@ -254,6 +257,8 @@ def draw_graph(draw):
 def check_outcomes(answer, path):
     assert answer["load"] in ("ok", "GraphFormatError"), (path, answer)
     runs = answer["runs"]
+    if runs:  # one thread is refused at prepare (a memory and a normal worker are needed)
+        assert runs["multithread-1"][0] in ("ValueError", "GraphFormatError"), (path, runs)
     for name, (outcome, *_rest) in runs.items():
         assert outcome in TYPED, (path, name, runs)
         # a reserved status is obeyed only from a kernel registered for it
