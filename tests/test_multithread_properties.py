@@ -40,6 +40,11 @@ DEVICE_CLASSES = (1, 2)  # WorkerClass.MEMORY, WorkerClass.LAUNCH: the device wo
 _branches = {}  # test name -> Counter of the branches its examples reached
 
 
+def _node_queues(executor):
+    """The class queue of each node (the same in every plan of the executor)."""
+    return np.asarray(executor.plans["classes"].run_state.node_queue)
+
+
 def branches_reached(executor, graph):
     """The multithread branches a prepared executor's run takes on `graph`: the thread count,
     whether a worker runs the priority order straight or alone, whether some class queue
@@ -47,15 +52,16 @@ def branches_reached(executor, graph):
     speculative successor), the admission window (off, shared or the device worker's own)
     and the relation state."""
     nodes = graph.nodes_of()
-    classes = np.asarray(executor._shared[1])[nodes]
-    serves = np.asarray(executor._serves)
+    workers = executor.workers  # of the plan runs use now
+    classes = _node_queues(executor)[nodes]
+    serves = np.array([worker.serves for worker in workers])
     held = np.unique(classes)
     shared = bool((serves[:, held].sum(axis=0) >= 2).any())
     window = int(executor.admission.window)
     labels = [f"threads {executor.threads}"]
-    if any(executor._straight):
+    if any(worker.straight for worker in workers):
         labels.append("straight")
-    elif any(executor._alone):
+    elif any(worker.alone for worker in workers):
         labels.append("alone")
     labels.append("shared queue" if shared else "private queues only")
     if window == 0:
@@ -132,7 +138,7 @@ def check_window(graph, description, executor, window):
     end[steps[:, 0]] = steps[:, 2]
     covered = np.ones(graph.num_nodes, dtype=np.bool_)
     if executor.threads == 2:
-        classes = np.asarray(executor._shared[1])
+        classes = _node_queues(executor)
         covered = np.isin(classes, DEVICE_CLASSES)
     by_rank = np.asarray(order, dtype=np.int64)
     for node in by_rank[covered[by_rank]]:
