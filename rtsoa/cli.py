@@ -130,7 +130,7 @@ def _run_graph(args, start, helper):
 
     from rtsoa.executors import Tracer, prepare_executor
     from rtsoa.graph.io import load_graph
-    from rtsoa.kernels.runtime import is_model
+    from rtsoa.kernels.abi import is_model
     from rtsoa.prewarm import finish
     from rtsoa.runtime.commands import run_model
 

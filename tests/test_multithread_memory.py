@@ -12,8 +12,8 @@ import pytest
 
 from rtsoa.executors import Profiler, RunResult, prepare_executor
 from rtsoa.graph.generators import generate
-from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.kernels import expected_checksum
+from rtsoa.kernels.relations import remove_launch_free_edges
 
 # Peak allocated device bytes, multithread / sequential, that the window must keep. The
 # measured factors (README "Multi-thread executor") are well below it; the limit leaves room
@@ -67,8 +67,8 @@ def _ranks(executor):
 
 def _device_nodes(executor):
     """bool per node: a memory or launch node (run by the device worker(s))."""
-    from rtsoa.graph.relations import node_classes
     from rtsoa.graph.schema import WorkerClass
+    from rtsoa.kernels.relations import node_classes
 
     tables = executor.registry.tables()
     return node_classes(tables, executor.runtime.graph.node_dispatch) != WorkerClass.NORMAL

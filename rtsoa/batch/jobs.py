@@ -19,12 +19,7 @@ import os
 import sys
 from typing import NamedTuple
 
-from rtsoa.errors import RtsoaError
-
-
-class BatchError(RtsoaError, ValueError):
-    """A batch that cannot start or go on: a bad job list, manifest, option or results file.
-    The message names the job, line or option."""
+from rtsoa.errors import BatchError
 
 
 class Job(NamedTuple):

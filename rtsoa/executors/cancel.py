@@ -37,11 +37,11 @@ import time
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir
+from rtsoa.abi.status import STATUS_CANCELLED, STATUS_OK, STATUS_STEP_LIMIT
+from rtsoa.errors import RunCancelled, RunInterrupted, RunTimeout
 from rtsoa.executors.atomics import atomic_load
-from rtsoa.executors.errors import RunCancelled, RunInterrupted, RunTimeout
+from rtsoa.kernels.abi import line_zeros
 from rtsoa.kernels.clock import monotonic_ns
-from rtsoa.kernels.runtime import line_zeros
-from rtsoa.kernels.status import STATUS_CANCELLED, STATUS_OK, STATUS_STEP_LIMIT
 
 try:  # the C module: its getsignal / signal skip the enum conversions (3.2 us -> 0.07 us)
     import _signal as _signals

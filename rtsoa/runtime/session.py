@@ -26,9 +26,9 @@ import itertools
 import threading
 
 from rtsoa.device import defaults
-from rtsoa.errors import RtsoaError
+from rtsoa.errors import SessionStateError
 from rtsoa.graph.schema import GraphKind
-from rtsoa.kernels.runtime import ValueState, new_values
+from rtsoa.kernels.abi import ValueState, new_values
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.resources import IndexPool
 
@@ -46,10 +46,6 @@ MODEL_KERNELS = (
     "UploadConstant",
 )
 DEFAULT_HBM_BYTES = 1 << 30
-
-
-class SessionStateError(RtsoaError, RuntimeError):
-    """A closed session used again."""
 
 
 def model_device(graph, hbm_bytes=None):

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import jit_out_of_line
-from rtsoa.device.allocator import device_free, device_malloc
+from rtsoa.device.malloc import device_free, device_malloc
 
 OP_FREE = 0
 OP_ALLOC = 1
