@@ -97,7 +97,7 @@ def cold_start(path, executor="auto"):
     calls the device, start the helper and compile the device functions here (see the
     module docstring). Returns the helper (a `subprocess.Popen`) or None."""
     from rtsoa.graph.io import load_graph
-    from rtsoa.kernels.runtime import is_model
+    from rtsoa.kernels.abi import is_model
     from rtsoa.ops.library import compile_jobs
 
     try:

@@ -9,7 +9,7 @@ rest of the suite covers.
 Used by tests/test_executor_loops.py, and with RTSOA_PURE_PYTHON_DEVICE=1 (tests/conftest.py
 calls `install_device`) by the mutation runs of the allocator (mutation/allocator.toml): then
 `rtsoa.device.Device` calls plain-Python copies of the allocator, stream and hazard functions,
-so a mutant of allocator.py costs no compile.
+so a mutant of malloc.py costs no compile.
 """
 
 import time
@@ -81,9 +81,9 @@ def install_device():
 
     import numpy as np
 
-    from rtsoa.device import allocator, device, handles, hazards, streams
+    from rtsoa.device import device, handles, hazards, malloc, streams
 
-    device._allocator = pure_module(allocator, ["device_malloc", "device_free", "release_cached"])
+    device._allocator = pure_module(malloc, ["device_malloc", "device_free", "release_cached"])
     device._streams = pure_module(
         streams,
         [

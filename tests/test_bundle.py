@@ -13,7 +13,7 @@ from numba.core.registry import cpu_target
 
 from rtsoa._bundle import BundleType, bundle_class
 from rtsoa.device import Device
-from rtsoa.kernels.runtime import GraphArrays, ValueState, WorkerState
+from rtsoa.kernels.abi import GraphArrays, ValueState, WorkerState
 
 Pair = bundle_class(
     "Pair",

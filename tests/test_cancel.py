@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from test_executor_loops import Run
 
+from rtsoa.abi.status import STATUS_CANCELLED, describe
+from rtsoa.errors import RunCancelled, RunInterrupted, RunTimeout
 from rtsoa.executors import EXECUTORS, prepare_executor
 from rtsoa.executors.cancel import CANCEL_CALL, POLL_STEPS, REASON
-from rtsoa.executors.errors import RunCancelled, RunInterrupted, RunTimeout
 from rtsoa.graph.builder import GraphBuilder
 from rtsoa.kernels.control_flow import add_while
-from rtsoa.kernels.status import STATUS_CANCELLED, status_name
 
 BUSY_NODES = 6000
 BUSY_ROUNDS = 400_000  # LCG rounds per node: ~60 us each, a run of ~0.35 s
@@ -146,7 +146,7 @@ def test_a_switch_reads_the_reason_at_every_iteration(name):
         run = Run(endless_loop(), name, cancel=cancel, on_step=on_step)
     assert run.status == STATUS_CANCELLED
     assert 100 <= run.executed < 100 + 8 < POLL_STEPS  # an iteration is 7 nodes
-    assert "cancelled" in status_name(STATUS_CANCELLED)
+    assert "cancelled" in describe(STATUS_CANCELLED)
 
 
 def test_cancel_with_no_run_in_progress_does_nothing(chain, expected):

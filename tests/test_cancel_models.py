@@ -19,7 +19,7 @@ from test_cancel import endless_loop
 from test_models_control_flow import m_only_model
 
 import rtsoa
-from rtsoa.executors.errors import RunCancelled, RunTimeout
+from rtsoa.errors import RunCancelled, RunTimeout
 from rtsoa.graph.io import save_graph
 
 ENDLESS = np.array(10**9, np.int64)
@@ -89,7 +89,7 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 from test_models_control_flow import m_only_model
 import rtsoa
-from rtsoa.executors.errors import RunInterrupted
+from rtsoa.errors import RunInterrupted
 
 x = np.array([1.0, -2.0, 0.5], np.float32)
 with rtsoa.load_executor(m_only_model(), executor="topological") as model:

@@ -366,7 +366,7 @@ def test_property_random_control_flow(program):
 
 @pytest.mark.parametrize("executor", ["topological", "priority"])
 def test_a_loop_that_never_ends_hits_the_step_limit_instead_of_hanging(executor):
-    from rtsoa.kernels.status import STATUS_STEP_LIMIT
+    from rtsoa.abi.status import STATUS_STEP_LIMIT
 
     builder = GraphBuilder()
     add_while(builder, iterations=10**15)

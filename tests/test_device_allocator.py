@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 from device_checks import check_invariants
 
-from rtsoa.device import AllocatorConfig, Device, DeviceError, DeviceOutOfMemory, InvalidBlock
-from rtsoa.device import device as device_module
-from rtsoa.device.layout import BLOCK_ALLOCATED, MAX_UNIT_BYTES, PCFG_CAP, PLACEMENT_HBM
-from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
-from rtsoa.device.status import (
+from rtsoa.abi.status import (
     STATUS_INVALID_PLACEMENT,
     STATUS_INVALID_SIZE,
     STATUS_INVALID_STREAM,
     STATUS_OUT_OF_MEMORY,
     STATUS_TOO_MANY_SEGMENTS,
 )
+from rtsoa.device import AllocatorConfig, Device, DeviceError, DeviceOutOfMemory, InvalidBlock
+from rtsoa.device import device as device_module
+from rtsoa.device.layout import BLOCK_ALLOCATED, MAX_UNIT_BYTES, PCFG_CAP, PLACEMENT_HBM
+from rtsoa.device.stats import snapshot_arrays, stats_from_snapshot
 from rtsoa.testing.workloads import OP_ALLOC, random_sequence
 
 KiB = 1 << 10

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rtsoa import GraphBuilder, KernelError, prepare_executor, save_graph
+from rtsoa.abi.status import STATUS_INVALID_COST, STATUS_INVALID_SIZE, STATUS_OUT_OF_MEMORY
 from rtsoa.cli import main
 from rtsoa.device import (
     CostModel,
@@ -32,7 +33,6 @@ from rtsoa.device.layout import (
     HANDLE_TAG_SHIFT,
     NUM_TRACE_COLUMNS,
 )
-from rtsoa.device.status import STATUS_INVALID_COST, STATUS_INVALID_SIZE, STATUS_OUT_OF_MEMORY
 from rtsoa.device.trace import trace_rows
 from rtsoa.graph.schema import DType, Placement, ValueKind
 

@@ -10,9 +10,9 @@ import pytest
 
 from rtsoa import prepare_executor
 from rtsoa.device import Device, device_for_graph
-from rtsoa.device.errors import InvalidBlock
 from rtsoa.device.layout import BLK_SEGMENT, CFG_HANDLE_TAG, HANDLE_GEN_BITS
 from rtsoa.device.state import used_block_rows
+from rtsoa.errors import InvalidBlock
 from rtsoa.executors import ExecutorBusyError, KernelError
 from rtsoa.graph.generators import generate
 

@@ -4,6 +4,7 @@ naming the field; the device's errors, placements and defaults agree with the re
 import numpy as np
 import pytest
 
+from rtsoa.abi.status import STATUS_INVALID_STATE
 from rtsoa.device import (
     Device,
     DeviceError,
@@ -32,7 +33,6 @@ from rtsoa.device.layout import (
     PLACEMENT_P2P,
 )
 from rtsoa.device.state import create_state
-from rtsoa.device.status import STATUS_INVALID_STATE
 from rtsoa.errors import RtsoaError
 from rtsoa.graph.generators import generate
 from rtsoa.graph.schema import Placement

@@ -6,11 +6,11 @@ import time
 import pytest
 
 from rtsoa import GraphBuilder, GraphFormatError
+from rtsoa.abi.status import STATUS_STEP_LIMIT
 from rtsoa.executors import DEFAULT_MAX_STEPS, ExecutorBusyError, KernelError, prepare_executor
 from rtsoa.graph.generators import generate
 from rtsoa.kernels.checksum import expected_checksum
 from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
-from rtsoa.kernels.status import STATUS_STEP_LIMIT
 
 QUEUE_EXECUTORS = ("topological", "priority")
 

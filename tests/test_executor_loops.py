@@ -19,21 +19,21 @@ from pure_python import pure
 from reference import RecordingBuilder, simulate
 from test_control_flow import build, has_control_flow, programs
 
-from rtsoa.errors import GraphFormatError
-from rtsoa.executors import EXECUTORS, sequential
-from rtsoa.graph import builder as builder_module
-from rtsoa.graph import csr, validate
-from rtsoa.graph.schema import GraphKind
-from rtsoa.kernels import REGISTRY
-from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
-from rtsoa.kernels.runtime import make_runtime
-from rtsoa.kernels.status import (
+from rtsoa.abi.status import (
     STATUS_BAD_NOTIFY,
     STATUS_END_OF_SEQUENCE,
     STATUS_OK,
     STATUS_QUEUE_OVERFLOW,
     STATUS_STEP_LIMIT,
 )
+from rtsoa.errors import GraphFormatError
+from rtsoa.executors import EXECUTORS, sequential
+from rtsoa.graph import builder as builder_module
+from rtsoa.graph import csr, validate
+from rtsoa.graph.schema import GraphKind
+from rtsoa.kernels import REGISTRY
+from rtsoa.kernels.abi import make_runtime
+from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
 
 
 @pytest.fixture(scope="module", autouse=True)

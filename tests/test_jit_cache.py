@@ -13,12 +13,12 @@ from subprocess_json import run_json
 from rtsoa import _jit
 from rtsoa._numba import caching as rtsoa_caching
 from rtsoa._numba import lazy_bitcode as _lazy_bitcode
-from rtsoa.device import allocator, freelists
+from rtsoa.device import freelists, malloc
 from rtsoa.graph import csr
 
 
 def test_jitted_rtsoa_functions_use_the_package_stamp():
-    for function in (allocator.device_malloc, freelists.find_block, csr.in_degrees):
+    for function in (malloc.device_malloc, freelists.find_block, csr.in_degrees):
         locator = function._cache._impl._locator
         assert isinstance(locator, _jit.PACKAGE_LOCATORS)
         assert locator.get_source_stamp() == _jit.package_source_stamp()

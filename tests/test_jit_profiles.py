@@ -59,13 +59,13 @@ def test_every_device_function_uses_a_profile(name, function):
 
 
 def test_the_hot_path_keeps_its_inlining():
-    from rtsoa.device import allocator, blocks, handles, hazards, streams, tables
+    from rtsoa.device import blocks, handles, hazards, malloc, streams, tables
 
     # the device API a launch calls: a real call would copy the device state (34 arrays), and
     # an out-of-line function is linked by symbol, so LLVM could no longer inline it either
     for function in (
-        allocator.device_malloc,
-        allocator.device_free,
+        malloc.device_malloc,
+        malloc.device_free,
         handles.block_location,
         hazards.device_access,
         streams.launch_begin,

@@ -12,7 +12,7 @@ from abi_kernels import ABI_REGISTRY, SCALED
 from numba import types
 
 from rtsoa import GraphBuilder
-from rtsoa.device.status import STATUS_VIEW_TOO_LARGE
+from rtsoa.abi.status import STATUS_BAD_NOTIFY, STATUS_NOTIFY_BASE, STATUS_VIEW_TOO_LARGE
 from rtsoa.errors import UnknownKernelError
 from rtsoa.executors import EXECUTORS, KernelError, Profiler, prepare_executor
 from rtsoa.graph.generators import generate
@@ -27,7 +27,6 @@ from rtsoa.kernels.dispatch import (
     registry_hash,
     specialise,
 )
-from rtsoa.kernels.status import STATUS_BAD_NOTIFY, STATUS_NOTIFY_BASE
 
 QUEUE_EXECUTORS = ("topological", "priority")
 

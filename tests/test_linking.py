@@ -11,7 +11,7 @@ from subprocess_json import run_json
 
 from rtsoa import _jit
 from rtsoa._numba import linking as _linking
-from rtsoa.device import allocator, streams
+from rtsoa.device import malloc, streams
 
 MODULE = textwrap.dedent(
     """
@@ -76,9 +76,9 @@ def _run(module_dir, cache_dir, mode="plain"):
 
 def test_the_device_functions_are_separately_linked():
     assert _linking.INSTALLED
-    for function in (allocator._malloc_slow, streams.stream_synchronize, streams.event_query):
+    for function in (malloc._malloc_slow, streams.stream_synchronize, streams.event_query):
         assert _linking.separately_linked(function)
-    for function in (allocator.device_malloc, streams.event_record):  # inlined by LLVM
+    for function in (malloc.device_malloc, streams.event_record):  # inlined by LLVM
         assert not _linking.separately_linked(function)
 
 
@@ -160,4 +160,4 @@ def test_two_functions_of_one_name_are_linked_as_usual():
 
 def test_nothing_is_separately_linked_without_the_cache_hook(monkeypatch):
     monkeypatch.setattr(_linking, "INSTALLED", False)
-    assert not _linking.separately_linked(allocator._malloc_slow)
+    assert not _linking.separately_linked(malloc._malloc_slow)

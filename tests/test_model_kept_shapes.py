@@ -10,9 +10,9 @@ from onnx import TensorProto, helper
 from test_models_control_flow import if_model
 
 from rtsoa.executors import KernelError, Profiler
+from rtsoa.kernels.abi import SHAPE_DIMS
 from rtsoa.kernels.checksum import expected_checksum
 from rtsoa.kernels.compute import STATUS_SHAPE_CHANGED
-from rtsoa.kernels.runtime import SHAPE_DIMS
 from rtsoa.lowering import lower
 from rtsoa.runtime import load_model
 from rtsoa.runtime.kept_shapes import kept_shapes_graph

@@ -22,6 +22,7 @@ from numba import njit
 from reference import check_dag_order, recorded_generate, simulate
 
 from rtsoa import GraphBuilder
+from rtsoa.abi.status import STATUS_NO_PROGRESS
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors import KernelError, Profiler, RunResult, prepare_executor
 from rtsoa.executors.atomics import (
@@ -35,13 +36,13 @@ from rtsoa.executors.atomics import (
     spin_lock,
     spin_unlock,
 )
-from rtsoa.executors.multithread import STATUS_NO_PROGRESS, MultithreadExecutor
+from rtsoa.executors.multithread import MultithreadExecutor
 from rtsoa.executors.ready_queues import keep_private, push_ready, take_ready
 from rtsoa.graph.generators import generate
-from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.graph.schema import GraphKind, Placement, ValueKind
 from rtsoa.kernels import STATUS_END_OF_SEQUENCE, expected_checksum
 from rtsoa.kernels.control_flow import add_const_int, add_if
+from rtsoa.kernels.relations import remove_launch_free_edges
 
 THREADS = (2, 3, 4)
 LIVENESS_THREADS = (2, 3, 4, 8)  # liveness and hazards: also more workers than cores
@@ -456,7 +457,7 @@ def test_a_worker_alone_stops_at_the_step_limit_with_the_sequential_answer(strai
     """The step limit applies to a worker alone as to any (each node runs at most once, so a
     limit below the node count stops the run): the same status, node and count as the
     priority executor's, run after run, in the straight order and by in-degree releases."""
-    from rtsoa.kernels.status import STATUS_STEP_LIMIT
+    from rtsoa.abi.status import STATUS_STEP_LIMIT
 
     builder = GraphBuilder()
     for node in range(12):

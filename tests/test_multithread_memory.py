@@ -13,8 +13,8 @@ import pytest
 
 from rtsoa.executors import Profiler, RunResult, prepare_executor
 from rtsoa.graph.generators import generate
-from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.kernels import expected_checksum
+from rtsoa.kernels.relations import remove_launch_free_edges
 
 THREADS = (2, 3, 4, 8)  # 8: more workers than cores
 SHARINGS = ("classes", "host")  # who runs the host work (MultithreadExecutor.sharing)
@@ -76,8 +76,8 @@ def _ranks(executor):
 
 def _device_nodes(executor):
     """bool per node: a memory or launch node (run by the device worker(s))."""
-    from rtsoa.graph.relations import node_classes
     from rtsoa.graph.schema import WorkerClass
+    from rtsoa.kernels.relations import node_classes
 
     tables = executor.registry.tables()
     return node_classes(tables, executor.runtime.graph.node_dispatch) != WorkerClass.NORMAL

@@ -24,8 +24,8 @@ from test_multithread import run_and_check, run_and_check_relations
 from rtsoa.executors import Profiler, RunResult, prepare_executor
 from rtsoa.executors.multithread import MultithreadExecutor
 from rtsoa.graph.generators import generate
-from rtsoa.graph.relations import remove_launch_free_edges
 from rtsoa.kernels import REGISTRY, expected_checksum
+from rtsoa.kernels.relations import remove_launch_free_edges
 
 THREADS = st.sampled_from((2, 3, 4, 8))
 WINDOWS = st.sampled_from((1, 1, 2, 3, 7, 64))

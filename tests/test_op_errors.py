@@ -12,6 +12,7 @@ import pytest
 from model_checks import run_and_compare
 from onnx import TensorProto, helper, numpy_helper
 
+from rtsoa.abi.status import describe
 from rtsoa.ops import abi
 from rtsoa.ops.abi import MODE_COMPUTE, STATUS_OP_EXCEPTION
 from rtsoa.ops.host import run_numpy
@@ -50,7 +51,7 @@ def test_an_exception_inside_an_op_is_a_failure_status_not_success(capfd):
     status = library.run_op(MODE_COMPUTE, compiled_op_code("Add"), arena, table, attrs, 2, 1)
     assert status == STATUS_OP_EXCEPTION
     assert "Exception ignored" not in capfd.readouterr().err
-    assert "exception was raised inside the op" in abi.OP_STATUS_NAMES[STATUS_OP_EXCEPTION]
+    assert "exception was raised inside the op" in describe(STATUS_OP_EXCEPTION)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

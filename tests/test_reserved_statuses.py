@@ -7,10 +7,7 @@ STATUS_RESERVED_NOT_REGISTERED, and every executor reports the same status."""
 import pytest
 
 from rtsoa import GraphBuilder, KernelError, prepare_executor
-from rtsoa.executors import Profiler
-from rtsoa.kernels import REGISTRY
-from rtsoa.kernels.control_flow import add_const_int
-from rtsoa.kernels.status import (
+from rtsoa.abi.status import (
     RESERVED_STATUS_BASE,
     STATUS_BAD_NOTIFY,
     STATUS_END_OF_SEQUENCE,
@@ -20,6 +17,9 @@ from rtsoa.kernels.status import (
     STATUS_STEP_LIMIT,
     STATUS_UNKNOWN_KERNEL,
 )
+from rtsoa.executors import Profiler
+from rtsoa.kernels import REGISTRY
+from rtsoa.kernels.control_flow import add_const_int
 
 EXECUTORS = ("sequential", "topological", "priority")
 

@@ -15,7 +15,7 @@ import pytest
 from graph_files import read, write
 
 from rtsoa import GraphFormatError, load_graph, save_graph
-from rtsoa.graph import atomic
+from rtsoa.graph import atomic_save
 from rtsoa.graph import io as graph_io
 from rtsoa.graph.generators import generate
 from rtsoa.graph.io import graph_tables, save_id
@@ -161,7 +161,7 @@ def test_the_next_save_removes_leftovers_and_nothing_else(tmp_path):
 def test_replacing_without_an_exchange_call_keeps_the_old_graph_until_the_end(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(atomic, "_EXCHANGE", None)  # e.g. a filesystem without RENAME_EXCHANGE
+    monkeypatch.setattr(atomic_save, "_EXCHANGE", None)  # e.g. a filesystem without RENAME_EXCHANGE
     path = tmp_path / "g.rtsoa"
     save_graph(OLD, path)
     save_graph(NEW, path)
@@ -193,12 +193,12 @@ def _kill_at_step(step, path, graph, durable):
 
             for module, name in [
                 (graph_io, "_write_table"),
-                (atomic, "fsync_all"),
-                (atomic, "fsync_path"),
-                (atomic, "exchange"),
-                (atomic, "remove_entry"),
-                (atomic, "remove_leftovers"),
-                (atomic.os, "rename"),
+                (atomic_save, "fsync_all"),
+                (atomic_save, "fsync_path"),
+                (atomic_save, "exchange"),
+                (atomic_save, "remove_entry"),
+                (atomic_save, "remove_leftovers"),
+                (atomic_save.os, "rename"),
             ]:
                 setattr(module, name, counted(getattr(module, name)))
             save_graph(graph, path, durable=durable)
@@ -222,7 +222,7 @@ def test_a_save_killed_at_every_step_leaves_the_old_or_the_new_graph(
     tmp_path, monkeypatch, exchange, durable
 ):
     if exchange == "two renames":
-        monkeypatch.setattr(atomic, "_EXCHANGE", None)
+        monkeypatch.setattr(atomic_save, "_EXCHANGE", None)
     path = tmp_path / "g.rtsoa"
     seen = []
     step = 0

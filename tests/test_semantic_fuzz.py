@@ -34,9 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rtsoa import GraphBuilder, GraphFormatError, save_graph
-from rtsoa.kernels import REGISTRY
-from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
-from rtsoa.kernels.status import (
+from rtsoa.abi.status import (
     RESERVED_STATUS_BASE,
     STATUS_BAD_NOTIFY,
     STATUS_END_OF_SEQUENCE,
@@ -46,6 +44,8 @@ from rtsoa.kernels.status import (
     STATUS_STEP_LIMIT,
     STATUS_UNKNOWN_KERNEL,
 )
+from rtsoa.kernels import REGISTRY
+from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
 
 CASES = int(os.environ.get("FUZZ_CASES", "2000"))
 TIMEOUT_SECONDS = 60

@@ -33,7 +33,7 @@ class ExecuteSyncOverhead:
 
     def setup(self):
         from rtsoa.graph.schema import MAX_RANK
-        from rtsoa.kernels.runtime import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK
+        from rtsoa.kernels.abi import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK
         from rtsoa.runtime import load_executor
 
         self.model = load_executor(_model())

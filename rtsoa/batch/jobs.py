@@ -21,15 +21,10 @@ from typing import NamedTuple
 
 import rtsoa.batch.worker  # noqa: F401  (registers rtsoa's own job kinds)
 from rtsoa.batch.kinds import JOB_KINDS, JobKind, job_kind
-from rtsoa.errors import RtsoaError
+from rtsoa.errors import BatchError
 from rtsoa.executors import EXECUTORS
 
 __all__ = ["JOB_KINDS", "BatchError", "Job", "JobKind", "collect_jobs", "job_kind"]
-
-
-class BatchError(RtsoaError, ValueError):
-    """A batch that cannot start or go on: a bad job list, manifest, option or results file.
-    The message names the job, line or option."""
 
 
 class Job(NamedTuple):

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rtsoa.batch.jobs import BatchError
-from rtsoa.graph.atomic import fsync_path
+from rtsoa.graph.atomic_save import fsync_path
 
 RESULTS_KEY = b"rtsoa.results"
 RESULTS_VERSION = b"1"

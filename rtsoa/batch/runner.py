@@ -13,6 +13,7 @@ from tqdm import tqdm
 from rtsoa.batch.jobs import BatchError
 from rtsoa.batch.results import ResultsFile
 from rtsoa.batch.worker import Settings
+from rtsoa.errors import BatchInterrupted
 from rtsoa.limits import check_count, check_fits
 
 # Memory of one worker process (Python, numpy, pyarrow, numba, rtsoa, a dispatch module and a
@@ -20,14 +21,6 @@ from rtsoa.limits import check_count, check_fits
 # cannot fit (asv bench_batch measures a worker's memory).
 WORKER_BYTES = 200 << 20
 MAX_WORKERS = 1024
-
-
-class BatchInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a batch; the results file holds `summary.recorded` rows."""
-
-    def __init__(self, summary):
-        super().__init__("batch interrupted")
-        self.summary = summary
 
 
 class BatchSummary(NamedTuple):

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from rtsoa.batch.kinds import JOB_KINDS, job_kind
+from rtsoa.errors import UnsupportedJob
 from rtsoa.report import device_summary
 
 
@@ -265,7 +266,7 @@ def prepared_executor(graph, executor_option, settings):
 def run_graph(job, settings):
     """Load the graph (cached), take its prepared executor (cached) with the worker's device
     reset to its just-built state, and run its Main graph once."""
-    from rtsoa.kernels.runtime import is_model
+    from rtsoa.kernels.abi import is_model
 
     fields = {}
     executor_option = job.executor or settings.executor
@@ -306,10 +307,6 @@ def run_graph(job, settings):
         hazards=summary["hazards"],
     )
     return fields
-
-
-class UnsupportedJob(Exception):
-    """A job this rtsoa cannot run yet (recorded with status "unsupported")."""
 
 
 @job_kind(".onnx", "an ONNX model", takes_inputs=True)

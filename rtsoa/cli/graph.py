@@ -14,7 +14,7 @@ from rtsoa.executors import EXECUTORS, Tracer, prepare_executor
 from rtsoa.graph.generators import GENERATORS, OptionError, generate
 from rtsoa.graph.inspect import format_summary, graph_summary
 from rtsoa.graph.io import load_graph, save_graph
-from rtsoa.kernels.runtime import is_model
+from rtsoa.kernels.abi import is_model
 from rtsoa.limits import check_fits
 from rtsoa.prewarm import cold_start, finish
 from rtsoa.report import device_summary, device_trace_events

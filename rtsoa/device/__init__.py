@@ -8,7 +8,6 @@ Kernels (njit) call the functions re-exported here on `rt.device` (a `DeviceStat
 by `device_for_graph`); `check_state` checks a `DeviceState` before jitted code runs on it.
 """
 
-from rtsoa.device.allocator import device_free, device_malloc, release_cached, round_request
 from rtsoa.device.allocators import (
     Allocator,
     CachingAllocator,
@@ -18,17 +17,10 @@ from rtsoa.device.allocators import (
 )
 from rtsoa.device.config import AllocatorConfig
 from rtsoa.device.cost import CostModel
-from rtsoa.device.defaults import device_for_graph
-from rtsoa.device.device import Device
-from rtsoa.device.errors import (
-    DeviceError,
-    DeviceOutOfMemory,
-    DeviceStateError,
-    InvalidArgument,
-    InvalidBlock,
-)
+from rtsoa.device.device import Device, device_for_graph
 from rtsoa.device.handles import block_bytes, block_location
 from rtsoa.device.hazards import device_access
+from rtsoa.device.malloc import device_free, device_malloc, release_cached, round_request
 from rtsoa.device.planner import MemoryPlan, live_bytes_peak, plan_greedy_by_size
 from rtsoa.device.replay import replay_trace
 from rtsoa.device.state import DeviceState, check_state
@@ -45,6 +37,13 @@ from rtsoa.device.streams import (
     stream_wait_event,
 )
 from rtsoa.device.trace import load_trace
+from rtsoa.errors import (
+    DeviceError,
+    DeviceOutOfMemory,
+    DeviceStateError,
+    InvalidArgument,
+    InvalidBlock,
+)
 
 __all__ = [
     "Allocator",

@@ -5,11 +5,19 @@ costs one `lzcnt` instead of a chain of compares and branches.
 """
 
 from llvmlite import ir
-from numba.core import cgutils, types
-from numba.core.extending import intrinsic
+from numba import types
+from numba.extending import intrinsic
 
 from rtsoa._jit import jit_inline_ir
 from rtsoa._numba.arrays import leading_zeros, trailing_zeros
+
+
+def llvm_function(module, function_type, name):
+    """The function `name` declared in the LLVM `module` (declared now if it is not yet)."""
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, function_type, name)
 
 
 @jit_inline_ir
@@ -49,7 +57,7 @@ def assume(typingctx, condition):
 
     def codegen(context, builder, sig, args):
         function_type = ir.FunctionType(ir.VoidType(), [ir.IntType(1)])
-        function = cgutils.get_or_insert_function(builder.module, function_type, "llvm.assume")
+        function = llvm_function(builder.module, function_type, "llvm.assume")
         builder.call(function, [args[0]])
         return context.get_dummy_value()
 

@@ -1,9 +1,6 @@
-"""The simulated device's default sizes, and `device_for_graph`, the one factory that sizes a
-device for a graph. `Device`'s keyword defaults, the executors' default device and the options
-of `rtsoa run` all come from here."""
-
-from rtsoa.errors import TooLargeError
-from rtsoa.graph.schema import ValueKind
+"""The simulated device's default sizes. `Device`'s keyword defaults and `Device.for_graph`,
+the one factory that sizes a device for a graph (the executors' default device, the options of
+`rtsoa run`), take them from here."""
 
 HBM_BYTES = 1 << 30
 P2P_BYTES = 64 << 20
@@ -28,31 +25,3 @@ TINY_DEVICE = {
     "hazards": False,
     "trace": False,
 }
-
-
-def device_for_graph(graph, **overrides):
-    """A simulated `Device` sized for `graph`.
-
-    Streams and events come from the graph's metadata (at least one each); arenas and tables
-    are the defaults above when the graph has memory values, `TINY_DEVICE` otherwise.
-    `overrides` are `Device` keywords (hbm_bytes, allocator, hazards, ...) that win over both;
-    None values are skipped, so a caller can pass optional settings straight through. A device
-    that would not fit in memory (e.g. a graph declaring 2**31 - 1 events) raises
-    `TooLargeError` naming the graph's counts, before anything is allocated.
-    """
-    from rtsoa.device.device import Device  # device.py imports this module for its defaults
-
-    settings = {
-        "num_streams": max(int(graph.meta.stream_count), 1),
-        "num_events": max(int(graph.meta.event_count), 1),
-    }
-    if not (graph.value_kind == ValueKind.MEMORY_BLOCK).any():
-        settings.update(TINY_DEVICE)
-    settings.update({key: value for key, value in overrides.items() if value is not None})
-    try:
-        return Device(**settings)
-    except TooLargeError as error:  # say which graph asked for it (e.g. metadata event_count)
-        raise TooLargeError(
-            f"graph {graph.meta.name!r} (metadata stream_count {graph.meta.stream_count:,}, "
-            f"event_count {graph.meta.event_count:,}): {error}"
-        ) from None

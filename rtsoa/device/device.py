@@ -14,12 +14,22 @@ import threading
 import numpy as np
 
 from rtsoa._jit import EntryCache
-from rtsoa.device import allocator as _allocator
+from rtsoa.abi.status import (
+    STATUS_INVALID_BLOCK,
+    STATUS_INVALID_COST,
+    STATUS_INVALID_EVENT,
+    STATUS_INVALID_PLACEMENT,
+    STATUS_INVALID_SIZE,
+    STATUS_INVALID_STREAM,
+    STATUS_NOT_READY,
+    STATUS_OK,
+    STATUS_OUT_OF_MEMORY,
+)
 from rtsoa.device import defaults
+from rtsoa.device import malloc as _allocator
 from rtsoa.device import streams as _streams
 from rtsoa.device.config import AllocatorConfig, resolve_cap
 from rtsoa.device.cost import CostModel
-from rtsoa.device.errors import DeviceError, DeviceOutOfMemory, InvalidArgument, InvalidBlock
 from rtsoa.device.handles import block_location
 from rtsoa.device.hazards import device_access
 from rtsoa.device.layout import (
@@ -50,6 +60,7 @@ from rtsoa.device.layout import (
     PLACEMENT_HOST,
     PLACEMENT_NAMES,
 )
+from rtsoa.device.plot import plot_memory
 from rtsoa.device.state import (
     check_arenas,
     create_state,
@@ -58,17 +69,6 @@ from rtsoa.device.state import (
     used_block_rows,
 )
 from rtsoa.device.stats import device_stats, free_memory_summary, snapshot
-from rtsoa.device.status import (
-    STATUS_INVALID_BLOCK,
-    STATUS_INVALID_COST,
-    STATUS_INVALID_EVENT,
-    STATUS_INVALID_PLACEMENT,
-    STATUS_INVALID_SIZE,
-    STATUS_INVALID_STREAM,
-    STATUS_NOT_READY,
-    STATUS_OK,
-    STATUS_OUT_OF_MEMORY,
-)
 from rtsoa.device.trace import (
     chrome_trace_events,
     dump_trace,
@@ -76,6 +76,15 @@ from rtsoa.device.trace import (
     trace_records,
     trace_rows,
 )
+from rtsoa.errors import (
+    DeviceError,
+    DeviceOutOfMemory,
+    ExecutorBusyError,
+    InvalidArgument,
+    InvalidBlock,
+    TooLargeError,
+)
+from rtsoa.graph.schema import ValueKind
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _INT64_MIN = -(1 << 63)
@@ -228,8 +237,6 @@ class Device:
         cleared (a new device's are zero): memory a kernel reads before writing it holds what
         the last run left, as on a real device. Refused (ExecutorBusyError) during a run."""
         if not self.run_lock.acquire(blocking=False):
-            from rtsoa.executors.errors import ExecutorBusyError
-
             raise ExecutorBusyError(
                 "reset() of a device in use by an executor's run; reset it between runs"
             )
@@ -241,6 +248,34 @@ class Device:
         finally:
             self.run_lock.release()
         return self
+
+    @classmethod
+    def for_graph(cls, graph, **overrides):
+        """A simulated device sized for `graph`: the one factory the executors, the model API
+        and `rtsoa run` use.
+
+        Streams and events come from the graph's metadata (at least one each); arenas and tables
+        are the defaults of `defaults.py` when the graph has memory values,
+        `defaults.TINY_DEVICE` otherwise. `overrides` are `Device` keywords (hbm_bytes,
+        allocator, hazards, ...) that win over both; None values are skipped, so a caller can
+        pass optional settings straight through. A device that would not fit in memory (e.g. a
+        graph declaring 2**31 - 1 events) raises `TooLargeError` naming the graph's counts,
+        before anything is allocated.
+        """
+        settings = {
+            "num_streams": max(int(graph.meta.stream_count), 1),
+            "num_events": max(int(graph.meta.event_count), 1),
+        }
+        if not (graph.value_kind == ValueKind.MEMORY_BLOCK).any():
+            settings.update(defaults.TINY_DEVICE)
+        settings.update({key: value for key, value in overrides.items() if value is not None})
+        try:
+            return cls(**settings)
+        except TooLargeError as error:  # say which graph asked for it (metadata event_count)
+            raise TooLargeError(
+                f"graph {graph.meta.name!r} (metadata stream_count {graph.meta.stream_count:,}, "
+                f"event_count {graph.meta.event_count:,}): {error}"
+            ) from None
 
     @classmethod
     def from_trace(cls, path):
@@ -540,6 +575,8 @@ class Device:
 
     def plot_memory(self, path, title=None):
         """Draw allocated / reserved bytes over the trace's events into a PNG."""
-        from rtsoa.device.plot import plot_memory
-
         return plot_memory(self.state, path, title=title)
+
+
+# The factory as a function, for callers that take one (`rtsoa.device.device_for_graph`).
+device_for_graph = Device.for_graph

@@ -10,6 +10,7 @@ pending uses on other streams (an inserted event wait) rather than grow.
 """
 
 from rtsoa._jit import jit_inline_llvm, jit_out_of_line
+from rtsoa.abi.status import STATUS_OUT_OF_MEMORY, STATUS_TOO_MANY_BLOCKS, STATUS_TOO_MANY_SEGMENTS
 from rtsoa.device.arena import (
     arena_give_back,
     arena_take,
@@ -55,11 +56,6 @@ from rtsoa.device.segments import (
     release_free_segments,
     segment_size,
     trace_segment,
-)
-from rtsoa.device.status import (
-    STATUS_OUT_OF_MEMORY,
-    STATUS_TOO_MANY_BLOCKS,
-    STATUS_TOO_MANY_SEGMENTS,
 )
 from rtsoa.device.tables import (
     pop_block_slot,

@@ -13,6 +13,7 @@ Hazards are recorded (first `capacity` rows kept, all counted), never raised, li
 """
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_out_of_line
+from rtsoa.abi.status import STATUS_INVALID_BLOCK, STATUS_INVALID_STREAM, STATUS_OK
 from rtsoa.device.bits import lowest_bit
 from rtsoa.device.handles import foreign_handle
 from rtsoa.device.layout import (
@@ -38,7 +39,6 @@ from rtsoa.device.layout import (
     HIST_USE,
     HIST_WRITE,
 )
-from rtsoa.device.status import STATUS_INVALID_BLOCK, STATUS_INVALID_STREAM, STATUS_OK
 
 
 @jit_inline_ir

@@ -6,7 +6,7 @@ jitted code runs on it). Placements are the graph format's `Placement` enum as p
 Status codes are in `status.py`.
 """
 
-from rtsoa.graph.schema import Placement
+from rtsoa.graph.schema import MAX_STREAMS, Placement  # noqa: F401 - MAX_STREAMS re-exported
 
 # ---- placements (the reference's TensorPlacement) -----------------------------------------
 PLACEMENT_HBM = int(Placement.DEVICE_HBM)
@@ -247,4 +247,3 @@ BITMAP_BITS = 32  # bins per int64 bitmap word (sign bit never used)
 BITMAP_WORDS = NUM_BINS // BITMAP_BITS
 # quick lists: per placement, one LIFO list per size of 1..QUICK_CLASSES allocation units
 QUICK_CLASSES = 1 << SUB_BINS_LOG2
-MAX_STREAMS = 63  # streams are bits of an int64 mask

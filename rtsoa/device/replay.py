@@ -13,7 +13,6 @@ placements, sizes and costs with a status (`DeviceError` naming the row).
 import numpy as np
 
 from rtsoa._jit import jit_out_of_line
-from rtsoa.device.allocator import device_free, device_malloc
 from rtsoa.device.layout import (
     EV_ALLOC,
     EV_DEVICE_SYNC,
@@ -32,6 +31,7 @@ from rtsoa.device.layout import (
     TRACE_SIZE,
     TRACE_STREAM,
 )
+from rtsoa.device.malloc import device_free, device_malloc
 from rtsoa.device.streams import (
     device_synchronize,
     event_record,
@@ -40,6 +40,7 @@ from rtsoa.device.streams import (
     stream_synchronize,
     stream_wait_event,
 )
+from rtsoa.errors import DeviceError
 
 
 @jit_out_of_line
@@ -119,7 +120,5 @@ def replay_trace(device, rows):
     handle_map = np.full(handles.shape[0], -1, dtype=np.int64)
     status, row = replay_rows(device.state, rows, block_index, handle_map)
     if status != 0:
-        from rtsoa.device.errors import DeviceError
-
         raise DeviceError(int(status), f"replay failed at trace row {int(row)}")
     return device

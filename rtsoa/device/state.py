@@ -17,7 +17,6 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._bundle import bundle_class, bundle_problem
-from rtsoa.device.errors import DeviceStateError
 from rtsoa.device.layout import (
     BITMAP_WORDS,
     BLK_BIN,
@@ -74,7 +73,7 @@ from rtsoa.device.layout import (
     SEG_FIRST_BLOCK,
     SEG_PLACEMENT,
 )
-from rtsoa.errors import TooLargeError
+from rtsoa.errors import DeviceStateError, TooLargeError
 from rtsoa.limits import addressable_memory, check_fits, format_size
 
 # DeviceState's fields: (dtype, shape, written by jitted code; typed read-only when not). A shape

@@ -20,6 +20,13 @@ The data effect of a kernel happens when it is issued; only timing is simulated.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_out_of_line
+from rtsoa.abi.status import (
+    STATUS_INVALID_COST,
+    STATUS_INVALID_EVENT,
+    STATUS_INVALID_STREAM,
+    STATUS_NOT_READY,
+    STATUS_OK,
+)
 from rtsoa.device.hazards import device_access
 from rtsoa.device.layout import (
     CFG_NUM_EVENTS,
@@ -41,13 +48,6 @@ from rtsoa.device.layout import (
     EV_LAUNCH,
     EV_STREAM_SYNC,
     EV_STREAM_WAIT,
-)
-from rtsoa.device.status import (
-    STATUS_INVALID_COST,
-    STATUS_INVALID_EVENT,
-    STATUS_INVALID_STREAM,
-    STATUS_NOT_READY,
-    STATUS_OK,
 )
 from rtsoa.device.trace import trace_append
 

@@ -8,6 +8,7 @@ One file per executor (sequential, topological, priority, multithread), each hol
 preparation and its loop; `base.py` holds what they share.
 """
 
+from rtsoa.errors import ExecutorBusyError, KernelError, RunCancelled, RunInterrupted, RunTimeout
 from rtsoa.executors import (  # noqa: F401  (register them)
     multithread,
     priority,
@@ -23,13 +24,6 @@ from rtsoa.executors.base import (
     default_device,
     prepare_executor,
     resolve_executor,
-)
-from rtsoa.executors.errors import (
-    ExecutorBusyError,
-    KernelError,
-    RunCancelled,
-    RunInterrupted,
-    RunTimeout,
 )
 from rtsoa.executors.subscribers import Profiler, Subscriber, Tracer
 

@@ -45,7 +45,7 @@ from rtsoa.executors.atomics import atomic_cas, atomic_load, atomic_store
 from rtsoa.executors.heap import node_keys
 from rtsoa.graph.csr import in_degrees
 from rtsoa.graph.schema import WorkerClass
-from rtsoa.kernels.runtime import line_zeros
+from rtsoa.kernels.abi import line_zeros
 
 # Ranks a worker may run ahead of the oldest unfinished node. 64 ranks are 16 ops of a
 # lowered graph (4 nodes each): enough for the NORMAL worker's shape inference to stay ahead

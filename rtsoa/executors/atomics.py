@@ -27,11 +27,11 @@ import ctypes.util
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from rtsoa._jit import jit_inline_ir
 from rtsoa._numba.symbols import add_symbol
+from rtsoa.device.bits import llvm_function
 
 _ORDER = "seq_cst"
 _INTEGERS = (types.int32, types.int64)
@@ -155,7 +155,7 @@ def cpu_yield(typingctx):
 
     def codegen(context, builder, sig, args):
         function_type = ir.FunctionType(ir.IntType(32), [])
-        function = cgutils.get_or_insert_function(builder.module, function_type, "sched_yield")
+        function = llvm_function(builder.module, function_type, "sched_yield")
         return builder.call(function, [])
 
     return signature, codegen

@@ -21,23 +21,24 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import EntryCache, jit_out_of_line
-from rtsoa.device import check_state
-from rtsoa.errors import GraphFormatError
-from rtsoa.executors.cancel import CancelFlag
-from rtsoa.executors.errors import ExecutorBusyError, KernelError, RunCancelled
-from rtsoa.graph.op_table import op_name_of
-from rtsoa.graph.relations import relations_without_edges
-from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
-from rtsoa.kernels import REGISTRY
-from rtsoa.kernels.dispatch import load_dispatch, specialise
-from rtsoa.kernels.lowered import NO_BLOCK
-from rtsoa.kernels.runtime import make_runtime, reset_worker
-from rtsoa.kernels.status import (
+from rtsoa.abi.status import (
     STATUS_CANCELLED,
     STATUS_END_OF_SEQUENCE,
     STATUS_OK,
     STATUS_RESERVED_NOT_REGISTERED,
 )
+from rtsoa.device import Device, check_state, device_free
+from rtsoa.device.layout import CNT_LEAKED_BLOCKS
+from rtsoa.errors import ExecutorBusyError, GraphFormatError, KernelError, RunCancelled
+from rtsoa.executors.cancel import CancelFlag
+from rtsoa.executors.steps import kernel_stop
+from rtsoa.graph.op_table import op_name_of
+from rtsoa.graph.schema import GraphKind, ValueKind, WorkerClass
+from rtsoa.kernels import REGISTRY
+from rtsoa.kernels.abi import make_runtime, reset_worker
+from rtsoa.kernels.dispatch import load_dispatch, specialise
+from rtsoa.kernels.lowered import NO_BLOCK
+from rtsoa.kernels.relations import relations_without_edges
 
 EXECUTORS = {}  # name -> Executor subclass, filled by @register_executor
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
@@ -68,10 +69,8 @@ class RunResult(NamedTuple):
 
 
 def default_device(graph):
-    """A simulated device sized for `graph` (see `rtsoa.device.device_for_graph`)."""
-    from rtsoa.device import device_for_graph
-
-    return device_for_graph(graph)
+    """A simulated device sized for `graph` (`Device.for_graph`)."""
+    return Device.for_graph(graph)
 
 
 def resolve_executor(executor, control_flow, launch_count, threads=None):
@@ -293,8 +292,6 @@ class Executor(abc.ABC):
         """End-of-sequence is obeyed only from a kernel registered with `ends_sequence`. The
         sequential loop's own stop (STATUS_CANCELLED, node -1) is not a kernel's to map."""
         if not self.loop_maps_reserved and status != STATUS_OK and node >= 0:
-            from rtsoa.executors.steps import kernel_stop
-
             status = int(kernel_stop.py_func(status))
         if status == STATUS_END_OF_SEQUENCE:
             if not self._ends_sequence[self.runtime.graph.node_dispatch[node]]:
@@ -314,8 +311,6 @@ class Executor(abc.ABC):
             return
         self.leaked_blocks = self.release_blocks(self._leak_values)
         if self.leaked_blocks:
-            from rtsoa.device.layout import CNT_LEAKED_BLOCKS
-
             self.device.state.counters[CNT_LEAKED_BLOCKS] += self.leaked_blocks
 
     def _finish(self, status, node, executed):
@@ -348,8 +343,6 @@ class Executor(abc.ABC):
         reads. Returns how many were freed. Blocks are freed on the stream of the node that
         allocated them; stale handles are skipped.
         """
-        from rtsoa.device import device_free
-
         slots = self.runtime.values.slots
         values = self._memory_values if values is None else values
         live = values[slots[values] != NO_BLOCK]
@@ -546,7 +539,7 @@ def prepare_executor(
     graph then shares (one compile for a batch of graphs using different kernels). `values`:
     the `ValueState` to run on (default: fresh slots); the executors of one model's Init, Main
     and DeInit share one, so Main reads the weights Init uploaded
-    (`rtsoa.kernels.runtime.new_values`). `threads`: worker threads of the multithread
+    (`rtsoa.kernels.abi.new_values`). `threads`: worker threads of the multithread
     executor (`auto` with threads picks it for a graph without control flow). `cancel`: the
     `rtsoa.executors.cancel.CancelFlag` its loop polls (default: its own; executors that
     share one stop together, e.g. a model's Main and its kept-shapes Main).

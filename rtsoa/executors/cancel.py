@@ -38,11 +38,11 @@ import time
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_out_of_line
+from rtsoa.abi.status import STATUS_CANCELLED, STATUS_OK, STATUS_STEP_LIMIT
+from rtsoa.errors import RunCancelled, RunInterrupted, RunTimeout
 from rtsoa.executors.atomics import atomic_load
-from rtsoa.executors.errors import RunCancelled, RunInterrupted, RunTimeout
+from rtsoa.kernels.abi import line_zeros
 from rtsoa.kernels.clock import monotonic_ns
-from rtsoa.kernels.runtime import line_zeros
-from rtsoa.kernels.status import STATUS_CANCELLED, STATUS_OK, STATUS_STEP_LIMIT
 
 try:  # the C module: its getsignal / signal skip the enum conversions (most of a call's cost)
     import _signal as _signals

@@ -36,6 +36,7 @@ import numba
 import numpy as np
 
 from rtsoa._jit import entry_point
+from rtsoa.abi.status import STATUS_CANCELLED, STATUS_NO_PROGRESS, STATUS_OK, STATUS_QUEUE_OVERFLOW
 from rtsoa.executors.admission import (
     DEFAULT_WINDOW,
     LOW,
@@ -99,12 +100,11 @@ from rtsoa.executors.worker_classes import (
     default_threads,
 )
 from rtsoa.executors.worker_threads import POOL
-from rtsoa.graph.relations import node_classes
 from rtsoa.graph.schema import WorkerClass
+from rtsoa.kernels.abi import Runtime, line_zeros, new_worker, read_only, reset_worker
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
-from rtsoa.kernels.runtime import Runtime, line_zeros, new_worker, read_only, reset_worker
-from rtsoa.kernels.status import STATUS_CANCELLED, STATUS_OK, STATUS_QUEUE_OVERFLOW
+from rtsoa.kernels.relations import node_classes
 
 MAX_THREADS = MAX_WORKERS
 # Empty polls before an idle worker yields its core (tens of microseconds of polling: a yield
@@ -114,9 +114,6 @@ SPINS_BEFORE_YIELD = 4096
 # Frees outstanding before a run is declared stuck (a relation whose Launch can never run in
 # this run, e.g. one built by hand against the edges).
 NO_PROGRESS_POLLS = 200
-# The run made no progress: every outstanding node is a Free waiting for a Launch that cannot
-# be submitted. Reserved range, far above the codes rtsoa.kernels.status names.
-STATUS_NO_PROGRESS = 1_000_000_100
 # Plain runs of each plan that sharing="auto" times before it keeps the faster (the fastest
 # run of each counts: the least disturbed by other work on the machine)
 CALIBRATION_RUNS = 2

@@ -31,7 +31,7 @@ import numpy as np
 from rtsoa._jit import jit, jit_inline_ir, jit_out_of_line
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.atomics import atomic_cas, atomic_load
-from rtsoa.kernels.runtime import read_only
+from rtsoa.kernels.abi import read_only
 
 EPOCH_SHIFT = 32
 PARKED_BIT = 1 << 31

@@ -9,6 +9,7 @@ control flow (a switch needs a queue to skip the untaken branches).
 import numpy as np
 
 from rtsoa._jit import jit, jit_inline_llvm
+from rtsoa.abi.status import STATUS_CANCELLED, STATUS_OK
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors.base import Executor, register_executor
 from rtsoa.executors.cancel import POLL_STEPS, cancel_requested
@@ -16,7 +17,6 @@ from rtsoa.executors.heap import TIE_MASK, heap_pop, heap_push
 from rtsoa.executors.steps import record_step
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
-from rtsoa.kernels.status import STATUS_CANCELLED, STATUS_OK
 
 _NO_PRIORITY = 2**62  # above every int32 priority
 

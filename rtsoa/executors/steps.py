@@ -8,9 +8,7 @@ switch to the loop function's globals only.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_out_of_line
-from rtsoa.executors.atomics import atomic_load
-from rtsoa.executors.cancel import REASON
-from rtsoa.kernels.status import (
+from rtsoa.abi.status import (
     RESERVED_STATUS_BASE,
     STATUS_BAD_NOTIFY,
     STATUS_CANCELLED,
@@ -19,6 +17,8 @@ from rtsoa.kernels.status import (
     STATUS_OK,
     STATUS_RESERVED_NOT_REGISTERED,
 )
+from rtsoa.executors.atomics import atomic_load
+from rtsoa.executors.cancel import REASON
 
 
 @jit_inline_ir

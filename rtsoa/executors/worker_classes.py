@@ -1,6 +1,7 @@
 """Which worker runs what in the multithread executor: the default thread count, the class
 queues each worker serves, and the nodes whose in-degree one worker alone decrements (see
-docs/multithread.md, "Worker classes"). A node's class is `rtsoa.graph.relations.node_classes`."""
+docs/multithread.md, "Worker classes"). A node's class is
+`rtsoa.kernels.relations.node_classes`."""
 
 import numpy as np
 

@@ -19,6 +19,7 @@ from rtsoa.graph.schema import (
     ValueKind,
     WorkerClass,
 )
+from rtsoa.graph.validate import validate_graph
 
 
 class _Column:
@@ -413,7 +414,5 @@ class GraphBuilder:
             meta=meta,
         )
         if validate:
-            from rtsoa.graph.validate import validate_graph
-
             validate_graph(graph)
         return graph

@@ -16,9 +16,9 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import jit
-from rtsoa.device.layout import MAX_STREAMS
+from rtsoa.errors import OptionError
 from rtsoa.graph.builder import GraphBuilder
-from rtsoa.graph.schema import DType, Placement, ValueKind, WorkerClass
+from rtsoa.graph.schema import MAX_STREAMS, DType, Placement, ValueKind, WorkerClass
 from rtsoa.limits import check_fits
 
 LOWERED_KERNELS = ("InferShape", "AllocMemory", "LaunchKernel", "FreeMemory")
@@ -30,15 +30,6 @@ MAX_BUFFER_BYTES = 1 << 40  # lowered buffer sizes (and the launch bytes derived
 # little above what 1M-node graphs of every kind measure (90-110 per node, 13-20 per link).
 BYTES_PER_NODE = 128
 BYTES_PER_LINK = 24
-
-
-class OptionError(ValueError):
-    """A generator option out of range; `option` names it (the CLI shows it as --option)."""
-
-    def __init__(self, option, reason):
-        self.option = option
-        self.reason = reason
-        super().__init__(f"{option}: {reason}")
 
 
 def _option(name, value, low, high=MAX_SEED):

@@ -4,6 +4,7 @@ import numpy as np
 
 from rtsoa.graph.csr import kahn_levels
 from rtsoa.graph.graph import is_dynamic
+from rtsoa.graph.io import graph_tables
 from rtsoa.graph.schema import GraphKind, WorkerClass
 
 
@@ -88,8 +89,6 @@ def op_counts(graph):
 
 def table_bytes(graph):
     """In-memory bytes of each table's columns (the same numbers the files hold, sans headers)."""
-    from rtsoa.graph.io import graph_tables
-
     return {name: int(table.nbytes) for name, table in graph_tables(graph).items()}
 
 

@@ -1,7 +1,7 @@
 """save_graph / load_graph: one directory of Arrow IPC files per graph, memory-mapped on load.
 
 Saving writes every table into a staging directory and swaps it into place atomically
-(`rtsoa.graph.atomic`); every table records the save's id. Loading maps each `<table>.arrow`
+(`rtsoa.graph.atomic_save`); every table records the save's id. Loading maps each `<table>.arrow`
 file and views its columns as numpy arrays without copying; the arrays are read-only and keep
 the mapping alive. Every table is checked against `rtsoa.graph.schema`, the save ids against
 each other, and the whole graph by `validate_graph` before anything else may use it. The ops a
@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from rtsoa.errors import GraphFormatError
-from rtsoa.graph import atomic
+from rtsoa.graph import atomic_save
 from rtsoa.graph.graph import ExecuteGraph, GraphMeta
 from rtsoa.graph.op_table import bind_op_names, compact_op_names, op_nodes, refuse_unnamed_ops
 from rtsoa.graph.schema import (
@@ -70,7 +70,7 @@ def graph_tables(graph):
 def save_graph(graph, path, overwrite=False, durable=True):
     """Write `graph` to the directory `path`; returns `path`.
 
-    Crash-safe and atomic (see `rtsoa/graph/atomic.py`): a reader sees the old or the new
+    Crash-safe and atomic (see `rtsoa/graph/atomic_save.py`): a reader sees the old or the new
     graph at `path`, never a mix or nothing, and a save killed at any point leaves one of the
     two; what interrupted saves left next to `path` is removed. Every table records the save's
     id, a digest of the graph's content, so equal graphs save to identical bytes.
@@ -91,22 +91,22 @@ def save_graph(graph, path, overwrite=False, durable=True):
     metadata = {SAVE_ID_KEY: content_id(tables)}
     tables = {name: table.replace_schema_metadata(metadata) for name, table in tables.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic.parent_lock(path.parent) as locked:
+    with atomic_save.parent_lock(path.parent) as locked:
         if locked:  # no other save is running here: what staging directories exist are dead
-            atomic.remove_leftovers(path, FILE_SUFFIX)
+            atomic_save.remove_leftovers(path, FILE_SUFFIX)
         if not overwrite:  # checked under the lock: what is checked is what gets replaced
             _check_replaceable(path)
-        staging = atomic.sibling(path, atomic.STAGING)
+        staging = atomic_save.sibling(path, atomic_save.STAGING)
         try:
             staging.mkdir()
             files = [staging / f"{name}{FILE_SUFFIX}" for name in tables]
             for file, table in zip(files, tables.values(), strict=True):
                 _write_table(file, table)
             if durable:  # on disk before the swap makes them the graph
-                atomic.fsync_all(files, staging)
-            atomic.publish(staging, path, durable)
+                atomic_save.fsync_all(files, staging)
+            atomic_save.publish(staging, path, durable)
         except BaseException:
-            atomic.remove_entry(staging)
+            atomic_save.remove_entry(staging)
             raise
     return path
 
@@ -131,7 +131,7 @@ def is_graph_directory(path):
     them: what `save_graph` replaces without `overwrite=True`."""
     path = Path(path)
     has_metadata = (path / f"{METADATA_TABLE}{FILE_SUFFIX}").is_file()
-    return has_metadata and atomic.only_files_ending(path, FILE_SUFFIX)
+    return has_metadata and atomic_save.only_files_ending(path, FILE_SUFFIX)
 
 
 def _check_replaceable(path):

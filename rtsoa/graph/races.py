@@ -23,7 +23,7 @@ linear in their links; a hostile graph can cost O((nodes + edges) x pairs / 64).
 import numpy as np
 
 from rtsoa._jit import jit
-from rtsoa.graph.csr import kahn_levels
+from rtsoa.graph.csr import build_csr, kahn_levels
 
 # Kernels whose first input is a block they free (the lowered graphs' guarder).
 FREE_KERNELS = ("FreeMemory",)
@@ -272,9 +272,7 @@ def first_race(graph, node_root, forward=False):
     ordered = None
     if graph.relation_targets.shape[0]:
         # an exact (Free, Launch) relation orders the Launch before the Free, like the
-        # Launch -> Free edge the relation pass replaced (rtsoa.graph.relations)
-        from rtsoa.graph.csr import build_csr
-
+        # Launch -> Free edge the relation pass replaced (rtsoa.kernels.relations)
         sources = np.repeat(np.arange(n, dtype=np.int32), np.diff(graph.succ_offsets))
         frees_of = np.repeat(np.arange(n, dtype=np.int32), np.diff(graph.relation_offsets))
         merged = build_csr(

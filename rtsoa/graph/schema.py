@@ -35,6 +35,8 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from rtsoa.abi.dtypes import DType
+from rtsoa.abi.operands import MAX_RANK, RANK_UNKNOWN  # noqa: F401 - the tensors table's rank range
 from rtsoa.errors import GraphFormatError
 
 FORMAT_VERSION = 3
@@ -47,8 +49,7 @@ READABLE_FORMAT_VERSIONS = (1, 2, 3)
 # Kernels whose attribute slot OP_SLOT names the op they run: a row of the ops table.
 OP_KERNELS = ("OpInferShape", "OpLaunch")
 OP_SLOT = 0
-MAX_RANK = 8  # tensors.rank is 0 .. MAX_RANK, or RANK_UNKNOWN
-RANK_UNKNOWN = -1
+MAX_STREAMS = 63  # streams a graph may use: the device keeps them as bits of an int64 mask
 SIZE_UNKNOWN = -1  # dims.size of a symbolic or unknown dimension
 FILE_SUFFIX = ".arrow"
 # Key of every table's Arrow schema metadata holding its save's id (a digest of the graph's
@@ -97,21 +98,6 @@ class Placement(enum.IntEnum):
     DEVICE_P2P = 1
     HOST = 2
     FOLLOWING = 3
-
-
-class DType(enum.IntEnum):
-    """Element types of tensors (codes are stable across format versions)."""
-
-    UNDEFINED = 0
-    FLOAT32 = 1
-    FLOAT64 = 2
-    FLOAT16 = 3
-    INT8 = 4
-    INT16 = 5
-    INT32 = 6
-    INT64 = 7
-    UINT8 = 8
-    BOOL = 9
 
 
 class IoRole(enum.IntEnum):

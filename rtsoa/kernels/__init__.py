@@ -6,6 +6,13 @@ lowered-graph stand-ins, control flow
 Dispatch ids are positions in the sorted kernel names, so import order does not matter.
 """
 
+from rtsoa.abi.status import (
+    STATUS_BAD_NOTIFY,
+    STATUS_END_OF_SEQUENCE,
+    STATUS_NOTIFY_BASE,
+    STATUS_OK,
+    STATUS_QUEUE_OVERFLOW,
+)
 from rtsoa.kernels import (  # noqa: F401  (register built-ins)
     arithmetic,
     builtin,
@@ -15,9 +22,7 @@ from rtsoa.kernels import (  # noqa: F401  (register built-ins)
     model_control,
     workload,
 )
-from rtsoa.kernels.checksum import FOLD_SALTS, expected_checksum, fold, mix
-from rtsoa.kernels.registry import REGISTRY, KernelInfo, KernelRegistry, KernelTables, kernel
-from rtsoa.kernels.runtime import (
+from rtsoa.kernels.abi import (
     GraphArrays,
     Runtime,
     ValueState,
@@ -29,14 +34,9 @@ from rtsoa.kernels.runtime import (
     output_value,
     successor_count,
 )
-from rtsoa.kernels.status import (
-    STATUS_BAD_NOTIFY,
-    STATUS_END_OF_SEQUENCE,
-    STATUS_NOTIFY_BASE,
-    STATUS_OK,
-    STATUS_QUEUE_OVERFLOW,
-    notify,
-)
+from rtsoa.kernels.checksum import FOLD_SALTS, expected_checksum, fold, mix
+from rtsoa.kernels.registry import REGISTRY, KernelInfo, KernelRegistry, KernelTables, kernel
+from rtsoa.kernels.status import notify
 from rtsoa.kernels.tensors import block_view, value_view
 
 __all__ = [

@@ -2,9 +2,9 @@
 
 import numpy as np
 
+from rtsoa.kernels.abi import input_value, output_value
 from rtsoa.kernels.control_flow import int_output
 from rtsoa.kernels.registry import kernel
-from rtsoa.kernels.runtime import input_value, output_value
 
 
 @kernel("AddInt", requires={"inputs": 2, "outputs": 1}, outputs=int_output)

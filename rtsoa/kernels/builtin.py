@@ -10,9 +10,9 @@ modules, and a graph of checksum kernels should not compile them (0.5 s of a col
 
 import numpy as np
 
+from rtsoa.abi.status import STATUS_END_OF_SEQUENCE
 from rtsoa.kernels.checksum import FOLD_SALTS, fold
 from rtsoa.kernels.registry import kernel
-from rtsoa.kernels.status import STATUS_END_OF_SEQUENCE
 
 
 @kernel("Noop")

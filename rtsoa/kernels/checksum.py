@@ -9,6 +9,7 @@ it for any graph where every node runs once.
 import numpy as np
 
 from rtsoa._jit import jit_internal
+from rtsoa.graph.schema import GraphKind
 
 _MULTIPLIER = np.uint64(0xBF58476D1CE4E5B9)
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -69,8 +70,6 @@ def expected_checksum(graph, nodes=None, counts=None):
     Independent of the executors: a vectorized numpy expression over the graph's kernel names.
     """
     if nodes is None:
-        from rtsoa.graph.schema import GraphKind
-
         nodes = graph.nodes_of(GraphKind.MAIN)
     nodes = np.asarray(nodes, dtype=np.int64)
     names = [FOLDS_AS.get(name, name) for name in graph.kernel_names]

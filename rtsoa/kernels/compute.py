@@ -24,14 +24,21 @@ sizes against int64 and the blocks' sizes.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm
+from rtsoa.abi.dtypes import ITEMSIZE
+from rtsoa.abi.status import (
+    STATUS_BAD_OP_NODE,
+    STATUS_BAD_TENSOR,
+    STATUS_CONSTANT_RANGE,
+    STATUS_INVALID_BLOCK,
+    STATUS_NO_OP_LIBRARY,
+    STATUS_SHAPE_CHANGED,
+    STATUS_VIEW_TOO_LARGE,
+)
 from rtsoa.device import block_location, device_access, launch_begin
 from rtsoa.device.arena import resolve_placement
 from rtsoa.device.layout import PLACEMENT_HBM
-from rtsoa.device.status import STATUS_INVALID_BLOCK, STATUS_VIEW_TOO_LARGE
 from rtsoa.graph.schema import MAX_RANK, DType, Placement, ValueKind
-from rtsoa.kernels.checksum import FOLD_SALTS, fold
-from rtsoa.kernels.registry import kernel
-from rtsoa.kernels.runtime import (
+from rtsoa.kernels.abi import (
     FUNCTION_OPS,
     SHAPE_DIMS,
     SHAPE_DTYPE,
@@ -41,17 +48,12 @@ from rtsoa.kernels.runtime import (
     input_value,
     output_value,
 )
+from rtsoa.kernels.checksum import FOLD_SALTS, fold
+from rtsoa.kernels.registry import kernel
 from rtsoa.ops.abi import MAX_OP_OPERANDS, MAX_OPERANDS, ROW_WIDTH
 from rtsoa.ops.call import call_entry
 
 HEADER = 5  # op code, inputs, outputs, present mask, data mask
-# Kernel statuses (kernel-failure range, next to the op statuses 2001..)
-STATUS_BAD_OP_NODE = 2101  # header / input counts do not match the node
-STATUS_NO_OP_LIBRARY = 2102  # the op entry address is missing
-STATUS_BAD_TENSOR = 2103  # a shape row is unset / out of range, or a size overflows
-STATUS_CONSTANT_RANGE = 2104  # a constant's bytes lie outside the constant blob or its block
-STATUS_SHAPE_CHANGED = 2105  # a launch's output shape differs from the one allocated
-_ITEMSIZE = np.array([0, 4, 8, 2, 1, 2, 4, 8, 1, 1], dtype=np.int64)  # by DType code
 _INT64_MAX = np.iinfo(np.int64).max
 _INFER_SALT = np.uint64(FOLD_SALTS["OpInferShape"])
 _LAUNCH_SALT = np.uint64(FOLD_SALTS["OpLaunch"])
@@ -89,9 +91,9 @@ def _size_of(shapes, value):
     """Byte size of a shape row (rank, dtype, dims), or -1 if malformed or overflowing."""
     rank = shapes[value, SHAPE_RANK]
     code = shapes[value, SHAPE_DTYPE]
-    if rank < 0 or rank > MAX_RANK or code <= 0 or code >= _ITEMSIZE.shape[0]:
+    if rank < 0 or rank > MAX_RANK or code <= 0 or code >= ITEMSIZE.shape[0]:
         return np.int64(-1)
-    size = _ITEMSIZE[code]
+    size = ITEMSIZE[code]
     for axis in range(rank):
         d = shapes[value, SHAPE_DIMS + axis]
         if d < 0:

@@ -17,8 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa.graph.schema import GraphKind, ValueKind
+from rtsoa.kernels.abi import attribute, input_value, output_value, successor_count
 from rtsoa.kernels.registry import REGISTRY, kernel
-from rtsoa.kernels.runtime import attribute, input_value, output_value, successor_count
 from rtsoa.kernels.status import notify
 
 # -- kernels ---------------------------------------------------------------------------------

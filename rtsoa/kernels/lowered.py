@@ -22,9 +22,9 @@ from rtsoa.device import (
     stream_wait_event,
 )
 from rtsoa.graph.schema import DType, Placement, ValueKind
+from rtsoa.kernels.abi import attribute, input_count, input_value, output_value
 from rtsoa.kernels.checksum import FOLD_SALTS, fold
 from rtsoa.kernels.registry import REGISTRY, kernel
-from rtsoa.kernels.runtime import attribute, input_count, input_value, output_value
 
 # The device functions are compiled into the dispatch module: hash every device source too.
 for _module in pkgutil.iter_modules(rtsoa.device.__path__, "rtsoa.device."):

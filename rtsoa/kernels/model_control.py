@@ -25,15 +25,19 @@ lowered model) fails with STATUS_NO_SHAPE_ROWS instead of reading past the table
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir
+from rtsoa.abi.dtypes import INTEGER_BYTES, INTEGER_SIGNED
+from rtsoa.abi.status import (
+    STATUS_INVALID_BLOCK,
+    STATUS_NO_SHAPE_ROWS,
+    STATUS_NOT_A_SCALAR,
+    STATUS_SCALAR_DTYPE,
+    STATUS_VIEW_TOO_LARGE,
+)
 from rtsoa.device import block_location, device_access, launch_begin
 from rtsoa.device.arena import resolve_placement
 from rtsoa.device.layout import PLACEMENT_HBM
-from rtsoa.device.status import STATUS_INVALID_BLOCK, STATUS_VIEW_TOO_LARGE
 from rtsoa.graph.schema import MAX_RANK, DType, Placement, ValueKind
-from rtsoa.kernels.control_flow import int_output
-from rtsoa.kernels.lowered import NO_BLOCK
-from rtsoa.kernels.registry import kernel
-from rtsoa.kernels.runtime import (
+from rtsoa.kernels.abi import (
     SHAPE_DIMS,
     SHAPE_DTYPE,
     SHAPE_RANK,
@@ -42,15 +46,10 @@ from rtsoa.kernels.runtime import (
     input_value,
     output_value,
 )
+from rtsoa.kernels.control_flow import int_output
+from rtsoa.kernels.lowered import NO_BLOCK
+from rtsoa.kernels.registry import kernel
 
-# Kernel statuses (kernel-failure range, next to the op kernels' 2101..)
-STATUS_NOT_A_SCALAR = 2111  # a condition / trip count tensor does not hold exactly one element
-STATUS_SCALAR_DTYPE = 2112  # its element type is not an integer or bool (or not int64: counter)
-STATUS_NO_SHAPE_ROWS = 2113  # the graph's values have no shape rows (not a lowered model)
-
-# Bytes of each DType code's element, and whether it is signed; 0 bytes: not an integer / bool.
-_INTEGER_BYTES = np.array([0, 0, 0, 0, 1, 2, 4, 8, 1, 1], dtype=np.int64)
-_INTEGER_SIGNED = np.array([0, 0, 0, 0, 1, 1, 1, 1, 0, 0], dtype=np.int64)
 _INT64 = int(DType.INT64)
 
 
@@ -99,9 +98,9 @@ def tensor_to_int(rt, node):
         if shapes[shape, SHAPE_DIMS + axis] != 1:
             return np.int32(STATUS_NOT_A_SCALAR)
     code = shapes[shape, SHAPE_DTYPE]
-    if code < 0 or code >= _INTEGER_BYTES.shape[0] or _INTEGER_BYTES[code] == 0:
+    if code < 0 or code >= INTEGER_BYTES.shape[0] or INTEGER_BYTES[code] == 0:
         return np.int32(STATUS_SCALAR_DTYPE)
-    nbytes = _INTEGER_BYTES[code]
+    nbytes = INTEGER_BYTES[code]
     placement, offset, size = block_location(rt.device, rt.values.slots[input_value(rt, node, 1)])
     if placement < 0 or resolve_placement(placement) != PLACEMENT_HBM:
         return np.int32(STATUS_INVALID_BLOCK)
@@ -111,7 +110,7 @@ def tensor_to_int(rt, node):
     value = np.int64(0)
     for i in range(nbytes):
         value |= np.int64(arena[offset + i]) << np.int64(8 * i)
-    if _INTEGER_SIGNED[code] and nbytes < 8:
+    if INTEGER_SIGNED[code] and nbytes < 8:
         bits = np.int64(8 * nbytes)
         if (value >> (bits - 1)) & 1:
             value -= np.int64(1) << bits

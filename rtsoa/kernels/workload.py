@@ -6,9 +6,9 @@ Apart from `rtsoa.kernels.builtin` because the generated dispatch holds whole ke
 
 import numpy as np
 
+from rtsoa.kernels.abi import attribute, input_value
 from rtsoa.kernels.checksum import FOLD_SALTS, fold
 from rtsoa.kernels.registry import kernel
-from rtsoa.kernels.runtime import attribute, input_value
 
 _BUSY_SALT = np.uint64(FOLD_SALTS["Busy"])
 _BUSY_MULTIPLIER = np.uint64(6364136223846793005)

@@ -13,32 +13,16 @@ import os
 
 import numpy as np
 
+from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.errors import LoweringError
-from rtsoa.graph.schema import DType
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor, sort_nodes
 
 SUPPORTED_OPSETS = (1, 25)  # default-domain opset versions the importer accepts
 
 
-def _dtype_map():
-    from onnx import TensorProto
-
-    return {
-        TensorProto.FLOAT: DType.FLOAT32,
-        TensorProto.DOUBLE: DType.FLOAT64,
-        TensorProto.FLOAT16: DType.FLOAT16,
-        TensorProto.INT8: DType.INT8,
-        TensorProto.INT16: DType.INT16,
-        TensorProto.INT32: DType.INT32,
-        TensorProto.INT64: DType.INT64,
-        TensorProto.UINT8: DType.UINT8,
-        TensorProto.BOOL: DType.BOOL,
-    }
-
-
 def onnx_dtype(code, where):
     """rtsoa DType of an ONNX element type code, or LoweringError naming `where`."""
-    mapped = _dtype_map().get(int(code))
+    mapped = DTYPE_OF_ONNX.get(int(code))
     if mapped is None:
         from onnx import TensorProto
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa.errors import RtsoaError
+from rtsoa.errors import OpError
 from rtsoa.ops.abi import (
     ABSENT,
     COL_DIMS,
@@ -25,7 +25,6 @@ from rtsoa.ops.abi import (
     MODE_COMPUTE,
     MODE_INFER,
     NUMPY_DTYPES,
-    OP_STATUS_NAMES,
     RESULT_ROW,
     dtype_code,
     new_table,
@@ -39,16 +38,6 @@ ALIGN = 64
 def run_op(mode, code, arena, table, attrs, n_in, n_out):
     """`rtsoa.ops.entry.run_op`, the op library loaded on first use (`op_library`)."""
     return op_library().run_op(mode, code, arena, table, attrs, n_in, n_out)
-
-
-class OpError(RtsoaError):
-    """An op refused its inputs or attributes (status names the reason)."""
-
-    def __init__(self, op, status, message=""):
-        self.op = op
-        self.status = status
-        reason = OP_STATUS_NAMES.get(status, f"status {status}")
-        super().__init__(f"{op}: {reason}" + (f" ({message})" if message else ""))
 
 
 class TensorInfo(NamedTuple):

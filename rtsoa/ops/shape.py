@@ -10,7 +10,7 @@ dtype instead of one per pair. FLOAT16 and string tensors are refused.
 import numpy as np
 
 from rtsoa._jit import jit_with_nrt
-from rtsoa.graph.schema import DType
+from rtsoa.abi.dtypes import DTYPE_OF_ONNX, DType, dtype_code
 from rtsoa.ops.abi import (
     BOOL,
     F32,
@@ -128,8 +128,6 @@ def constant_of_shape_compute(arena, table, n_in, n_out, attrs, fattrs):
 
 def encode_constant_of_shape(attributes, inputs):
     """[DType code, the value's bytes as a little-endian int64] (default float32 0)."""
-    from rtsoa.ops.abi import dtype_code
-
     value = attributes.get("value")
     if value is None:
         value = np.zeros(1, dtype=np.float32)
@@ -271,17 +269,9 @@ def range_compute(arena, table, n_in, n_out, attrs, fattrs):
 
 # -- Cast -----------------------------------------------------------------------------------------
 
-# ONNX TensorProto.DataType -> rtsoa DType (the ones rtsoa can convert).
-ONNX_TO_DTYPE = {
-    1: DType.FLOAT32,
-    2: DType.UINT8,
-    3: DType.INT8,
-    5: DType.INT16,
-    6: DType.INT32,
-    7: DType.INT64,
-    9: DType.BOOL,
-    11: DType.FLOAT64,
-}
+# ONNX TensorProto.DataType -> rtsoa DType, for the types Cast converts (`castable`: every
+# type of the dtype table but FLOAT16).
+ONNX_TO_DTYPE = {code: kind for code, kind in DTYPE_OF_ONNX.items() if kind != DType.FLOAT16}
 
 
 @jit_with_nrt

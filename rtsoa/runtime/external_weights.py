@@ -31,18 +31,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa.errors import GraphFormatError, ModelInputError
+from rtsoa.errors import ConstantMemoryError, GraphFormatError
 from rtsoa.executors.sequential import SequentialExecutor
 from rtsoa.graph.schema import GraphKind
 from rtsoa.runtime.checks import numpy_dtype, show_dims
-
-
-class ConstantMemoryError(ModelInputError):
-    """A bad `constant_memory` entry; `weight` names it (None for the mapping itself)."""
-
-    def __init__(self, message, weight=None):
-        super().__init__(message)
-        self.weight = weight
 
 
 class Weight(NamedTuple):
@@ -108,8 +100,8 @@ def weight_names(graph):
 def resolve(constant_memory, weights, device):
     """{block value: handle} of the caller's weights, every entry checked against its weight
     and `device` (ConstantMemoryError naming the weight); `weights`: `weight_names`."""
-    from rtsoa.device.errors import InvalidBlock
     from rtsoa.device.layout import PCFG_ALIGNMENT, PLACEMENT_HBM
+    from rtsoa.errors import InvalidBlock
 
     if not isinstance(constant_memory, dict):
         raise ConstantMemoryError(
@@ -170,7 +162,7 @@ def resolve(constant_memory, weights, device):
 
 def _array_handle(where, name, array, weight, device, alignment):
     """The block handle of a caller's device array, after its dtype / shape / layout checks."""
-    from rtsoa.device.errors import InvalidBlock
+    from rtsoa.errors import InvalidBlock
 
     if array.dtype != weight.dtype:
         raise ConstantMemoryError(

@@ -21,7 +21,7 @@ import numpy as np
 from rtsoa.errors import ModelInputError, ModelStateError
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
-from rtsoa.kernels.runtime import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
+from rtsoa.kernels.abi import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
 from rtsoa.runtime import external_weights, resources
 from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
@@ -474,7 +474,7 @@ class ModelExecutor:
         return handle, view
 
     def _check_handles(self, handles):
-        from rtsoa.device.errors import InvalidBlock
+        from rtsoa.errors import InvalidBlock
 
         for handle in handles:
             try:

@@ -11,13 +11,9 @@ so a notify allocator is asked for nothing (it is still checked, to keep the all
 
 import threading
 
-from rtsoa.errors import RtsoaError
+from rtsoa.errors import ModelResourceError
 
 KINDS = ("stream", "event", "notify")
-
-
-class ModelResourceError(RtsoaError, RuntimeError):
-    """Bad or exhausted stream / event / notify allocators, or a bad memory allocator."""
 
 
 class IndexPool:

@@ -30,9 +30,9 @@ import threading
 import warnings
 
 from rtsoa.device import defaults, device_for_graph
-from rtsoa.errors import ModelStateError, RtsoaError
+from rtsoa.errors import ModelStateError, SessionStateError
 from rtsoa.graph.schema import GraphKind
-from rtsoa.kernels.runtime import ValueState, new_values
+from rtsoa.kernels.abi import ValueState, new_values
 from rtsoa.runtime.external_weights import prepare_root
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.resources import IndexPool
@@ -51,10 +51,6 @@ MODEL_KERNELS = (
     "UploadConstant",
 )
 DEFAULT_HBM_BYTES = 1 << 30
-
-
-class SessionStateError(RtsoaError, RuntimeError):
-    """A closed session used again."""
 
 
 def model_device(graph, hbm_bytes=None):

@@ -10,7 +10,8 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import jit_out_of_line
-from rtsoa.device.allocator import device_free, device_malloc
+from rtsoa.abi.status import describe
+from rtsoa.device.malloc import device_free, device_malloc
 
 OP_FREE = 0
 OP_ALLOC = 1
@@ -151,7 +152,7 @@ def reserved_over_lower_bound(sequence, config):
         device.state, 0, sequence.ops, sequence.sizes, sequence.ids, handles, 0
     )
     if status != 0:
-        raise RuntimeError(f"sequence replay failed with device status {status}")
+        raise RuntimeError(f"sequence replay failed with status {status} ({describe(status)})")
     lower_bound = sequence.live_bytes_peak()
     if device.state.stats[0, STAT_REQUESTED_BYTES + STAT_PEAK] != lower_bound:
         raise RuntimeError("tracked requested-bytes peak differs from the sequence's live peak")

@@ -33,17 +33,22 @@ import numpy as np
 
 from rtsoa._bundle import bundle_class
 from rtsoa._jit import jit_inline_ir
-from rtsoa.graph.schema import MAX_RANK
+
+# Columns of ValueState.shapes and the operand tables' size: the layouts of rtsoa.abi.operands.
+from rtsoa.abi.operands import (  # noqa: F401 - SHAPE_* re-exported for kernels
+    OPERAND_ROWS,
+    ROW_WIDTH,
+    SHAPE_DIMS,
+    SHAPE_DTYPE,
+    SHAPE_RANK,
+    SHAPE_WIDTH,
+)
+
+# The op library's entry, whose address graphs of lowered models carry (`FUNCTION_OPS`). The
+# one place the kernel ABI reaches into the op library; it compiles or loads on first use.
+from rtsoa.ops.library import op_library
 
 SCRATCH_SIZE = 8  # int64 words of WorkerState.scratch
-# Columns of ValueState.shapes: rank (-1 unknown), DType code, then MAX_RANK dims.
-SHAPE_RANK = 0
-SHAPE_DTYPE = 1
-SHAPE_DIMS = 2
-SHAPE_WIDTH = SHAPE_DIMS + MAX_RANK
-# The op operand table (rtsoa.ops.abi: MAX_OPERANDS + 1 rows of offset, bytes, dtype, rank, dims)
-OPERAND_ROWS = 65
-OPERAND_WIDTH = 4 + MAX_RANK
 # Rows of GraphArrays.functions: addresses of separately compiled code kernels call.
 FUNCTION_OPS = 0  # rtsoa.ops.entry (0 when the graph runs no compute op)
 NUM_FUNCTIONS = 1
@@ -92,7 +97,7 @@ WorkerState = bundle_class(
     {
         "checksum": (np.uint64, 1, True),  # [1]: order-independent fold of the nodes it ran
         "scratch": (np.int64, 1, True),  # [SCRATCH_SIZE]: sink for work kept from the optimiser
-        # [OPERAND_ROWS, OPERAND_WIDTH] each: operand tables of the op kernels (rtsoa.ops.abi)
+        # [OPERAND_ROWS, ROW_WIDTH] each: operand tables of the op kernels (rtsoa.abi.operands)
         "table": (np.int64, 2, True),
         "check_table": (np.int64, 2, True),
     },
@@ -126,8 +131,6 @@ def graph_arrays(graph, node_dispatch, kernel_control_flow):
     attr_pool = read_only(np.ascontiguousarray(graph.attr_pool))
     functions = np.zeros(NUM_FUNCTIONS, dtype=np.int64)
     if is_model(graph):
-        from rtsoa.ops.library import op_library  # compiles / loads the op library
-
         functions[FUNCTION_OPS] = op_library().entry_address()
     return GraphArrays(
         node_dispatch=read_only(np.ascontiguousarray(node_dispatch, dtype=np.int32)),
@@ -184,8 +187,8 @@ def new_worker():
     return WorkerState(
         checksum=line_zeros(1, np.uint64),
         scratch=line_zeros(SCRATCH_SIZE, np.int64),
-        table=line_zeros((OPERAND_ROWS, OPERAND_WIDTH), np.int64),
-        check_table=line_zeros((OPERAND_ROWS, OPERAND_WIDTH), np.int64),
+        table=line_zeros((OPERAND_ROWS, ROW_WIDTH), np.int64),
+        check_table=line_zeros((OPERAND_ROWS, ROW_WIDTH), np.int64),
     )
 
 

@@ -47,6 +47,14 @@ segments (release, stream-ordered reuse, growth), `handles.py` the handle access
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_out_of_line
+from rtsoa.abi.status import (
+    STATUS_INVALID_BLOCK,
+    STATUS_INVALID_PLACEMENT,
+    STATUS_INVALID_SIZE,
+    STATUS_INVALID_STREAM,
+    STATUS_OK,
+    STATUS_OUT_OF_MEMORY,
+)
 from rtsoa.device.arena import resolve_placement
 from rtsoa.device.blocks import merge_and_list, quick_flush, split
 from rtsoa.device.freelists import bin_remove, find_block, quick_index, quick_pop, quick_push
@@ -89,14 +97,6 @@ from rtsoa.device.layout import (
     STAT_REQUESTED_BYTES,
 )
 from rtsoa.device.segments import release_free_segments
-from rtsoa.device.status import (
-    STATUS_INVALID_BLOCK,
-    STATUS_INVALID_PLACEMENT,
-    STATUS_INVALID_SIZE,
-    STATUS_INVALID_STREAM,
-    STATUS_OK,
-    STATUS_OUT_OF_MEMORY,
-)
 from rtsoa.device.streams import device_synchronize, stream_synchronize
 from rtsoa.device.tables import assume_layout, stat_add, stat_sub, whole_segment
 from rtsoa.device.trace import trace_append

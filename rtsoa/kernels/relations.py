@@ -33,6 +33,8 @@ import numpy as np
 from rtsoa._jit import jit
 from rtsoa.graph.csr import build_csr
 from rtsoa.graph.schema import Placement, ValueKind, WorkerClass
+from rtsoa.graph.validate import validate_graph
+from rtsoa.kernels.registry import REGISTRY
 
 FREE_KERNELS = ("FreeMemory",)
 _HOST_PLACEMENTS = (int(Placement.HOST), int(Placement.FOLLOWING))  # "following" is host
@@ -82,9 +84,6 @@ def eligible_frees(graph, classes, free_kernels=FREE_KERNELS):
 def remove_launch_free_edges(graph, registry=None, free_kernels=FREE_KERNELS):
     """The graph with every eligible Launch -> Free edge replaced by an exact relation (see
     the module docstring). Returns a RelationPassResult; the new graph is validated."""
-    from rtsoa.graph.validate import validate_graph
-    from rtsoa.kernels import REGISTRY
-
     registry = registry if registry is not None else REGISTRY
     n = graph.num_nodes
     classes = node_classes_of(graph, registry)

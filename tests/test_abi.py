@@ -1,0 +1,177 @@
+"""The leaf layer `rtsoa.abi`: each status, dtype and error class defined once, statuses usable
+inside jitted code, `describe` covering every code, the typed views over raw bytes."""
+
+import ast
+import importlib
+import inspect
+import pathlib
+
+import numba
+import numpy as np
+import pytest
+
+import rtsoa
+from rtsoa import errors
+from rtsoa.abi import dtypes, operands, status
+from rtsoa.abi.status import (
+    RESERVED_STATUS_BASE,
+    STATUS_NOTIFY_BASE,
+    STATUS_RANGES,
+    DeviceStatus,
+    ModelStatus,
+    OpStatus,
+    RuntimeStatus,
+    describe,
+)
+from rtsoa.abi.views import array_over, itemsize
+
+PACKAGE = pathlib.Path(rtsoa.__file__).parent
+BOUNDS = {
+    DeviceStatus: (101, 199),
+    OpStatus: (2001, 2099),
+    ModelStatus: (2101, 2199),
+    RuntimeStatus: (RESERVED_STATUS_BASE, STATUS_NOTIFY_BASE),
+}
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__main__":
+            continue
+        yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
+
+
+@pytest.mark.parametrize("enum_class", STATUS_RANGES)
+def test_each_status_range_stays_in_its_bounds_and_every_code_is_described(enum_class):
+    low, high = BOUNDS[enum_class]
+    for member in enum_class:
+        assert low <= member <= high, member
+        if member is not RuntimeStatus.NOTIFY_BASE:  # notify(0): a request, not a status
+            assert status.status_member(int(member)) is member
+            assert describe(member), member
+
+
+def test_the_ranges_do_not_overlap():
+    codes = [int(member) for enum_class in STATUS_RANGES for member in enum_class]
+    assert len(codes) == len(set(codes))
+
+
+def test_describe_reads_like_the_error_messages():
+    assert describe(0) == "ok"
+    assert describe(DeviceStatus.OUT_OF_MEMORY) == "device: OUT_OF_MEMORY"
+    assert describe(OpStatus.BAD_SHAPE) == "op: incompatible input shapes"
+    assert describe(ModelStatus.NO_OP_LIBRARY) == "op node: the op library is not loaded"
+    assert describe(STATUS_NOTIFY_BASE + 3) == "notify successor 3"
+    assert "no progress" in describe(RuntimeStatus.NO_PROGRESS)  # the reserved code once missed
+    assert describe(7) is None  # a user kernel's own code: rtsoa cannot say what it means
+    error = errors.KernelError(int(RuntimeStatus.NO_PROGRESS), 4, "FreeMemory", -1, 9)
+    assert describe(RuntimeStatus.NO_PROGRESS) in str(error)
+    assert str(errors.DeviceError(DeviceStatus.INVALID_BLOCK, "x")) == "INVALID_BLOCK: x"
+
+
+def test_the_int_names_are_the_enum_members():
+    for enum_class, prefix in (
+        (DeviceStatus, "STATUS_"),
+        (OpStatus, "STATUS_OP_"),
+        (ModelStatus, "STATUS_"),
+        (RuntimeStatus, "STATUS_"),
+    ):
+        for member in enum_class:
+            value = getattr(status, prefix + member.name)
+            assert type(value) is int and value == member
+
+
+def test_statuses_are_constants_inside_jitted_code():
+    @numba.njit
+    def classify(code):
+        if code == DeviceStatus.OUT_OF_MEMORY:
+            return np.int32(DeviceStatus.OUT_OF_MEMORY)
+        if code >= RuntimeStatus.NOTIFY_BASE:
+            return np.int32(code - RuntimeStatus.NOTIFY_BASE)
+        return np.int32(OpStatus.BAD_SHAPE)
+
+    assert classify(101) == 101
+    assert classify(STATUS_NOTIFY_BASE + 5) == 5
+    assert classify(0) == int(OpStatus.BAD_SHAPE)
+
+
+def test_no_status_code_is_defined_outside_the_abi():
+    found = []
+    for module, path in _modules():
+        if module.startswith("rtsoa.abi"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id.startswith("STATUS_"):
+                        found.append(f"{module}:{node.lineno}: {target.id}")
+    assert not found, "status codes belong in rtsoa.abi.status:\n" + "\n".join(found)
+
+
+def test_every_exception_class_is_defined_in_rtsoa_errors():
+    found = []
+    for module, _ in _modules():
+        for name, value in vars(importlib.import_module(module)).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__.startswith("rtsoa")
+                and value.__module__ != "rtsoa.errors"
+            ):
+                found.append(f"{value.__module__}.{name}")
+    assert not found, "exception classes belong in rtsoa.errors: " + ", ".join(sorted(set(found)))
+
+
+def test_the_dtype_table_agrees_with_numpy_and_onnx():
+    onnx = pytest.importorskip("onnx")
+    for code, info in dtypes.DTYPES.items():
+        assert np.dtype(info.numpy).itemsize == info.itemsize == dtypes.ITEMSIZE[code]
+        assert onnx.helper.tensor_dtype_to_np_dtype(info.onnx) == np.dtype(info.numpy)
+        assert np.dtype(info.numpy).name == info.name
+        assert dtypes.dtype_code(info.numpy) == code and dtypes.numpy_dtype(code) == info.numpy
+    assert set(dtypes.DTYPES) == set(dtypes.DType) - {dtypes.DType.UNDEFINED}
+    assert dtypes.ITEMSIZE[dtypes.DType.UNDEFINED] == 0
+    assert dtypes.DTYPE_OF_ONNX[onnx.TensorProto.FLOAT16] == dtypes.DType.FLOAT16
+
+
+def test_cast_refuses_only_what_the_table_has_and_it_cannot_convert():
+    from rtsoa.ops.shape import ONNX_TO_DTYPE
+
+    missing = set(dtypes.DTYPE_OF_ONNX.values()) - set(ONNX_TO_DTYPE.values())
+    assert missing == {dtypes.DType.FLOAT16}
+
+
+def test_the_operand_layout_fits_the_worker_tables():
+    from rtsoa.kernels.abi import new_worker
+
+    worker = new_worker()
+    assert worker.table.shape == (operands.OPERAND_ROWS, operands.ROW_WIDTH)
+    assert operands.ROW_WIDTH == operands.COL_DIMS + operands.MAX_RANK
+    assert operands.SHAPE_WIDTH == operands.SHAPE_DIMS + operands.MAX_RANK
+    assert operands.MAX_OP_OPERANDS < operands.MAX_OPERANDS == operands.RESULT_ROW
+
+
+@numba.njit
+def _write_through_view(buffer, offset, keep):
+    view = array_over(buffer, offset, keep, (2, 3), np.float32)
+    for i in range(view.shape[0]):
+        for j in range(view.shape[1]):
+            view[i, j] = 10 * i + j
+    return view.shape, view.strides, view.size, itemsize(np.float64)
+
+
+def test_a_view_writes_the_bytes_numpy_reads():
+    buffer = np.zeros(64, dtype=np.uint8)
+    shape, strides, size, float64_size = _write_through_view(buffer, 8, np.int64(1))
+    assert (shape, strides, size, float64_size) == ((2, 3), (12, 4), 6, 8)
+    expected = np.array([[0, 1, 2], [10, 11, 12]], dtype=np.float32)
+    np.testing.assert_array_equal(buffer[8:32].view(np.float32).reshape(2, 3), expected)
+    assert not buffer[:8].any() and not buffer[32:].any()
+
+
+def test_a_view_with_keep_zero_is_empty_and_writes_nothing():
+    buffer = np.zeros(64, dtype=np.uint8)
+    shape, _, size, _ = _write_through_view(buffer, 8, np.int64(0))
+    assert shape == (0, 0) and size == 0
+    assert not buffer.any()
