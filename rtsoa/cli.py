@@ -454,6 +454,11 @@ def build_parser():
     cache = sub.add_parser("cache", help="where rtsoa's caches live and their sizes; clear them")
     caches.add_arguments(cache)
     COMMANDS["cache"] = caches.run
+    from rtsoa.ops import library
+
+    ops = sub.add_parser("compile", help="compile ops ahead of time: --all, or a model's ops")
+    library.add_arguments(ops)
+    COMMANDS["compile"] = library.run
     return parser
 
 

@@ -11,7 +11,7 @@ from rtsoa.ops.abi import OP_STATUS_NAMES
 MODEL_STATUS_NAMES = {
     **{code: f"op: {name}" for code, name in OP_STATUS_NAMES.items()},
     compute.STATUS_BAD_OP_NODE: "op node: header and inputs / outputs do not match",
-    compute.STATUS_NO_OP_LIBRARY: "op node: the op library is not loaded",
+    compute.STATUS_NO_OP_LIBRARY: "op node: the graph's op table has no entry for its op",
     compute.STATUS_BAD_TENSOR: "op node: a tensor shape is unset, out of range or too large",
     compute.STATUS_CONSTANT_RANGE: "constant outside the constant blob or its block",
     compute.STATUS_SHAPE_CHANGED: "op node: output shape differs from the allocated one",

@@ -44,9 +44,6 @@ SHAPE_WIDTH = SHAPE_DIMS + MAX_RANK
 # The op operand table (rtsoa.ops.abi: MAX_OPERANDS + 1 rows of offset, bytes, dtype, rank, dims)
 OPERAND_ROWS = 65
 OPERAND_WIDTH = 4 + MAX_RANK
-# Rows of GraphArrays.functions: addresses of separately compiled code kernels call.
-FUNCTION_OPS = 0  # rtsoa.ops.entry (0 when the graph runs no compute op)
-NUM_FUNCTIONS = 1
 # Kernels of lowered models: a graph running any of them gets shape rows for every value.
 MODEL_KERNELS = ("OpInferShape", "OpLaunch", "ConstTensor", "UploadConstant")
 
@@ -71,7 +68,7 @@ GraphArrays = bundle_class(
         "value_dtype": (np.int8, 1, False),  # per value: DType
         "value_placement": (np.int8, 1, False),  # per value: Placement (where it is allocated)
         "kernel_control_flow": (np.bool_, 1, False),  # per dispatch id: obey its `notify(k)`?
-        "functions": (np.int64, 1, False),  # [NUM_FUNCTIONS]: addresses of out-of-line code
+        "functions": (np.int64, 1, False),  # [ops-table rows]: op entry addresses, 0 if unused
     },
     doc="Columns of the prepared graph kernels read (all read-only, shared by every worker).",
 )
@@ -124,11 +121,11 @@ def graph_arrays(graph, node_dispatch, kernel_control_flow):
     compiled type (one compile).
     """
     attr_pool = read_only(np.ascontiguousarray(graph.attr_pool))
-    functions = np.zeros(NUM_FUNCTIONS, dtype=np.int64)
+    functions = np.zeros(1, dtype=np.int64)
     if is_model(graph):
-        from rtsoa.ops.library import op_library  # compiles / loads the op library
+        from rtsoa.ops.library import op_addresses  # compiles / loads the ops the graph runs
 
-        functions[FUNCTION_OPS] = op_library().entry_address()
+        functions = op_addresses(graph)
     return GraphArrays(
         node_dispatch=read_only(np.ascontiguousarray(node_dispatch, dtype=np.int32)),
         node_stream=read_only(graph.node_stream),

@@ -550,6 +550,7 @@ def _lower(model, name, streams, fuse):
                     f"graph {kind} {name!r} is a sequence value; rtsoa resolves sequences at "
                     "lowering, so a model cannot take or return one"
                 )
+    _load_ops(ctx.calls, fuse)
     calls = fold_and_infer(model, ctx.calls)
     calls = drop_dead(model, calls)
     if fuse:
@@ -567,6 +568,17 @@ def _lower(model, name, streams, fuse):
             call.slots = OPS["Identity"].slots({}, [])
             calls.append(call)
     return _Emitter(model, calls, name or model.name or "model", streams).emit()
+
+
+def _load_ops(calls, fuse):
+    """Compile (or load) the model's ops now, all together on every core, rather than one by
+    one as folding meets them (`rtsoa.ops.library`); MatMulBias too when MatMul may fuse."""
+    from rtsoa.ops.library import load_ops
+
+    names = {getattr(call, "op", None) for call in calls} & set(OPS)
+    if fuse and "MatMul" in names:
+        names.add("MatMulBias")
+    load_ops(names)
 
 
 def numpy_dtype(code):
