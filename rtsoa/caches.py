@@ -42,9 +42,11 @@ def _in_cache_dir(*patterns):
 def _ops():
     from rtsoa.ops.library import entries_numba_dir, ops_dir
 
-    for directory in dict.fromkeys((ops_dir(), entries_numba_dir())):
-        if directory.is_dir():
-            yield from sorted(directory.iterdir())
+    directory, machine = ops_dir(), entries_numba_dir()
+    if directory.is_dir():
+        yield from sorted(path for path in directory.iterdir() if path != machine)
+    if machine.is_dir():
+        yield from sorted(machine.iterdir())
 
 
 def _lowered():

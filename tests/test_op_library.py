@@ -5,6 +5,7 @@ are cold there (the op functions and executor loops stay warm in their caches).
 """
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -189,3 +190,22 @@ def test_the_command_refuses_bad_arguments(arguments, message):
         [sys.executable, "-m", "rtsoa.ops.library", *arguments], capture_output=True, text=True
     )
     assert done.returncode == 2 and message in done.stderr
+
+
+def test_cache_info_counts_the_op_entries_and_their_machine_code(tmp_path):
+    """`rtsoa cache info` lists the op entries with the Numba files of their machine code,
+    wherever Numba's locators put those (here under NUMBA_CACHE_DIR when it is set)."""
+    code = """
+import json
+from rtsoa import caches
+from rtsoa.ops.library import entries_numba_dir, op_address
+op_address("Relu")
+row = next(row for row in caches.info() if row["name"] == "ops")
+names = [path.name for path in caches.entries("ops")]
+machine = list(entries_numba_dir().glob("rtsoa_op_Relu_*.nb[ic]"))
+print(json.dumps([row["entries"], row["bytes"], len(machine), names]))
+"""
+    entries, size, machine, names = json.loads(_python(code, tmp_path).splitlines()[-1])
+    assert machine >= 2 and entries >= 3 + machine and size > 0
+    suffixes = {name.rsplit(".", 1)[1] for name in names if name.startswith("rtsoa_op_Relu_")}
+    assert {"py", "compiled", "lock"} <= suffixes

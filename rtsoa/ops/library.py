@@ -72,18 +72,17 @@ def ops_dir():
 
 def entries_numba_dir():
     """Where Numba's cache keeps the op entries' machine code (`ops_dir()/__pycache__`, or a
-    directory under NUMBA_CACHE_DIR), as Numba's locators choose it for a file there."""
+    directory under NUMBA_CACHE_DIR), as Numba's locators choose it for the entry modules
+    there (Numba's locators need an existing source file: without one, nothing is cached)."""
     from rtsoa._numba.caching import RtsoaCacheImpl, _probe
 
-    source = os.fspath(ops_dir() / "entry.py")
-    for locator_class in RtsoaCacheImpl._locator_classes:
-        try:
-            locator = locator_class.from_function(_probe, source)
-        except OSError:
-            locator = None
+    directory = ops_dir()
+    sources = sorted(directory.glob("rtsoa_op_*.py")) if directory.is_dir() else []
+    for locator_class in RtsoaCacheImpl._locator_classes if sources else ():
+        locator = locator_class.from_function(_probe, os.fspath(sources[0]))
         if locator is not None:
             return Path(locator.get_cache_path())
-    return ops_dir() / "__pycache__"
+    return directory / "__pycache__"
 
 
 def _definition(name):
