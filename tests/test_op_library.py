@@ -20,7 +20,7 @@ from rtsoa.ops import library
 from rtsoa.ops.abi import MAX_OP_OPERANDS, MODE_INFER, STATUS_OP_ARITY, new_table
 from rtsoa.ops.entry import arity, entry_key, entry_source, run_op
 from rtsoa.ops.library import UnknownOpError, load_ops, op_address, shares
-from rtsoa.ops.registry import OPS, compiled_op_names
+from rtsoa.ops.registry import OPS, compiled_op_names, register_op
 
 REPO = Path(__file__).resolve().parents[1]
 MLP = REPO / "datasets" / "mlp.rtsoa"
@@ -113,9 +113,22 @@ def test_the_key_follows_an_ops_registration_and_not_another_ops(monkeypatch):
     assert before == entry_key(relu)  # deterministic
     monkeypatch.setitem(OPS, "Sigmoid", dataclasses.replace(OPS["Sigmoid"], inputs=(1, 2)))
     assert entry_key(relu) == before
-    assert entry_key(dataclasses.replace(relu, compute=OPS["Neg"].compute)) != before
+    assert entry_key(dataclasses.replace(relu, compute=OPS["Identity"].compute)) != before
     assert entry_key(dataclasses.replace(relu, inputs=(1, 2))) != before
-    assert "neg_compute as _compute" in entry_source(OPS["Neg"], "k")
+    assert entry_key(dataclasses.replace(relu, constants=OPS["Neg"].constants)) != before
+
+
+def test_an_op_of_a_family_calls_the_familys_compute_with_its_constant():
+    """Relu and Neg share one compute (`unary`), told apart by their constant."""
+    relu, neg = OPS["Relu"], OPS["Neg"]
+    assert relu.compute is neg.compute and relu.constants != neg.constants
+    source = entry_source(neg, "k")
+    assert "import unary as _compute" in source
+    assert f"_CONSTANT0 = np.int64({int(neg.constants[0])})" in source
+    assert "fattrs, _CONSTANT0)" in source
+    with pytest.raises(TypeError, match="constants must be integers"):
+        register_op("NotAFamily", relu.infer, relu.compute, constants=(0.5,))
+    assert "NotAFamily" not in OPS
 
 
 def test_each_entry_refuses_counts_outside_its_ops_arity():

@@ -108,7 +108,7 @@ def _periodic_as(op, arena, table, x_row, px, row, py, o, kind):
 
 
 @jit_with_nrt
-def fold_numeric(op, arena, table, n_in):
+def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op):
     """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64 / int32 / int64."""
     o = n_in
     kind = dtype(table, 0)
@@ -166,7 +166,7 @@ def fold_numeric(op, arena, table, n_in):
 
 
 @jit_with_nrt
-def compare(op, arena, table):
+def compare(arena, table, n_in, n_out, attrs, fattrs, op):
     """Bool output of in0 op in1 with broadcasting, on any numeric or bool dtype."""
     kind = dtype(table, 0)
     xi = _map(table, 0, 2)
@@ -198,9 +198,12 @@ def compare(op, arena, table):
 
 
 @jit_with_nrt
-def unary(op, arena, table, n_in, p0, p1):
+def unary(arena, table, n_in, n_out, attrs, fattrs, op):
     """out = f(x) for activation `op`: float32 / float64, and int32 / int64 for NEG, ABS,
-    SIGN and RELU (ONNX Relu takes integers from opset 14)."""
+    SIGN and RELU (ONNX Relu takes integers from opset 14). LeakyRelu's alpha is its one
+    float attribute slot."""
+    p0 = fattrs[0] if fattrs.shape[0] > 0 else 0.0
+    p1 = 0.0
     kind = dtype(table, 0)
     if kind == F32:
         unary_loop(
@@ -243,43 +246,8 @@ def unary(op, arena, table, n_in, p0, p1):
 
 
 @jit_with_nrt
-def add_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(ADD, arena, table, n_in)
-
-
-@jit_with_nrt
-def sub_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(SUB, arena, table, n_in)
-
-
-@jit_with_nrt
-def mul_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(MUL, arena, table, n_in)
-
-
-@jit_with_nrt
-def div_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(DIV, arena, table, n_in)
-
-
-@jit_with_nrt
-def pow_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(POW, arena, table, n_in)
-
-
-@jit_with_nrt
-def max_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(MAX, arena, table, n_in)
-
-
-@jit_with_nrt
-def min_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(MIN, arena, table, n_in)
-
-
-@jit_with_nrt
 def mean_compute(arena, table, n_in, n_out, attrs, fattrs):
-    status = fold_numeric(ADD, arena, table, n_in)
+    status = fold_numeric(arena, table, n_in, n_out, attrs, fattrs, ADD)
     if status != 0:
         return status
     kind = dtype(table, n_in)
@@ -292,76 +260,6 @@ def mean_compute(arena, table, n_in, n_out, attrs, fattrs):
     else:
         return np.int32(STATUS_OP_BAD_DTYPE)
     return np.int32(0)
-
-
-@jit_with_nrt
-def equal_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return compare(EQUAL, arena, table)
-
-
-@jit_with_nrt
-def less_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return compare(LESS, arena, table)
-
-
-@jit_with_nrt
-def greater_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return compare(GREATER, arena, table)
-
-
-@jit_with_nrt
-def relu_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(RELU, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def leaky_relu_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(LEAKY_RELU, arena, table, n_in, fattrs[0], 0.0)
-
-
-@jit_with_nrt
-def sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(SIGMOID, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def tanh_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(TANH, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def exp_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(EXP, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def log_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(LOG, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def sqrt_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(SQRT, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def erf_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(ERF, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def neg_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(NEG, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def abs_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(ABS, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def sign_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(SIGN, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
@@ -410,42 +308,29 @@ def _alpha(default):
 
 
 _VARIADIC = {"inputs": (1, None)}
-for _name, _compute in (
-    ("Add", add_compute),
-    ("Sub", sub_compute),
-    ("Mul", mul_compute),
-    ("Div", div_compute),
+# families: one compute, the op's constant passed after its six arguments
+for _name, _op in (("Add", ADD), ("Sub", SUB), ("Mul", MUL), ("Div", DIV), ("Pow", POW)):
+    register_op(_name, same_dtype_broadcast_infer, fold_numeric, inputs=(2, 2), constants=(_op,))
+for _name, _op in (("Sum", ADD), ("Max", MAX), ("Min", MIN)):
+    register_op(_name, same_dtype_broadcast_infer, fold_numeric, constants=(_op,), **_VARIADIC)
+register_op("Mean", same_dtype_broadcast_infer, mean_compute, **_VARIADIC)
+for _name, _op in (("Equal", EQUAL), ("Less", LESS), ("Greater", GREATER)):
+    register_op(_name, compare_infer, compare, inputs=(2, 2), constants=(_op,))
+for _name, _op in (
+    ("Relu", RELU),
+    ("Sigmoid", SIGMOID),
+    ("Tanh", TANH),
+    ("Exp", EXP),
+    ("Log", LOG),
+    ("Sqrt", SQRT),
+    ("Erf", ERF),
+    ("Neg", NEG),
+    ("Abs", ABS),
+    ("Sign", SIGN),
 ):
-    register_op(_name, same_dtype_broadcast_infer, _compute, inputs=(2, 2))
-register_op("Pow", same_dtype_broadcast_infer, pow_compute, inputs=(2, 2))
-for _name, _compute in (
-    ("Sum", add_compute),
-    ("Max", max_compute),
-    ("Min", min_compute),
-    ("Mean", mean_compute),
-):
-    register_op(_name, same_dtype_broadcast_infer, _compute, **_VARIADIC)
-for _name, _compute in (
-    ("Equal", equal_compute),
-    ("Less", less_compute),
-    ("Greater", greater_compute),
-):
-    register_op(_name, compare_infer, _compute, inputs=(2, 2))
-for _name, _compute in (
-    ("Relu", relu_compute),
-    ("Sigmoid", sigmoid_compute),
-    ("Tanh", tanh_compute),
-    ("Exp", exp_compute),
-    ("Log", log_compute),
-    ("Sqrt", sqrt_compute),
-    ("Erf", erf_compute),
-    ("Neg", neg_compute),
-    ("Abs", abs_compute),
-    ("Sign", sign_compute),
-    ("Identity", identity_compute),
-):
-    register_op(_name, same_shape_infer, _compute)
-register_op("LeakyRelu", same_shape_infer, leaky_relu_compute, encode=_alpha(0.01))
+    register_op(_name, same_shape_infer, unary, constants=(_op,))
+register_op("LeakyRelu", same_shape_infer, unary, encode=_alpha(0.01), constants=(LEAKY_RELU,))
+register_op("Identity", same_shape_infer, identity_compute)
 
 
 def encode_shrink(attributes, inputs):

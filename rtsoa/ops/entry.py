@@ -6,9 +6,11 @@ a real file, and one file per op keeps each op's cache entry apart). The entry c
 and output counts against the op's arity, then calls the op's shape inference or compute. An
 exception that escapes an op (Numba's cfunc wrapper would print it as "Exception ignored" and
 return 0, success) is caught there and returned as STATUS_OP_EXCEPTION. Every entry has the
-same C signature (`SIGNATURE`, the op code kept so one call site serves every op), and
-kernels call it through its address (`call_entry`), so an op is compiled once per machine and
-version, not again inside every executor loop that dispatches to an op kernel:
+same C signature (`SIGNATURE`, the op code kept so one call site serves every op); an op of a
+family (`register_op(..., constants=(RELU,))`) passes its constants to the family's compute
+after the six arguments every op function takes. Kernels call it through its address
+(`call_entry`), so an op is compiled once per machine and version, not again inside every
+executor loop that dispatches to an op kernel:
 
     status = call_entry(address, mode, code, arena, table, attrs, fattrs, n_in, n_out)
 
@@ -71,7 +73,7 @@ from {compute_module} import {compute_name} as _compute
 
 KEY = {key!r}
 OP = {name!r}
-
+{constants}
 
 @rtsoa_cfunc(SIGNATURE, cache=True, nopython=True, error_model=JIT_OPTIONS["error_model"])
 def entry(
@@ -94,7 +96,7 @@ def entry(
         if mode == MODE_INFER:
             status = _infer(arena, table, n_in, n_out, attrs, fattrs)
         elif mode == MODE_COMPUTE:
-            status = _compute(arena, table, n_in, n_out, attrs, fattrs)
+            status = _compute(arena, table, n_in, n_out, attrs, fattrs{arguments})
     except Exception:  # Numba catches any exception class here; the message is not available
         status = np.int32(STATUS_OP_EXCEPTION)
     return status
@@ -126,7 +128,14 @@ def entry_source(definition, key):
     infer_module, infer_name = _qualified(definition.infer)
     compute_module, compute_name = _qualified(definition.compute)
     low, high, out_low, out_high = arity(definition)
+    constants = "".join(
+        f"_CONSTANT{index} = np.int64({int(value)})\n"
+        for index, value in enumerate(definition.constants)
+    )
+    arguments = "".join(f", _CONSTANT{index}" for index in range(len(definition.constants)))
     return _TEMPLATE.format(
+        constants=constants,
+        arguments=arguments,
         name=definition.name,
         key=key,
         infer_module=infer_module,

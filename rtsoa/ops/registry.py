@@ -37,6 +37,7 @@ class OpDef:
     inputs: tuple = (1, 1)  # (min, max) input count; max None = variadic
     outputs: tuple = (1, 1)  # (min, max) output count
     data_inputs: tuple = ()  # input positions whose data `infer` reads
+    constants: tuple = ()  # integers passed to `compute` after its six arguments (op families)
     doc: str = ""
 
     @property
@@ -69,6 +70,9 @@ def register_op(name, infer, compute, **options):
     module-level njit functions (its compiled entry imports them by module and name)."""
     if name in OPS:
         raise ValueError(f"op {name!r} is already registered")
+    constants = options.get("constants", ())
+    if not all(isinstance(value, int | np.integer) for value in constants):
+        raise TypeError(f"op {name!r}: constants must be integers, got {constants!r}")
     definition = OPS[name] = OpDef(name=name, infer=infer, compute=compute, **options)
     if _frozen:
         _codes.append(name)
