@@ -5,6 +5,8 @@
   functions linked once carries its callee records (`rtsoa._numba.linking`), so clearing them
   clears the records too.
 - dispatch: the generated executor dispatch modules and their own Numba cache.
+- ops: the generated entry module of each op compiled (`rtsoa.ops.entry`), its marker, lock
+  and Numba cache.
 - markers: the kernel-conformance markers (`rtsoa.kernels.conformance`).
 - lowered: lowered models (`rtsoa.lowering.cache`).
 - batch: the warm-up records of batch workers (`rtsoa.batch.worker`).
@@ -16,7 +18,7 @@ import os
 import shutil
 from pathlib import Path
 
-NAMES = ("numba", "dispatch", "markers", "lowered", "batch")
+NAMES = ("numba", "dispatch", "ops", "markers", "lowered", "batch")
 
 
 def _numba_files():
@@ -36,6 +38,16 @@ def _in_cache_dir(*patterns):
             yield from sorted(directory.glob(pattern))
 
 
+def _ops():
+    from rtsoa.ops.library import entries_numba_dir, ops_dir
+
+    directory, machine = ops_dir(), entries_numba_dir()
+    if directory.is_dir():
+        yield from sorted(path for path in directory.iterdir() if path != machine)
+    if machine.is_dir():
+        yield from sorted(machine.iterdir())
+
+
 def _lowered():
     from rtsoa.lowering.cache import lowered_dir
 
@@ -49,12 +61,14 @@ def _where():
     from rtsoa._numba.caching import package_cache_dirs
     from rtsoa.kernels.dispatch import cache_dir
     from rtsoa.lowering.cache import lowered_dir
+    from rtsoa.ops.library import ops_dir
 
     dirs = package_cache_dirs()
     common = os.path.commonpath(dirs) if dirs else ""
     return {
         "numba": f"{len(dirs)} directories under {common}",
         "dispatch": str(cache_dir()),
+        "ops": str(ops_dir()),
         "markers": str(cache_dir()),
         "lowered": str(lowered_dir()),
         "batch": str(cache_dir()),
@@ -66,6 +80,7 @@ def entries(name):
     found = {
         "numba": _numba_files,
         "dispatch": lambda: _in_cache_dir("rtsoa_dispatch_*.py", "__pycache__/rtsoa_dispatch_*"),
+        "ops": _ops,
         "markers": lambda: _in_cache_dir("rtsoa_checked_*"),
         "lowered": _lowered,
         "batch": lambda: _in_cache_dir("batch-warm-*"),

@@ -112,9 +112,10 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=_uses_op_library)  # stable: the op tests last, each group in its order
     if config.getoption("collectonly") or not any(map(_uses_op_library, items)):
         return
-    from rtsoa.ops.library import op_functions_cached
+    from rtsoa.ops import compiled_op_names
+    from rtsoa.ops.library import is_compiled
 
-    if not op_functions_cached():
+    if not all(map(is_compiled, compiled_op_names())):
         _op_library_warmup.append(
             subprocess.Popen(
                 [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "1"],

@@ -15,8 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 from rtsoa.abi.status import describe
 from rtsoa.ops import abi
 from rtsoa.ops.abi import MODE_COMPUTE, STATUS_OP_EXCEPTION
+from rtsoa.ops.entry import run_op
 from rtsoa.ops.host import run_numpy
-from rtsoa.ops.library import op_library
 from rtsoa.ops.registry import compiled_op_code
 
 F = TensorProto.FLOAT
@@ -47,8 +47,7 @@ def test_an_exception_inside_an_op_is_a_failure_status_not_success(capfd):
         table[row, abi.COL_DIMS : abi.COL_DIMS + 2] = dims
     arena = np.zeros(64, dtype=np.uint8)
     attrs = np.zeros(1, dtype=np.int64)
-    library = op_library()
-    status = library.run_op(MODE_COMPUTE, compiled_op_code("Add"), arena, table, attrs, 2, 1)
+    status = run_op(MODE_COMPUTE, compiled_op_code("Add"), arena, table, attrs, 2, 1)
     assert status == STATUS_OP_EXCEPTION
     assert "Exception ignored" not in capfd.readouterr().err
     assert "exception was raised inside the op" in describe(STATUS_OP_EXCEPTION)

@@ -1,173 +1,224 @@
-"""Loading the op library (`rtsoa.ops.library`): the lock, the parallel cold compile's shares,
-its argument types, and the job count's checks."""
+"""One compiled entry per op (`rtsoa.ops.entry`), compiled when first used (`rtsoa.ops.library`).
 
-import fcntl
+Subprocess tests use a fresh directory of op entries (RTSOA_OPS_DIR), so the entries they need
+are cold there (the op functions and executor loops stay warm in their caches).
+"""
+
+import dataclasses
+import json
+import os
 import subprocess
 import sys
 import threading
-import time
-import types
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from rtsoa.ops.library import (
-    _argument_types,
-    _cache_directory,
-    compile_jobs,
-    op_functions,
-    op_functions_cached,
-    op_library,
-)
-from rtsoa.ops.registry import OPS, compiled_op_names
+from rtsoa.executors import KernelError
+from rtsoa.ops import library
+from rtsoa.ops.abi import MAX_OP_OPERANDS, MODE_INFER, STATUS_OP_ARITY, new_table
+from rtsoa.ops.entry import arity, entry_key, entry_source, run_op
+from rtsoa.ops.library import UnknownOpError, load_ops, op_address, shares
+from rtsoa.ops.registry import OPS, compiled_op_names, register_op
+
+REPO = Path(__file__).resolve().parents[1]
+MLP = REPO / "datasets" / "mlp.rtsoa"
+INPUTS = REPO / "datasets" / "mlp-inputs.npz"
 
 
-def test_op_functions_are_every_function_the_switch_calls_once():
-    functions = op_functions()
-    expected = {OPS[name].infer for name in compiled_op_names()}
-    expected |= {OPS[name].compute for name in compiled_op_names()}
-    assert len(functions) == len(set(functions)) == len(expected)
-    assert set(functions) == expected
+def _python(code, cache_dir, timeout=900):
+    """Run `code` in a fresh Python whose op entries live in `cache_dir`."""
+    environment = dict(os.environ, RTSOA_OPS_DIR=os.fspath(cache_dir))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
-@pytest.mark.parametrize("jobs", [1, 2, 3, 4])
-def test_the_shares_of_a_parallel_compile_cover_every_function_once(jobs):
-    functions = op_functions()
-    shares = [functions[share::jobs] for share in range(jobs)]
-    assert sorted(map(id, sum(shares, []))) == sorted(map(id, functions))
+def test_a_graph_compiles_only_its_own_ops_when_prepared(tmp_path):
+    """mlp.rtsoa runs Gemm and MatMulBias: preparing it compiles those two entries (none was
+    compiled in this cache directory before) and no other op's."""
+    code = f"""
+import numpy as np
+from rtsoa.ops import compiled_op_names
+from rtsoa.ops.library import is_compiled
+from rtsoa.runtime import load_model
+assert not any(map(is_compiled, compiled_op_names()))
+with load_model({os.fspath(MLP)!r}) as model:
+    model.execute_sync(dict(np.load({os.fspath(INPUTS)!r})))
+print(sorted(name for name in compiled_op_names() if is_compiled(name)))
+"""
+    assert _python(code, tmp_path).split("\n")[-2] == "['Gemm', 'MatMulBias']"
 
 
-def test_the_shares_are_compiled_for_the_types_the_switch_passes():
-    """A parallel compile with other argument types than the switch's would fill the cache
-    with overloads the entry never uses (and compile every op twice): once the entry has
-    compiled the switch, every op function's cache index holds `_argument_types()` (what
-    `op_functions_cached` reads), and the only ones."""
-    op_library()
-    assert op_functions_cached()
-    for name in ("Add", "Conv", "Reshape"):
-        for function in (OPS[name].infer, OPS[name].compute):
-            index = function._cache._cache_file._load_index()
-            assert [key[0] for key in index] == [_argument_types()], (name, list(index))
+def test_an_op_without_an_entry_in_the_graphs_table_is_refused(monkeypatch):
+    """A table slot left 0 (an op the graph was not prepared with) fails the run with a
+    status naming it, never a call to address 0."""
+    from rtsoa.graph.io import load_graph
+    from rtsoa.runtime import load_model
+
+    graph = load_graph(MLP)
+    table = library.op_addresses(graph)
+    used = {name for name in graph.op_names if name in ("Gemm", "MatMulBias")}
+    assert len(used) == 2
+    assert all((table[row] != 0) == (name in used) for row, name in enumerate(graph.op_names))
+
+    original = library.op_addresses
+
+    def without_matmul_bias(graph):
+        table = original(graph)
+        table[list(graph.op_names).index("MatMulBias")] = 0
+        return table
+
+    monkeypatch.setattr(library, "op_addresses", without_matmul_bias)
+    with pytest.raises(KernelError, match="op table has no entry"):
+        with load_model(MLP) as model:
+            model.execute_sync(dict(np.load(INPUTS)))
 
 
-def test_loading_marks_the_library_warm_and_threads_share_one_module():
+def test_two_processes_compiling_the_same_ops_at_once_leave_one_good_entry(tmp_path):
+    command = [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "1", "--ops", "Relu", "Neg"]
+    environment = dict(os.environ, RTSOA_OPS_DIR=os.fspath(tmp_path))
+    processes = [
+        subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for process in processes:
+        assert process.wait(timeout=900) == 0, process.stderr.read()
+    for name in ("Relu", "Neg"):
+        assert len(list(tmp_path.glob(f"rtsoa_op_{name}_*.py"))) == 1
+    code = """
+import sys
+import numpy as np
+from rtsoa.ops.host import run_numpy
+from rtsoa.ops.library import op_address
+(relu,) = run_numpy("Relu", [np.array([-1.5, 0.0, 2.0], np.float32)])
+(neg,) = run_numpy("Neg", [np.array([-1.5, 0.0, 2.0])])
+entries = [m.entry for n, m in sys.modules.items() if n.startswith("rtsoa_op_")]
+print(relu.tolist(), neg.tolist(), sorted(e.cache_hits for e in entries))
+"""
+    assert _python(code, tmp_path).strip() == "[0.0, 0.0, 2.0] [1.5, -0.0, -2.0] [1, 1]"
+
+
+def test_the_key_follows_an_ops_registration_and_not_another_ops(monkeypatch):
+    relu = OPS["Relu"]
+    before = entry_key(relu)
+    assert before == entry_key(relu)  # deterministic
+    monkeypatch.setitem(OPS, "Sigmoid", dataclasses.replace(OPS["Sigmoid"], inputs=(1, 2)))
+    assert entry_key(relu) == before
+    assert entry_key(dataclasses.replace(relu, compute=OPS["Identity"].compute)) != before
+    assert entry_key(dataclasses.replace(relu, inputs=(1, 2))) != before
+    assert entry_key(dataclasses.replace(relu, constants=OPS["Neg"].constants)) != before
+
+
+def test_an_op_of_a_family_calls_the_familys_compute_with_its_constant():
+    """Relu and Neg share one compute (`unary`), told apart by their constant."""
+    relu, neg = OPS["Relu"], OPS["Neg"]
+    assert relu.compute is neg.compute and relu.constants != neg.constants
+    source = entry_source(neg, "k")
+    assert "import unary as _compute" in source
+    assert f"_CONSTANT0 = np.int64({int(neg.constants[0])})" in source
+    assert "fattrs, _CONSTANT0)" in source
+    with pytest.raises(TypeError, match="constants must be integers"):
+        register_op("NotAFamily", relu.infer, relu.compute, constants=(0.5,))
+    assert "NotAFamily" not in OPS
+
+
+def test_each_entry_refuses_counts_outside_its_ops_arity():
+    arena = np.zeros(8, dtype=np.uint8)
+    attrs = np.zeros(1, dtype=np.int64)
+    for code, name in enumerate(compiled_op_names()):
+        definition = OPS[name]
+        low, high, out_low, _ = arity(definition)
+        assert (low, out_low) == (definition.inputs[0], definition.outputs[0])
+        counts = [high + 1] + ([low - 1] if low > 0 else [])
+        for n_in in counts:
+            if n_in + out_low <= MAX_OP_OPERANDS:
+                status = run_op(MODE_INFER, code, arena, new_table(), attrs, n_in, out_low)
+                assert status == STATUS_OP_ARITY, (name, n_in)
+        status = run_op(MODE_INFER, code, arena, new_table(), attrs, low, MAX_OP_OPERANDS)
+        assert status == STATUS_OP_ARITY, name  # together above MAX_OP_OPERANDS
+    for code in (-1, len(compiled_op_names()), 10**6):
+        with pytest.raises(ValueError, match="outside"):
+            run_op(MODE_INFER, code, arena, new_table(), attrs, 1, 1)
+
+
+def test_threads_loading_the_same_op_get_one_address():
     results = []
-    threads = [threading.Thread(target=lambda: results.append(op_library())) for _ in range(4)]
+    threads = [threading.Thread(target=lambda: results.append(op_address("Abs"))) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(results) == 4 and all(module is results[0] for module in results)
-    assert results[0].__name__ == "rtsoa.ops.entry" and results[0].entry_address() > 0
+    assert len(results) == 4 and len(set(results)) == 1 and results[0] > 0
+    assert library.is_compiled("Abs")
 
 
-def test_a_process_waits_for_the_one_holding_the_lock():
-    """While another process compiles (holds the lock), a loading process waits for it
-    instead of compiling the same functions beside it."""
-    op_library()  # the cache is warm: the waiting process only loads
-    held = 3.0
-    with open(_cache_directory() / "ops-library.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        start = time.monotonic()
-        waiter = subprocess.Popen(
-            [sys.executable, "-c", "from rtsoa.ops.library import op_library; op_library()"]
-        )
-        time.sleep(held)
-        assert waiter.poll() is None  # still waiting for the lock
-    assert waiter.wait(timeout=120) == 0
-    assert time.monotonic() - start >= held
+def test_unknown_ops_are_refused_by_name():
+    with pytest.raises(UnknownOpError, match="'NoSuchOp' is not registered"):
+        load_ops(["Relu", "NoSuchOp"])
+
+
+def test_shares_keep_an_ops_module_together():
+    names = ["Add", "Sub", "Mul", "Gemm", "MatMul", "Conv"]
+    split = shares(names, 2)
+    assert sorted(sum(split, [])) == sorted(names)
+    modules = [{OPS[n].compute.py_func.__module__ for n in share} for share in split]
+    assert not modules[0] & modules[1]
+
+
+def test_the_compile_command_compiles_a_models_ops(tmp_path):
+    environment = dict(os.environ, RTSOA_OPS_DIR=os.fspath(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "rtsoa.cli", "compile", os.fspath(MLP), "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=environment,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("2 ops ready (2 compiled)")
+    assert "compiling ops" not in done.stderr  # no progress bar when stderr is not a terminal
+    assert len(list(tmp_path.glob("*.compiled"))) == 2
 
 
 @pytest.mark.parametrize(
-    ("value", "message"),
-    [("two", "is not a whole number"), ("0", "must be at least 1"), ("-3", "must be at least 1")],
+    "arguments, message",
+    [
+        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--all", os.fspath(MLP)], "give --all or models, not both"),
+        (["no-such-model.onnx"], "no such file"),
+    ],
 )
-def test_a_bad_job_count_is_refused_naming_the_variable(monkeypatch, value, message):
-    monkeypatch.setenv("RTSOA_COMPILE_JOBS", value)
-    with pytest.raises(ValueError, match=f"RTSOA_COMPILE_JOBS='{value}' {message}"):
-        compile_jobs()
-
-
-def test_the_job_count_defaults_to_the_usable_cores_up_to_four(monkeypatch):
-    monkeypatch.delenv("RTSOA_COMPILE_JOBS", raising=False)
-    assert 1 <= compile_jobs() <= 4
-    monkeypatch.setenv("RTSOA_COMPILE_JOBS", "7")
-    assert compile_jobs() == 7
-
-
-def test_no_helper_starts_when_the_op_functions_are_cached(monkeypatch):
-    """A warm process loads the library without starting helper processes."""
-    import rtsoa.ops.library as library
-
-    op_library()
-    monkeypatch.delitem(sys.modules, "rtsoa.ops.entry")  # as in a fresh process
-    started = []
-    monkeypatch.setattr(library, "parallel_compile", started.append)
-    monkeypatch.setattr(library, "importlib", types.SimpleNamespace(import_module=str))
-    assert library.op_library(jobs=4) == "rtsoa.ops.entry" and started == []
-
-
-def test_a_helper_compiles_its_share():
-    """The command a cold load starts per helper (on this warm cache it loads its share)."""
-    op_library()
+def test_the_command_refuses_bad_arguments(arguments, message):
     done = subprocess.run(
-        [sys.executable, "-m", "rtsoa.ops.library", "--share", "1", "--jobs", "2"],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, "-m", "rtsoa.ops.library", *arguments], capture_output=True, text=True
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 2 and message in done.stderr
 
 
-def test_the_command_refuses_zero_jobs():
-    done = subprocess.run(
-        [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "0"], capture_output=True, text=True
-    )
-    assert done.returncode == 2 and "--jobs must be at least 1" in done.stderr
-
-
-def test_the_committed_switch_is_generated_from_the_registry():
-    """rtsoa/ops/switch.py is what `python -m rtsoa.ops.generate` writes for this registry, and
-    every op is reached through a group function of at most GROUP codes, not one switch whose
-    prologue pays for every op's call site on every call."""
-    import re
-
-    from rtsoa.ops import generate, switch
-
-    with open(switch.__file__) as handle:
-        text = handle.read()
-    assert text == generate.source(), "run python -m rtsoa.ops.generate"
-    for role in ("infer", "compute"):
-        groups = dict(re.findall(rf"def _{role}_(\d+)\((.*?)(?=\n\n\n|\Z)", text, re.S))
-        for code, name in enumerate(compiled_op_names()):
-            body = groups[str(code // generate.GROUP)]
-            branch = body.split(f"code == {code}:  # {name}\n")[1].splitlines()[0]
-            assert f".{getattr(OPS[name], role).py_func.__name__}(" in branch, (role, name)
-        assert all(body.count("code == ") <= generate.GROUP for body in groups.values())
-
-
-def test_the_entry_refuses_counts_and_codes_outside_each_ops_arity():
-    """ARITY (the generated table the entry checks first) holds each op's registered counts,
-    and the entry refuses one input too few or too many, and codes it does not know."""
-    import numpy as np
-
-    from rtsoa.ops import switch
-    from rtsoa.ops.abi import MAX_OP_OPERANDS, MODE_INFER, STATUS_OP_ARITY, new_table
-    from rtsoa.ops.entry import run_op
-
-    arena = np.zeros(8, dtype=np.uint8)
-    attrs = np.zeros(1, dtype=np.int64)
-    names = compiled_op_names()
-    assert switch.ARITY.shape == (len(names), 4)
-    for code, name in enumerate(names):
-        definition = OPS[name]
-        out_high = definition.outputs[1] or MAX_OP_OPERANDS
-        want = (definition.inputs[0], definition.max_inputs, definition.outputs[0], out_high)
-        assert tuple(switch.ARITY[code]) == want, name
-        low, high = definition.inputs[0], definition.max_inputs
-        counts = [high + 1] + ([low - 1] if low > 0 else [])
-        for n_in in counts:
-            if n_in + definition.outputs[0] <= MAX_OP_OPERANDS:
-                status = run_op(MODE_INFER, code, arena, new_table(), attrs, n_in, 1)
-                assert status == STATUS_OP_ARITY, (name, n_in)
-    for code in (-1, len(names), 10**6):
-        assert run_op(MODE_INFER, code, arena, new_table(), attrs, 1, 1) == STATUS_OP_ARITY
+def test_cache_info_counts_the_op_entries_and_their_machine_code(tmp_path):
+    """`rtsoa cache info` lists the op entries with the Numba files of their machine code,
+    wherever Numba's locators put those (here under NUMBA_CACHE_DIR when it is set)."""
+    code = """
+import json
+from rtsoa import caches
+from rtsoa.ops.library import entries_numba_dir, op_address
+op_address("Relu")
+row = next(row for row in caches.info() if row["name"] == "ops")
+names = [path.name for path in caches.entries("ops")]
+machine = list(entries_numba_dir().glob("rtsoa_op_Relu_*.nb[ic]"))
+print(json.dumps([row["entries"], row["bytes"], len(machine), names]))
+"""
+    entries, size, machine, names = json.loads(_python(code, tmp_path).splitlines()[-1])
+    assert machine >= 2 and entries >= 3 + machine and size > 0
+    suffixes = {name.rsplit(".", 1)[1] for name in names if name.startswith("rtsoa_op_Relu_")}
+    assert {"py", "compiled", "lock"} <= suffixes

@@ -38,8 +38,8 @@ class _Conv:
         import onnxruntime
         from onnx import TensorProto, helper
 
-        from rtsoa.ops.abi import COL_NBYTES, COL_OFFSET
-        from rtsoa.ops.entry import MODE_COMPUTE, MODE_INFER, run_op
+        from rtsoa.ops.abi import COL_NBYTES, COL_OFFSET, MODE_COMPUTE, MODE_INFER
+        from rtsoa.ops.entry import run_op
         from rtsoa.ops.host import _aligned, _prepare
         from rtsoa.ops.registry import op_code
 

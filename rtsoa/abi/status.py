@@ -66,7 +66,7 @@ class ModelStatus(enum.IntEnum):
     """Statuses of the kernels of lowered models (2101-2199)."""
 
     BAD_OP_NODE = 2101  # header / input counts do not match the node
-    NO_OP_LIBRARY = 2102  # the op entry address is missing
+    NO_OP_LIBRARY = 2102  # the graph's op table has no entry address for the op
     BAD_TENSOR = 2103  # a shape row is unset / out of range, or a size overflows
     CONSTANT_RANGE = 2104  # a constant's bytes lie outside the constant blob or its block
     SHAPE_CHANGED = 2105  # a launch's output shape differs from the one allocated
@@ -165,7 +165,7 @@ _MEANINGS = {
         "a host-side buffer too large to allocate); its outputs were not written"
     ),
     ModelStatus.BAD_OP_NODE: "op node: header and inputs / outputs do not match",
-    ModelStatus.NO_OP_LIBRARY: "op node: the op library is not loaded",
+    ModelStatus.NO_OP_LIBRARY: "op node: the graph's op table has no entry for its op",
     ModelStatus.BAD_TENSOR: "op node: a tensor shape is unset, out of range or too large",
     ModelStatus.CONSTANT_RANGE: "constant outside the constant blob or its block",
     ModelStatus.SHAPE_CHANGED: "op node: output shape differs from the allocated one",

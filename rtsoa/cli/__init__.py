@@ -10,11 +10,11 @@ import os
 import sys
 
 from rtsoa import __version__
-from rtsoa.cli import batch, cache, graph, model
+from rtsoa.cli import batch, cache, compile, graph, model
 from rtsoa.cli.arguments import Parser
 from rtsoa.errors import RtsoaError
 
-GROUPS = (graph, model, batch, cache)  # in the order `rtsoa --help` lists them
+GROUPS = (graph, model, batch, compile, cache)  # in the order `rtsoa --help` lists them
 
 
 def build_parser():

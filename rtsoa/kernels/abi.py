@@ -44,14 +44,12 @@ from rtsoa.abi.operands import (  # noqa: F401 - SHAPE_* re-exported for kernels
     SHAPE_WIDTH,
 )
 
-# The op library's entry, whose address graphs of lowered models carry (`FUNCTION_OPS`). The
-# one place the kernel ABI reaches into the op library; it compiles or loads on first use.
-from rtsoa.ops.library import op_library
+# The op entries whose addresses graphs of lowered models carry (`GraphArrays.functions`, by
+# ops-table row). The one place the kernel ABI reaches into the op library; it compiles or
+# loads each op on first use.
+from rtsoa.ops.library import op_addresses
 
 SCRATCH_SIZE = 8  # int64 words of WorkerState.scratch
-# Rows of GraphArrays.functions: addresses of separately compiled code kernels call.
-FUNCTION_OPS = 0  # rtsoa.ops.entry (0 when the graph runs no compute op)
-NUM_FUNCTIONS = 1
 # Kernels of lowered models: a graph running any of them gets shape rows for every value.
 MODEL_KERNELS = ("OpInferShape", "OpLaunch", "ConstTensor", "UploadConstant")
 
@@ -76,7 +74,7 @@ GraphArrays = bundle_class(
         "value_dtype": (np.int8, 1, False),  # per value: DType
         "value_placement": (np.int8, 1, False),  # per value: Placement (where it is allocated)
         "kernel_control_flow": (np.bool_, 1, False),  # per dispatch id: obey its `notify(k)`?
-        "functions": (np.int64, 1, False),  # [NUM_FUNCTIONS]: addresses of out-of-line code
+        "functions": (np.int64, 1, False),  # [ops-table rows]: op entry addresses, 0 if unused
     },
     doc="Columns of the prepared graph kernels read (all read-only, shared by every worker).",
 )
@@ -129,9 +127,9 @@ def graph_arrays(graph, node_dispatch, kernel_control_flow):
     compiled type (one compile).
     """
     attr_pool = read_only(np.ascontiguousarray(graph.attr_pool))
-    functions = np.zeros(NUM_FUNCTIONS, dtype=np.int64)
+    functions = np.zeros(1, dtype=np.int64)
     if is_model(graph):
-        functions[FUNCTION_OPS] = op_library().entry_address()
+        functions = op_addresses(graph)  # compiles / loads the ops the graph runs
     return GraphArrays(
         node_dispatch=read_only(np.ascontiguousarray(node_dispatch, dtype=np.int32)),
         node_stream=read_only(graph.node_stream),

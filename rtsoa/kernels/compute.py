@@ -15,7 +15,9 @@ own slots (`rtsoa.ops`). Their inputs:
   present data input; outputs: one SHAPE value per op output.
 - OpLaunch: (MEMORY_BLOCK, SHAPE) of every present input, then of every output; no outputs.
 
-The op library is called through `rt.graph.functions[FUNCTION_OPS]` (`rtsoa.ops.call`). Every
+Each op is called through its own compiled entry, whose address is `rt.graph.functions[code]`
+(`rtsoa.ops.library.op_addresses`, `rtsoa.ops.call`; 0 for an op the graph was not prepared
+with, which the kernels refuse). Every
 index a kernel takes from attributes or shapes is checked here first (the graph may come from
 a hostile file): counts against the node's input / output lists, ranks against MAX_RANK,
 sizes against int64 and the blocks' sizes.
@@ -39,7 +41,6 @@ from rtsoa.device.arena import resolve_placement
 from rtsoa.device.layout import PLACEMENT_HBM
 from rtsoa.graph.schema import MAX_RANK, DType, Placement, ValueKind
 from rtsoa.kernels.abi import (
-    FUNCTION_OPS,
     SHAPE_DIMS,
     SHAPE_DTYPE,
     SHAPE_RANK,
@@ -164,8 +165,11 @@ def _attrs(rt, node):
 
 
 @jit_inline_ir
-def _ops(rt):
-    return rt.graph.functions[FUNCTION_OPS]
+def _op_entry(rt, code):
+    """The entry address of op `code` in the graph's table; 0 (refused) outside it."""
+    if code < 0 or code >= rt.graph.functions.shape[0]:
+        return np.int64(0)
+    return rt.graph.functions[code]
 
 
 @kernel(
@@ -181,7 +185,8 @@ def op_infer_shape(rt, node):
         return status
     if rt.graph.output_offsets[node + 1] - rt.graph.output_offsets[node] != n_out:
         return np.int32(STATUS_BAD_OP_NODE)
-    if _ops(rt) == 0:
+    address = _op_entry(rt, code)
+    if address == 0:
         return np.int32(STATUS_NO_OP_LIBRARY)
     table = rt.worker.table
     shape_k = 0
@@ -202,7 +207,7 @@ def op_infer_shape(rt, node):
         table[n_in + k, 3] = 0
         table[n_in + k, 2] = 0
     attrs, fattrs = _attrs(rt, node)
-    status = call_entry(_ops(rt), 0, code, rt.device.arena_hbm, table, attrs, fattrs, n_in, n_out)
+    status = call_entry(address, 0, code, rt.device.arena_hbm, table, attrs, fattrs, n_in, n_out)
     if status != 0:
         return status
     shapes = rt.values.shapes
@@ -244,7 +249,8 @@ def op_launch(rt, node):
     code, n_in, n_out, present, data, status = _header(rt, node, 2, 0, 2)
     if status != 0:
         return status
-    if _ops(rt) == 0:
+    address = _op_entry(rt, code)
+    if address == 0:
         return np.int32(STATUS_NO_OP_LIBRARY)
     table = rt.worker.table
     k = 0
@@ -266,7 +272,7 @@ def op_launch(rt, node):
         for column in range(ROW_WIDTH):
             check[row, column] = table[row, column]
     check[MAX_OPERANDS, 0] = 0
-    status = call_entry(_ops(rt), 0, code, arena, check, attrs, fattrs, n_in, n_out)
+    status = call_entry(address, 0, code, arena, check, attrs, fattrs, n_in, n_out)
     if status != 0:
         return status
     for row in range(n_in, n_in + n_out):
@@ -287,7 +293,7 @@ def op_launch(rt, node):
         k += 2
         if status != 0:
             return np.int32(status)
-    status = call_entry(_ops(rt), 1, code, arena, table, attrs, fattrs, n_in, n_out)
+    status = call_entry(address, 1, code, arena, table, attrs, fattrs, n_in, n_out)
     if status != 0:
         return status
     return fold(rt, node, _LAUNCH_SALT)

@@ -30,6 +30,7 @@ from rtsoa.lowering.fold import fold_and_infer
 from rtsoa.lowering.fuse import fold_batch_norm, fuse_conv_activation, fuse_matmul_bias
 from rtsoa.lowering.onnx_import import import_onnx
 from rtsoa.ops import OPS
+from rtsoa.ops.library import load_ops
 
 
 def lower(model, name=None, streams=1, fuse=True, limits=None):
@@ -65,6 +66,7 @@ def _lower(model, name, streams, fuse):
                     f"graph {kind} {name!r} is a sequence value; rtsoa resolves sequences at "
                     "lowering, so a model cannot take or return one"
                 )
+    _load_ops(ctx.calls, fuse)
     calls = fold_and_infer(model, ctx.calls)
     calls = drop_dead(model, calls)
     if fuse:
@@ -81,6 +83,18 @@ def _lower(model, name, streams, fuse):
             call.slots = OPS["Identity"].slots({}, [])
             calls.append(call)
     return Emitter(model, calls, name or model.name or "model", streams).emit()
+
+
+def _load_ops(calls, fuse):
+    """Compile (or load) the model's ops now, all together on every core, rather than one by
+    one as folding meets them (`rtsoa.ops.library`); the fused ops too where fusion may make
+    them."""
+    names = {getattr(call, "op", None) for call in calls} & set(OPS)
+    if fuse and "MatMul" in names:
+        names.add("MatMulBias")
+    if fuse and "Conv" in names:
+        names.add("FusedConv")
+    load_ops(names)
 
 
 _MOVED = {  # name -> module it moved to; the old place warns and still works for one version

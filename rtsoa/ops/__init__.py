@@ -1,7 +1,8 @@
 """Compute ops: the njit shape inference and compute of every ONNX op rtsoa runs.
 
 Importing this package registers the built-in ops (`OPS`, by ONNX op type). See `abi` for the
-calling convention, `registry` for registering an op, `entry` for the compiled entry kernels call.
+calling convention, `registry` for registering an op, `entry` for the compiled entry of each
+op that kernels call, `library` for when entries compile.
 """
 
 from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
@@ -24,10 +25,13 @@ from rtsoa.ops.registry import (
     bind_ops,
     compiled_op_code,
     compiled_op_names,
+    freeze_codes,
     op_code,
     op_names,
     register_op,
 )
+
+freeze_codes()
 
 __all__ = [
     "OPS",

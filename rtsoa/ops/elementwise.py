@@ -128,7 +128,7 @@ def _compare_as(op, arena, table, xi, yi, out, kind):
 
 
 @jit_with_nrt
-def fold_numeric(op, arena, table, n_in):
+def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op):
     """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64 and int8 / int16 /
     int32 / int64 / uint8 (wrapping like numpy); MAX and MIN on float16 too."""
     o = n_in
@@ -197,7 +197,7 @@ def fold_numeric(op, arena, table, n_in):
 
 
 @jit_with_nrt
-def compare(op, arena, table):
+def compare(arena, table, n_in, n_out, attrs, fattrs, op):
     """Bool output of in0 op in1 with broadcasting, on float32 / float64, int8 / int16 /
     int32 / int64 / uint8 and bool."""
     kind = dtype(table, 0)
@@ -236,9 +236,12 @@ def compare(op, arena, table):
 
 
 @jit_with_nrt
-def unary(op, arena, table, n_in, p0, p1):
+def unary(arena, table, n_in, n_out, attrs, fattrs, op):
     """out = f(x) for activation `op`: float32 / float64, and int32 / int64 for NEG, ABS,
-    SIGN and RELU (ONNX Relu takes integers from opset 14)."""
+    SIGN and RELU (ONNX Relu takes integers from opset 14). LeakyRelu's alpha is its one
+    float attribute slot."""
+    p0 = fattrs[0] if fattrs.shape[0] > 0 else 0.0
+    p1 = 0.0
     kind = dtype(table, 0)
     if kind == F32:
         unary_loop(
@@ -281,43 +284,8 @@ def unary(op, arena, table, n_in, p0, p1):
 
 
 @jit_with_nrt
-def add_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(ADD, arena, table, n_in)
-
-
-@jit_with_nrt
-def sub_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(SUB, arena, table, n_in)
-
-
-@jit_with_nrt
-def mul_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(MUL, arena, table, n_in)
-
-
-@jit_with_nrt
-def div_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(DIV, arena, table, n_in)
-
-
-@jit_with_nrt
-def pow_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(POW, arena, table, n_in)
-
-
-@jit_with_nrt
-def max_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(MAX, arena, table, n_in)
-
-
-@jit_with_nrt
-def min_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return fold_numeric(MIN, arena, table, n_in)
-
-
-@jit_with_nrt
 def mean_compute(arena, table, n_in, n_out, attrs, fattrs):
-    status = fold_numeric(ADD, arena, table, n_in)
+    status = fold_numeric(arena, table, n_in, n_out, attrs, fattrs, ADD)
     if status != 0:
         return status
     kind = dtype(table, n_in)
@@ -330,76 +298,6 @@ def mean_compute(arena, table, n_in, n_out, attrs, fattrs):
     else:
         return np.int32(STATUS_OP_BAD_DTYPE)
     return np.int32(0)
-
-
-@jit_with_nrt
-def equal_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return compare(EQUAL, arena, table)
-
-
-@jit_with_nrt
-def less_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return compare(LESS, arena, table)
-
-
-@jit_with_nrt
-def greater_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return compare(GREATER, arena, table)
-
-
-@jit_with_nrt
-def relu_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(RELU, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def leaky_relu_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(LEAKY_RELU, arena, table, n_in, fattrs[0], 0.0)
-
-
-@jit_with_nrt
-def sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(SIGMOID, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def tanh_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(TANH, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def exp_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(EXP, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def log_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(LOG, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def sqrt_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(SQRT, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def erf_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(ERF, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def neg_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(NEG, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def abs_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(ABS, arena, table, n_in, 0.0, 0.0)
-
-
-@jit_with_nrt
-def sign_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return unary(SIGN, arena, table, n_in, 0.0, 0.0)
 
 
 @jit_with_nrt
@@ -448,46 +346,67 @@ def _alpha(default):
 
 
 _VARIADIC = {"inputs": (1, None)}
+# families: one compute, the op's constant passed after its six arguments; `dtypes` are what
+# lowering lets through (rtsoa.lowering.dtypes)
 _ARITHMETIC = {0: NUMBERS | SMALL_INTEGERS}
-for _name, _compute in (
-    ("Add", add_compute),
-    ("Sub", sub_compute),
-    ("Mul", mul_compute),
-    ("Div", div_compute),
-):
-    register_op(_name, same_dtype_broadcast_infer, _compute, inputs=(2, 2), dtypes=_ARITHMETIC)
-register_op("Pow", same_dtype_broadcast_infer, pow_compute, inputs=(2, 2), dtypes={0: NUMBERS})
-for _name, _compute, _dtypes in (
-    ("Sum", add_compute, NUMBERS),
-    ("Max", max_compute, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
-    ("Min", min_compute, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
-    ("Mean", mean_compute, FLOATS),
-):
-    register_op(_name, same_dtype_broadcast_infer, _compute, dtypes={0: _dtypes}, **_VARIADIC)
-for _name, _compute in (
-    ("Equal", equal_compute),
-    ("Less", less_compute),
-    ("Greater", greater_compute),
-):
-    _compared = NUMBERS | SMALL_INTEGERS | {DType.BOOL}
-    register_op(_name, compare_infer, _compute, inputs=(2, 2), dtypes={0: _compared})
-for _name, _compute, _dtypes in (
-    ("Relu", relu_compute, NUMBERS),
-    ("Sigmoid", sigmoid_compute, FLOATS),
-    ("Tanh", tanh_compute, FLOATS),
-    ("Exp", exp_compute, FLOATS),
-    ("Log", log_compute, FLOATS),
-    ("Sqrt", sqrt_compute, FLOATS),
-    ("Erf", erf_compute, FLOATS),
-    ("Neg", neg_compute, NUMBERS),
-    ("Abs", abs_compute, NUMBERS),
-    ("Sign", sign_compute, NUMBERS),
-):
-    register_op(_name, same_shape_infer, _compute, dtypes={0: _dtypes})
-register_op("Identity", same_shape_infer, identity_compute)
+for _name, _op in (("Add", ADD), ("Sub", SUB), ("Mul", MUL), ("Div", DIV)):
+    register_op(
+        _name,
+        same_dtype_broadcast_infer,
+        fold_numeric,
+        inputs=(2, 2),
+        constants=(_op,),
+        dtypes=_ARITHMETIC,
+    )
 register_op(
-    "LeakyRelu", same_shape_infer, leaky_relu_compute, encode=_alpha(0.01), dtypes={0: FLOATS}
+    "Pow",
+    same_dtype_broadcast_infer,
+    fold_numeric,
+    inputs=(2, 2),
+    constants=(POW,),
+    dtypes={0: NUMBERS},
 )
+for _name, _op, _dtypes in (
+    ("Sum", ADD, NUMBERS),
+    ("Max", MAX, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
+    ("Min", MIN, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
+):
+    register_op(
+        _name,
+        same_dtype_broadcast_infer,
+        fold_numeric,
+        constants=(_op,),
+        dtypes={0: _dtypes},
+        **_VARIADIC,
+    )
+register_op("Mean", same_dtype_broadcast_infer, mean_compute, dtypes={0: FLOATS}, **_VARIADIC)
+_COMPARED = NUMBERS | SMALL_INTEGERS | {DType.BOOL}
+for _name, _op in (("Equal", EQUAL), ("Less", LESS), ("Greater", GREATER)):
+    register_op(
+        _name, compare_infer, compare, inputs=(2, 2), constants=(_op,), dtypes={0: _COMPARED}
+    )
+for _name, _op, _dtypes in (
+    ("Relu", RELU, NUMBERS),
+    ("Sigmoid", SIGMOID, FLOATS),
+    ("Tanh", TANH, FLOATS),
+    ("Exp", EXP, FLOATS),
+    ("Log", LOG, FLOATS),
+    ("Sqrt", SQRT, FLOATS),
+    ("Erf", ERF, FLOATS),
+    ("Neg", NEG, NUMBERS),
+    ("Abs", ABS, NUMBERS),
+    ("Sign", SIGN, NUMBERS),
+):
+    register_op(_name, same_shape_infer, unary, constants=(_op,), dtypes={0: _dtypes})
+register_op(
+    "LeakyRelu",
+    same_shape_infer,
+    unary,
+    encode=_alpha(0.01),
+    constants=(LEAKY_RELU,),
+    dtypes={0: FLOATS},
+)
+register_op("Identity", same_shape_infer, identity_compute)
 
 
 def encode_shrink(attributes, inputs):

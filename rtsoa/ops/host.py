@@ -1,7 +1,8 @@
 """Running ops on numpy arrays from Python: constant folding at lowering time, and op tests.
 
 `run_numpy("Add", [a, b])` packs the inputs into an arena, runs the op's shape inference and
-compute through the same compiled entry kernels use, and returns the outputs as numpy arrays.
+compute through the same compiled entry kernels use (compiled on first use), and returns the
+outputs as numpy arrays.
 `infer_shapes("Add", inputs)` runs shape inference only; an input given as a `TensorInfo`
 (dtype code and dims, no data) has no data, so an op that reads it (Reshape's shape) returns
 STATUS_OP_NEEDS_DATA.
@@ -29,15 +30,10 @@ from rtsoa.ops.abi import (
     dtype_code,
     new_table,
 )
-from rtsoa.ops.library import op_library
+from rtsoa.ops.entry import run_op
 from rtsoa.ops.registry import OPS, compiled_op_code
 
 ALIGN = 64
-
-
-def run_op(mode, code, arena, table, attrs, n_in, n_out):
-    """`rtsoa.ops.entry.run_op`, the op library loaded on first use (`op_library`)."""
-    return op_library().run_op(mode, code, arena, table, attrs, n_in, n_out)
 
 
 class TensorInfo(NamedTuple):

@@ -1,40 +1,50 @@
-"""Loading the compiled op library (`rtsoa.ops.entry`), in parallel on a cold cache.
+"""Compiling and loading op entries: only the ops a model uses, in parallel on a cold cache.
 
-The op library is the largest compile rtsoa has (every op's shape inference and compute, for
-every dtype it takes: about 1.5 minutes of one core on a cold cache). `op_library()` returns
-the loaded `rtsoa.ops.entry` module and is how rtsoa reaches it (kernels' runtime, lowering's
-constant folding). It makes two promises:
+Each op has its own compiled entry (`rtsoa.ops.entry`). `load_ops(names)` returns their
+addresses in this process, compiling what Numba's disk cache does not hold yet; `op_addresses`
+makes a graph's table of them (what the op kernels call, by the graph's op code), and lowering
+loads the ops of a model before it folds constants. So a model pays for the ops it contains,
+and the op library as a whole (`--all`) is only ever compiled on request. Three promises:
 
-* **No compile twice.** The first load on a machine holds an exclusive lock on
-  `<rtsoa cache dir>/ops-library.lock` while it compiles, so processes that start together
-  (batch workers, test runs, a user's shells) wait for it and then load its machine code from
-  Numba's disk cache instead of compiling the same functions side by side.
-* **Both cores.** On a cold cache the op functions are first compiled by `jobs` processes,
-  each taking whole op modules (`shares`; this process one share, `jobs - 1` helper processes
-  the others, all writing Numba's disk cache); the entry is compiled last and finds them there.
-  That leaves only the entry itself (the switch over op codes, ~5 s: it calls the op functions
-  by symbol, `rtsoa._numba.linking`) on one core.
+* **No compile twice.** An op's entry is imported under an exclusive lock on its own file
+  (`<cache dir>/ops/<module>.lock`), so processes that start together (batch workers, test
+  runs, a user's shells) wait for the one compiling it and then load its machine code from
+  Numba's disk cache; a marker file next to it records that it compiled.
+* **Every core.** When more than one op is cold, they are split into `jobs` shares, whole op
+  modules together (the ops of one module share most of their out-of-line helpers), and
+  `jobs - 1` helper processes compile the other shares while this one compiles its own; then
+  every entry loads from the cache. A helper that fails costs nothing but time: what it did
+  not compile is compiled here. Without Numba's disk cache (caching switched off) helpers would
+  compile in vain, so none are started.
+* **Progress.** On a terminal a progress bar shows how many ops are compiled and which one
+  this process compiles (`tqdm`, on stderr); elsewhere nothing is printed.
 
-Whether the op functions are already compiled is read from Numba's cache indexes (each op
-function's index holds the switch's argument types for this machine and these sources), so a
-warm process starts no helper. A helper that fails costs nothing but time: whatever it did not
-leave in the cache is compiled by the entry as usual. Without Numba's disk cache (caching
-switched off) helpers would compile in vain, so none are started.
-
-    python -m rtsoa.ops.library [--jobs N]   # compile (or check) the op library now
+    python -m rtsoa.ops.library [--all | MODEL ...] [--jobs N]   # also `rtsoa compile`
 """
 
 import argparse
 import fcntl
-import importlib
 import os
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
-_ENTRY = "rtsoa.ops.entry"
+import numpy as np
+
+from rtsoa.errors import RtsoaError
+
 _guard = threading.Lock()  # threads of one process (the flock is per open file)
+_addresses = {}  # op name -> address of its loaded entry in this process
+_POLL_SECONDS = 0.25  # how often the progress bar counts the helpers' markers
+
+
+class UnknownOpError(RtsoaError, KeyError):
+    """An op name this rtsoa does not register."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
 
 
 def compile_jobs():
@@ -51,134 +61,277 @@ def compile_jobs():
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
-def _cache_directory():
+def ops_dir():
+    """Where the generated entry modules (and their markers and locks) go: $RTSOA_OPS_DIR,
+    else `<rtsoa cache dir>/ops`."""
     from rtsoa.kernels.dispatch import cache_dir
 
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
+    configured = os.environ.get("RTSOA_OPS_DIR")
+    return Path(configured) if configured else cache_dir() / "ops"
 
 
-def op_functions_cached():
-    """True when Numba's disk cache holds every op function for the switch's argument types,
-    for these sources and this machine (then loading the library compiles the entry at most);
-    False too when the cache is switched off."""
-    from rtsoa._numba.caching import cached_signatures, is_cached
+def entries_numba_dir():
+    """Where Numba's cache keeps the op entries' machine code (`ops_dir()/__pycache__`, or a
+    directory under NUMBA_CACHE_DIR), as Numba's locators choose it for the entry modules
+    there (Numba's locators need an existing source file: without one, nothing is cached)."""
+    from rtsoa._numba.caching import RtsoaCacheImpl, _probe
 
-    argument_types = _argument_types()
-    for function in op_functions():
-        if not is_cached(function) or argument_types not in cached_signatures(function):
-            return False
-    return True
+    directory = ops_dir()
+    sources = sorted(directory.glob("rtsoa_op_*.py")) if directory.is_dir() else []
+    for locator_class in RtsoaCacheImpl._locator_classes if sources else ():
+        locator = locator_class.from_function(_probe, os.fspath(sources[0]))
+        if locator is not None:
+            return Path(locator.get_cache_path())
+    return directory / "__pycache__"
+
+
+def _definition(name):
+    from rtsoa.ops.registry import OPS
+
+    definition = OPS.get(name)
+    if definition is None:
+        raise UnknownOpError(f"op {name!r} is not registered in this rtsoa")
+    return definition
+
+
+def _files(name):
+    """(module name, source path, marker path, lock path) of op `name`'s entry."""
+    from rtsoa.ops.entry import module_name
+
+    module = module_name(_definition(name))
+    directory = ops_dir()
+    return module, *(directory / f"{module}{suffix}" for suffix in (".py", ".compiled", ".lock"))
+
+
+def is_compiled(name):
+    """Whether op `name`'s entry compiled for these sources, this Numba and this rtsoa (its
+    marker exists): loading it then reads Numba's disk cache instead of compiling."""
+    return _files(name)[2].exists()
+
+
+def _write_atomically(path, text):
+    from rtsoa.kernels.dispatch import _write_atomically as write
+
+    write(path, text)
+
+
+def _load(name):
+    """Import op `name`'s entry under its file lock (compiling it if needed); its address."""
+    from rtsoa.ops.entry import entry_key, entry_source, import_entry
+
+    module_name, source, marker, lock_path = _files(name)
+    if not source.exists():
+        definition = _definition(name)
+        _write_atomically(source, entry_source(definition, entry_key(definition)))
+    with open(lock_path, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        module = import_entry(source, module_name)
+        marker.touch()
+    return int(module.entry.address)
 
 
 def _caching():
-    """Whether the op functions are cached on disk at all (helpers would compile in vain)."""
+    """Whether op functions are cached on disk at all (helpers would compile in vain)."""
     from rtsoa._numba.caching import is_cached
+    from rtsoa.ops.registry import OPS
 
-    return is_cached(op_functions()[0])
+    return is_cached(next(iter(OPS.values())).compute)
+
+
+def load_ops(names, jobs=None, progress=None):
+    """{name: entry address} of ops `names`, each compiled (or loaded) on first use; cold ones
+    are compiled by `jobs` processes (default `compile_jobs()`; 1: this process alone).
+    `progress`: show a bar (default: when stderr is a terminal and anything is cold).
+    UnknownOpError names an op that is not registered."""
+    names = sorted(set(names))
+    for name in names:
+        _definition(name)
+    with _guard:
+        missing = [name for name in names if name not in _addresses]
+        cold = [name for name in missing if not is_compiled(name)]
+        if progress is None:
+            progress = bool(cold) and sys.stderr.isatty()
+        jobs = compile_jobs() if jobs is None else jobs
+        with _Progress(cold, progress) as bar:
+            if jobs > 1 and len(cold) > 1 and _caching():
+                helpers = _start_helpers(shares(cold, jobs)[1:])
+                try:
+                    for name in shares(cold, jobs)[0]:
+                        bar.compiling(name)
+                        _addresses[name] = _load(name)
+                finally:
+                    for helper in helpers:
+                        helper.wait()
+            for name in missing:
+                if name not in _addresses:
+                    bar.compiling(name)
+                    _addresses[name] = _load(name)
+        return {name: _addresses[name] for name in names}
+
+
+def op_address(name):
+    """The entry address of op `name` in this process (compiled or loaded on first use)."""
+    return load_ops([name])[name]
+
+
+def op_addresses(graph):
+    """The op entry table of `graph` (int64, one row per row of its ops table): the address of
+    each op its op nodes run, compiled or loaded now; 0 for rows no node uses, which the op
+    kernels refuse. Kernels index it with an op node's op slot."""
+    from rtsoa.graph.op_table import op_rows
+
+    _, rows = op_rows(graph)
+    used = sorted({graph.op_names[row] for row in rows.tolist()})
+    addresses = load_ops(used)
+    table = np.zeros(max(len(graph.op_names), 1), dtype=np.int64)
+    for row, name in enumerate(graph.op_names):
+        table[row] = addresses.get(name, 0)
+    return table
 
 
 def op_library(jobs=None):
-    """The compiled op entry module (`rtsoa.ops.entry`), loaded under the op-library lock; on a
-    cold cache its op functions are compiled by `jobs` processes first (default
-    `compile_jobs()`; 1: this process alone)."""
-    loaded = sys.modules.get(_ENTRY)
-    if loaded is not None and getattr(loaded, "entry", None) is not None:
-        return loaded
-    with _guard, open(_cache_directory() / "ops-library.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        jobs = compile_jobs() if jobs is None else jobs
-        if jobs > 1 and _caching() and not op_functions_cached():
-            parallel_compile(jobs)
-        return importlib.import_module(_ENTRY)  # compiles the entry (or loads it)
+    """Load every registered op's entry (compiling what is cold, on `jobs` processes); returns
+    the `rtsoa.ops.entry` module (`run_op`)."""
+    from rtsoa.ops import entry
+    from rtsoa.ops.registry import compiled_op_names
+
+    load_ops(compiled_op_names(), jobs)
+    return entry
 
 
-def op_functions():
-    """The op functions the compiled switch calls (shape inference and compute of every op in
-    it), sorted by qualified name; a function shared by several ops is listed once."""
-    from rtsoa.ops.registry import OPS, compiled_op_names
-
-    functions = {}
-    for name in compiled_op_names():
-        for function in (OPS[name].infer, OPS[name].compute):
-            python = function.py_func
-            functions[f"{python.__module__}.{python.__qualname__}"] = function
-    return [functions[key] for key in sorted(functions)]
-
-
-def _argument_types():
-    """The argument types the switch passes every op function (see `rtsoa.ops.abi`)."""
-    from numba import types
-
-    return (
-        types.Array(types.uint8, 1, "C"),  # arena
-        types.Array(types.int64, 2, "C"),  # operand table
-        types.int64,  # inputs
-        types.int64,  # outputs
-        types.Array(types.int64, 1, "C"),  # attribute slots
-        types.Array(types.float64, 1, "C"),  # the same slots as float64
-    )
-
-
-def shares(functions, jobs):
-    """Split op functions into `jobs` lists, whole modules together: the ops of one module share
-    most of their out-of-line helpers, and a helper two processes both need is compiled by both
-    (each is linked once per process, `rtsoa._numba.linking`). Modules go, largest first, to the
-    list with the fewest functions."""
+def shares(names, jobs):
+    """Split op names into `jobs` lists, the ops of one module together (they share most of
+    their out-of-line helpers, and a helper two processes both need is compiled by both).
+    Modules go, largest first, to the list with the fewest ops."""
     modules = {}
-    for function in functions:
-        modules.setdefault(function.py_func.__module__, []).append(function)
+    for name in names:
+        definition = _definition(name)
+        module = getattr(definition.compute, "py_func", definition.compute).__module__
+        modules.setdefault(module, []).append(name)
     split = [[] for _ in range(jobs)]
-    for name in sorted(modules, key=lambda module: (-len(modules[module]), module)):
-        min(split, key=len).extend(modules[name])
+    for module in sorted(modules, key=lambda module: (-len(modules[module]), module)):
+        min(split, key=len).extend(modules[module])
     return split
 
 
-def compile_share(share, jobs):
-    """Compile share `share` of `shares(op_functions(), jobs)` into Numba's disk cache (loading
-    those already there). Returns how many."""
-    argument_types = _argument_types()
-    functions = shares(op_functions(), jobs)[share]
-    for function in functions:
-        function.compile(argument_types)
-    return len(functions)
-
-
-def parallel_compile(jobs):
-    """Compile the op functions in `jobs` processes (this one and `jobs - 1` helpers); the
-    helpers' failures are ignored (what they left out is compiled here by the entry)."""
-    if jobs <= 1:
-        return
-    command = [sys.executable, "-m", "rtsoa.ops.library", "--share", "", "--jobs", str(jobs)]
+def _start_helpers(lists):
     helpers = []
-    for share in range(1, jobs):
-        command[4] = str(share)
-        helpers.append(
-            subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        )
-    try:
-        compile_share(0, jobs)
-    finally:
-        for helper in helpers:
-            helper.wait()
+    for names in lists:
+        if not names:
+            continue
+        command = [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "1", "--ops", *names]
+        try:
+            helpers.append(
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+        except OSError:
+            pass  # this process compiles that share itself
+    return helpers
+
+
+class _Progress:
+    """A tqdm bar over the cold ops (counted by their markers, helpers' included), or nothing."""
+
+    def __init__(self, cold, enabled):
+        self.cold = cold
+        self.enabled = enabled and bool(cold)
+        self.bar = None
+        self.stop = threading.Event()
+        self.thread = None
+
+    def __enter__(self):
+        if self.enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=len(self.cold), unit="op", desc="compiling ops", leave=True)
+            self.thread = threading.Thread(target=self._poll, daemon=True)
+            self.thread.start()
+        return self
+
+    def compiling(self, name):
+        if self.bar is not None:
+            self.bar.set_postfix_str(name)
+
+    def _count(self):
+        return sum(is_compiled(name) for name in self.cold)
+
+    def _poll(self):
+        while not self.stop.wait(_POLL_SECONDS):
+            self.bar.n = self._count()
+            self.bar.refresh()
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.stop.set()
+            self.thread.join()
+            self.bar.n = self._count()
+            self.bar.set_postfix_str("")
+            self.bar.close()
+        return False
+
+
+def model_ops(path):
+    """The op names model `path` runs: a saved graph's, or an ONNX model's once lowered (the
+    lowering, kept in the lowered-model cache, compiles the ops it folds constants with)."""
+    if str(path).endswith(".onnx"):
+        from rtsoa.lowering.cache import lower_cached
+
+        graph = lower_cached(path)
+    else:
+        from rtsoa.graph.io import load_graph
+
+        graph = load_graph(path)
+    return sorted({graph.op_names[row] for row in _rows(graph)})
+
+
+def _rows(graph):
+    from rtsoa.graph.op_table import op_rows
+
+    return op_rows(graph)[1].tolist()
+
+
+def add_arguments(parser):
+    """`rtsoa compile [--all | MODEL ...] [--jobs N]`."""
+    parser.add_argument("models", nargs="*", help="ONNX models or saved graphs: compile their ops")
+    parser.add_argument("--all", action="store_true", help="every registered op (the default)")
+    parser.add_argument("--jobs", type=int, default=None, help="processes for a cold compile")
+    parser.add_argument("--ops", nargs="+", default=None, help=argparse.SUPPRESS)  # a helper
+
+
+def run(args):
+    """Compile (or load) op entries ahead of time: every op, or the ops of the models given."""
+    from rtsoa.ops.registry import compiled_op_names
+
+    if args.jobs is not None and args.jobs < 1:
+        raise ValueError("--jobs must be at least 1")
+    if args.all and args.models:
+        raise ValueError("give --all or models, not both")
+    if args.ops is not None:  # a helper of load_ops
+        load_ops(args.ops, jobs=1, progress=False)
+        return 0
+    start = time.perf_counter()
+    names = set()
+    for model in args.models:
+        if not os.path.exists(model):
+            raise FileNotFoundError(f"{model}: no such file")
+        names.update(model_ops(model))
+    if not args.models:
+        names = set(compiled_op_names())
+    cold = sum(not is_compiled(name) for name in names)
+    load_ops(names, args.jobs)
+    elapsed = time.perf_counter() - start
+    print(f"{len(names)} ops ready ({cold} compiled) in {elapsed:.1f} s; cache: {ops_dir()}")
+    return 0
 
 
 def main(argv=None):
-    """`python -m rtsoa.ops.library`: load the op library now (compiling it if needed)."""
+    """`python -m rtsoa.ops.library`, the same as `rtsoa compile`."""
     parser = argparse.ArgumentParser(prog="python -m rtsoa.ops.library", description=__doc__)
-    parser.add_argument("--jobs", type=int, default=None, help="processes for a cold compile")
-    parser.add_argument("--share", type=int, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.jobs is not None and args.jobs < 1:
-        parser.error("--jobs must be at least 1")
-    if args.share is not None:  # a helper of parallel_compile
-        compile_share(args.share, args.jobs)
-        return 0
-    start = time.perf_counter()
-    op_library(args.jobs)
-    print(f"op library loaded in {time.perf_counter() - start:.1f} s")
-    return 0
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except (ValueError, OSError, RtsoaError) as error:
+        parser.error(str(error))
 
 
 if __name__ == "__main__":

@@ -4,12 +4,13 @@ An op is registered with `register_op(name, infer, compute, ...)`: its two njit 
 `rtsoa.ops.abi` for their signature), how many inputs and outputs it takes, which inputs'
 data its shape inference reads (`data_inputs`: Reshape's shape, Slice's starts, ...), and
 `encode`, a Python function turning the ONNX node's attributes into the int64 slots its njit
-code reads. The op's code is its position in the sorted names; `rtsoa/ops/switch.py`, the
-switch over the codes, is generated from this table (`python -m rtsoa.ops.generate`; a test
-checks it is current). Codes are an in-process detail: a saved graph names its ops (the ops
-table, `rtsoa.graph.op_table`), and loading binds the names to the codes of the compiled
-switch (`compiled_op_names`), so a graph lowered by an rtsoa with another op set runs the
-ops it names.
+code reads. Each op compiles into an entry of its own, generated from this table on first use
+(`rtsoa.ops.entry`, `rtsoa.ops.library`). The op's code is its position in the sorted names.
+Codes are an in-process detail: a saved graph names its ops (the ops table,
+`rtsoa.graph.op_table`), loading binds the names to this process's codes
+(`compiled_op_names`), and the op kernels call each op through a table of entry addresses by
+the graph's own op rows, so a graph lowered by an rtsoa with another op set runs the ops it
+names.
 """
 
 import dataclasses
@@ -36,6 +37,7 @@ class OpDef:
     inputs: tuple = (1, 1)  # (min, max) input count; max None = variadic
     outputs: tuple = (1, 1)  # (min, max) output count
     data_inputs: tuple = ()  # input positions whose data `infer` reads
+    constants: tuple = ()  # integers passed to `compute` after its six arguments (op families)
     doc: str = ""
     # {input position: DType codes it may have}: lowering refuses others, naming the op, the
     # node and the dtype, instead of the op failing at run time. None: not declared.
@@ -61,15 +63,31 @@ class OpDef:
 
 
 OPS = {}
+_codes = []  # op codes of this process: the built-in ops sorted, then later registrations
+_frozen = []  # [True] once rtsoa.ops has registered the built-in ops
 
 
 def register_op(name, infer, compute, **options):
-    """Register op `name` (see `OpDef` for the options); returns the OpDef."""
+    """Register op `name` (see `OpDef` for the options); returns the OpDef. An op registered
+    after the built-in ones (a user's) takes the next op code; its functions must be
+    module-level njit functions (its compiled entry imports them by module and name)."""
     if name in OPS:
         raise ValueError(f"op {name!r} is already registered")
-    definition = OpDef(name=name, infer=infer, compute=compute, **options)
-    OPS[name] = definition
+    constants = options.get("constants", ())
+    if not all(isinstance(value, int | np.integer) for value in constants):
+        raise TypeError(f"op {name!r}: constants must be integers, got {constants!r}")
+    definition = OPS[name] = OpDef(name=name, infer=infer, compute=compute, **options)
+    if _frozen:
+        _codes.append(name)
     return definition
+
+
+def freeze_codes():
+    """Fix the op codes of the built-in ops (their sorted names); what `rtsoa.ops` does once
+    it has imported them."""
+    if not _frozen:
+        _codes[:] = sorted(OPS)
+        _frozen.append(True)
 
 
 def op_names():
@@ -83,27 +101,23 @@ def op_code(name):
 
 
 def compiled_op_names():
-    """The op names of the compiled op switch (`rtsoa/ops/switch.py`), position = the code the
-    op kernels and `rtsoa.ops.entry` run. Equal to `op_names()` while the switch is current."""
-    from rtsoa.ops.switch import OP_NAMES
-
-    return OP_NAMES
+    """The op names by the code `rtsoa.ops.entry.run_op` and bound graphs use in this process:
+    the built-in ops sorted (equal to `op_names()` until another op is registered), then ops
+    registered later in their order. Each op's entry compiles on first use
+    (`rtsoa.ops.library`)."""
+    return tuple(_codes) if _frozen else op_names()
 
 
 def compiled_op_code(name):
-    """The code of op `name` in the compiled switch (what `entry` runs; KeyError if the switch
-    lacks it: regenerate it with `python -m rtsoa.ops.generate`)."""
+    """The code of op `name` in `compiled_op_names()` (KeyError if it is not registered)."""
     names = compiled_op_names()
     if name not in names:
-        raise KeyError(
-            f"op {name!r} is not in the compiled op switch (rtsoa/ops/switch.py): run "
-            "python -m rtsoa.ops.generate"
-        )
+        raise KeyError(f"op {name!r} is not registered in this rtsoa")
     return names.index(name)
 
 
 def bind_ops(graph):
-    """`graph` with its op nodes bound to the compiled op switch (`rtsoa.graph.op_table`):
+    """`graph` with its op nodes bound to this process's op codes (`rtsoa.graph.op_table`):
     what load_graph does; needed only for a graph built by hand with its own ops table."""
     from rtsoa.graph.op_table import bind_op_names
 
