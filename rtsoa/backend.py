@@ -23,6 +23,9 @@ from onnx import helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from rtsoa.errors import ModelInputError
+from rtsoa.lowering import lower
+from rtsoa.lowering.onnx_import import SUPPORTED_OPSETS
+from rtsoa.runtime.model import ModelExecutor
 
 
 class RtsoaRep(BackendRep):
@@ -72,9 +75,6 @@ class RtsoaBackend(Backend):
     @classmethod
     def prepare(cls, model, device="CPU", **kwargs):
         """An RtsoaRep of `model` (a ModelProto, serialized bytes or a path)."""
-        from rtsoa.lowering import lower
-        from rtsoa.runtime.model import ModelExecutor
-
         if not cls.supports_device(device):
             raise ModelInputError(f"device {device!r}: rtsoa's backend runs on 'CPU' only")
         if not isinstance(model, onnx.ModelProto):
@@ -97,8 +97,6 @@ class RtsoaBackend(Backend):
         """The outputs of one NodeProto for `inputs` (arrays for its non-empty inputs, in
         order), run as a one-node model of opset `opset_version` (default: the newest rtsoa
         imports). `outputs_info`: (numpy dtype, shape) per output, when known."""
-        from rtsoa.lowering.onnx_import import SUPPORTED_OPSETS
-
         super().run_node(node, inputs, device, outputs_info, **kwargs)  # onnx.checker
         names = [name for name in node.input if name]
         if len(inputs) != len(names):

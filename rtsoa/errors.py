@@ -98,6 +98,13 @@ class SessionStateError(RtsoaError, RuntimeError):
     """A closed session used again."""
 
 
+class UnknownOpError(RtsoaError, KeyError):
+    """An op name this rtsoa does not register."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
 class OpError(RtsoaError):
     """An op refused its inputs or attributes (status names the reason)."""
 

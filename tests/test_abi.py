@@ -61,7 +61,8 @@ def test_describe_reads_like_the_error_messages():
     assert describe(0) == "ok"
     assert describe(DeviceStatus.OUT_OF_MEMORY) == "device: OUT_OF_MEMORY"
     assert describe(OpStatus.BAD_SHAPE) == "op: incompatible input shapes"
-    assert describe(ModelStatus.NO_OP_LIBRARY) == "op node: the op library is not loaded"
+    missing = "op node: the graph's op table has no entry for its op"
+    assert describe(ModelStatus.NO_OP_LIBRARY) == missing
     assert describe(STATUS_NOTIFY_BASE + 3) == "notify successor 3"
     assert "no progress" in describe(RuntimeStatus.NO_PROGRESS)  # the reserved code once missed
     assert describe(7) is None  # a user kernel's own code: rtsoa cannot say what it means

@@ -15,8 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 from rtsoa.abi.status import describe
 from rtsoa.ops import abi
 from rtsoa.ops.abi import MODE_COMPUTE, STATUS_OP_EXCEPTION
-from rtsoa.ops.entry import run_op
 from rtsoa.ops.host import run_numpy
+from rtsoa.ops.library import run_op
 from rtsoa.ops.registry import compiled_op_code
 
 F = TensorProto.FLOAT

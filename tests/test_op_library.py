@@ -200,9 +200,9 @@ def test_the_compile_command_compiles_a_models_ops(tmp_path):
 )
 def test_the_command_refuses_bad_arguments(arguments, message):
     done = subprocess.run(
-        [sys.executable, "-m", "rtsoa.ops.library", *arguments], capture_output=True, text=True
+        [sys.executable, "-m", "rtsoa.cli", "compile", *arguments], capture_output=True, text=True
     )
-    assert done.returncode == 2 and message in done.stderr
+    assert done.returncode == 1 and message in done.stderr
 
 
 def test_cache_info_counts_the_op_entries_and_their_machine_code(tmp_path):

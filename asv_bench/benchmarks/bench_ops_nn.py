@@ -39,8 +39,8 @@ class _Conv:
         from onnx import TensorProto, helper
 
         from rtsoa.ops.abi import COL_NBYTES, COL_OFFSET, MODE_COMPUTE, MODE_INFER
-        from rtsoa.ops.entry import run_op
         from rtsoa.ops.host import _aligned, _prepare
+        from rtsoa.ops.library import run_op
         from rtsoa.ops.registry import op_code
 
         x_shape, w_shape, attributes = CONVS[name]

@@ -18,7 +18,7 @@ executor loop that dispatches to an op kernel:
 depends on: the op's registration (functions, arity), rtsoa's package stamp, the Numba and
 Python versions, so any of those changing gives a new file and a new compile, and an old file
 is never run. `rtsoa.ops.library` decides when entries compile (in parallel, under locks);
-`run_op` is the call from Python (lowering-time shape inference and constant folding).
+its `run_op` is the call from Python (lowering-time shape inference and constant folding).
 """
 
 import hashlib
@@ -27,12 +27,10 @@ import re
 import sys
 
 import numba
-import numpy as np
 from numba import types
 
-from rtsoa._jit import jit_out_of_line, package_source_stamp
-from rtsoa.ops.abi import MAX_OP_OPERANDS, MAX_OPERANDS, ROW_WIDTH
-from rtsoa.ops.call import call_entry
+from rtsoa._jit import package_source_stamp
+from rtsoa.ops.abi import MAX_OP_OPERANDS
 
 _GENERATOR_VERSION = "1"
 
@@ -181,42 +179,3 @@ def import_entry(path, name):
         del sys.modules[name]
         raise
     return module
-
-
-@jit_out_of_line
-def _run_op(address, mode, code, arena, table, attrs, n_in, n_out):
-    return call_entry(address, mode, code, arena, table, attrs, attrs.view(np.float64), n_in, n_out)
-
-
-def run_op(mode, code, arena, table, attrs, n_in, n_out):
-    """Python-side call of op `code`'s entry (`rtsoa.ops.compiled_op_names()` position;
-    compiled or loaded on first use): lowering's static shapes and constant folding. `arena`
-    a uint8 array, `table` from `abi.new_table()`, `attrs` int64 slots."""
-    from rtsoa.ops.library import op_address
-    from rtsoa.ops.registry import compiled_op_names
-
-    names = compiled_op_names()
-    if not 0 <= code < len(names):
-        raise ValueError(f"op code {code} is outside the {len(names)} codes of this rtsoa")
-    arena = np.ascontiguousarray(arena, dtype=np.uint8).reshape(-1)
-    if arena.size == 0:
-        arena = np.zeros(8, dtype=np.uint8)
-    attrs = np.ascontiguousarray(attrs, dtype=np.int64)
-    if attrs.size == 0:
-        attrs = np.zeros(1, dtype=np.int64)
-    if table.shape != (MAX_OPERANDS + 1, ROW_WIDTH) or table.dtype != np.int64:
-        raise ValueError("table must come from rtsoa.ops.abi.new_table()")
-    if not (0 <= n_in and 0 <= n_out and n_in + n_out <= MAX_OPERANDS):
-        raise ValueError(f"{n_in} inputs + {n_out} outputs exceed {MAX_OPERANDS} operands")
-    return int(
-        _run_op(
-            np.int64(op_address(names[code])),
-            np.int64(mode),
-            np.int64(code),
-            arena,
-            table,
-            attrs,
-            np.int64(n_in),
-            np.int64(n_out),
-        )
-    )

@@ -30,7 +30,7 @@ from rtsoa.ops.abi import (
     dtype_code,
     new_table,
 )
-from rtsoa.ops.entry import run_op
+from rtsoa.ops.library import run_op
 from rtsoa.ops.registry import OPS, compiled_op_code
 
 ALIGN = 64

@@ -33,18 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from rtsoa.errors import RtsoaError
+from rtsoa._jit import jit_out_of_line
+from rtsoa.errors import RtsoaError, UnknownOpError
+from rtsoa.ops.abi import MAX_OPERANDS, ROW_WIDTH
+from rtsoa.ops.call import call_entry
 
 _guard = threading.Lock()  # threads of one process (the flock is per open file)
 _addresses = {}  # op name -> address of its loaded entry in this process
 _POLL_SECONDS = 0.25  # how often the progress bar counts the helpers' markers
-
-
-class UnknownOpError(RtsoaError, KeyError):
-    """An op name this rtsoa does not register."""
-
-    def __str__(self):
-        return str(self.args[0]) if self.args else ""
 
 
 def compile_jobs():
@@ -270,53 +266,62 @@ class _Progress:
         return False
 
 
-def model_ops(path):
-    """The op names model `path` runs: a saved graph's, or an ONNX model's once lowered (the
-    lowering, kept in the lowered-model cache, compiles the ops it folds constants with)."""
-    if str(path).endswith(".onnx"):
-        from rtsoa.lowering.cache import lower_cached
-
-        graph = lower_cached(path)
-    else:
-        from rtsoa.graph.io import load_graph
-
-        graph = load_graph(path)
-    return sorted({graph.op_names[row] for row in _rows(graph)})
+@jit_out_of_line
+def _run_op(address, mode, code, arena, table, attrs, n_in, n_out):
+    return call_entry(address, mode, code, arena, table, attrs, attrs.view(np.float64), n_in, n_out)
 
 
-def _rows(graph):
-    from rtsoa.graph.op_table import op_rows
+def run_op(mode, code, arena, table, attrs, n_in, n_out):
+    """Python-side call of op `code`'s entry (`rtsoa.ops.compiled_op_names()` position;
+    compiled or loaded on first use): lowering's static shapes and constant folding. `arena`
+    a uint8 array, `table` from `abi.new_table()`, `attrs` int64 slots."""
+    from rtsoa.ops.registry import compiled_op_names
 
-    return op_rows(graph)[1].tolist()
+    names = compiled_op_names()
+    if not 0 <= code < len(names):
+        raise ValueError(f"op code {code} is outside the {len(names)} codes of this rtsoa")
+    arena = np.ascontiguousarray(arena, dtype=np.uint8).reshape(-1)
+    if arena.size == 0:
+        arena = np.zeros(8, dtype=np.uint8)
+    attrs = np.ascontiguousarray(attrs, dtype=np.int64)
+    if attrs.size == 0:
+        attrs = np.zeros(1, dtype=np.int64)
+    if table.shape != (MAX_OPERANDS + 1, ROW_WIDTH) or table.dtype != np.int64:
+        raise ValueError("table must come from rtsoa.ops.abi.new_table()")
+    if not (0 <= n_in and 0 <= n_out and n_in + n_out <= MAX_OPERANDS):
+        raise ValueError(f"{n_in} inputs + {n_out} outputs exceed {MAX_OPERANDS} operands")
+    return int(
+        _run_op(
+            np.int64(op_address(names[code])),
+            np.int64(mode),
+            np.int64(code),
+            arena,
+            table,
+            attrs,
+            np.int64(n_in),
+            np.int64(n_out),
+        )
+    )
 
 
 def add_arguments(parser):
-    """`rtsoa compile [--all | MODEL ...] [--jobs N]`."""
-    parser.add_argument("models", nargs="*", help="ONNX models or saved graphs: compile their ops")
+    """`--all` and `--jobs N` (and `--ops`, what helper processes are given)."""
     parser.add_argument("--all", action="store_true", help="every registered op (the default)")
     parser.add_argument("--jobs", type=int, default=None, help="processes for a cold compile")
     parser.add_argument("--ops", nargs="+", default=None, help=argparse.SUPPRESS)  # a helper
 
 
-def run(args):
-    """Compile (or load) op entries ahead of time: every op, or the ops of the models given."""
+def run(args, names=None):
+    """Compile (or load) op entries ahead of time: `names`, or every registered op."""
     from rtsoa.ops.registry import compiled_op_names
 
     if args.jobs is not None and args.jobs < 1:
         raise ValueError("--jobs must be at least 1")
-    if args.all and args.models:
-        raise ValueError("give --all or models, not both")
     if args.ops is not None:  # a helper of load_ops
         load_ops(args.ops, jobs=1, progress=False)
         return 0
     start = time.perf_counter()
-    names = set()
-    for model in args.models:
-        if not os.path.exists(model):
-            raise FileNotFoundError(f"{model}: no such file")
-        names.update(model_ops(model))
-    if not args.models:
-        names = set(compiled_op_names())
+    names = set(compiled_op_names() if names is None else names)
     cold = sum(not is_compiled(name) for name in names)
     load_ops(names, args.jobs)
     elapsed = time.perf_counter() - start
@@ -325,7 +330,7 @@ def run(args):
 
 
 def main(argv=None):
-    """`python -m rtsoa.ops.library`, the same as `rtsoa compile`."""
+    """`python -m rtsoa.ops.library [--all] [--jobs N]`: `rtsoa compile` without models."""
     parser = argparse.ArgumentParser(prog="python -m rtsoa.ops.library", description=__doc__)
     add_arguments(parser)
     try:

@@ -101,7 +101,7 @@ def op_code(name):
 
 
 def compiled_op_names():
-    """The op names by the code `rtsoa.ops.entry.run_op` and bound graphs use in this process:
+    """The op names by the code `rtsoa.ops.library.run_op` and bound graphs use in this process:
     the built-in ops sorted (equal to `op_names()` until another op is registered), then ops
     registered later in their order. Each op's entry compiles on first use
     (`rtsoa.ops.library`)."""

@@ -31,8 +31,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtsoa.errors import ConstantMemoryError, GraphFormatError
-from rtsoa.executors.sequential import SequentialExecutor
+from rtsoa.device.layout import PCFG_ALIGNMENT, PLACEMENT_HBM
+from rtsoa.errors import ConstantMemoryError, GraphFormatError, InvalidBlock
+from rtsoa.executors import prepare_executor
+from rtsoa.executors.base import bind
+from rtsoa.executors.sequential import SequentialExecutor, priority_order
 from rtsoa.graph.schema import GraphKind
 from rtsoa.runtime.checks import numpy_dtype, show_dims
 
@@ -100,8 +103,6 @@ def weight_names(graph):
 def resolve(constant_memory, weights, device):
     """{block value: handle} of the caller's weights, every entry checked against its weight
     and `device` (ConstantMemoryError naming the weight); `weights`: `weight_names`."""
-    from rtsoa.device.layout import PCFG_ALIGNMENT, PLACEMENT_HBM
-    from rtsoa.errors import InvalidBlock
 
     if not isinstance(constant_memory, dict):
         raise ConstantMemoryError(
@@ -162,7 +163,6 @@ def resolve(constant_memory, weights, device):
 
 def _array_handle(where, name, array, weight, device, alignment):
     """The block handle of a caller's device array, after its dtype / shape / layout checks."""
-    from rtsoa.errors import InvalidBlock
 
     if array.dtype != weight.dtype:
         raise ConstantMemoryError(
@@ -209,9 +209,6 @@ def prepare_root(graph, root, skipped, **prepare):
     every successor edge, so a kept ConstTensor made its skipped AllocMemory ready again, the
     skipped nodes took places in the order and the last uploads were cut off (with every
     weight external they happened to come last, so only mixes showed it)."""
-    from rtsoa.executors import prepare_executor
-    from rtsoa.executors.base import bind
-    from rtsoa.executors.sequential import priority_order
 
     if not skipped:
         return prepare_executor(graph, "sequential", root=root, **prepare)
