@@ -25,8 +25,8 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.attributes import onnx_float
 from rtsoa.ops.broadcast import index_map, same_shape
-from rtsoa.ops.conv import element_count, float_inputs, holds
 from rtsoa.ops.registry import register_op
+from rtsoa.ops.window import element_count, float_inputs, holds
 
 PRELU, ELU, SELU, HARD_SIGMOID, SOFTPLUS, CLIP = range(6)
 

@@ -31,7 +31,6 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import broadcast_rows
-from rtsoa.ops.conv import MAX_ELEMENTS, element_count
 from rtsoa.ops.copying import (
     SCRATCH,
     broadcast_tables,
@@ -53,6 +52,7 @@ from rtsoa.ops.lists import (
     normalize_axes,
 )
 from rtsoa.ops.registry import register_op
+from rtsoa.ops.window import MAX_ELEMENTS, element_count
 
 OK = np.int32(0)
 

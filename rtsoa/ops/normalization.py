@@ -27,8 +27,8 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.attributes import onnx_float
-from rtsoa.ops.conv import element_count, float_inputs, holds
 from rtsoa.ops.registry import register_op
+from rtsoa.ops.window import element_count, float_inputs, holds
 
 BATCH, INSTANCE, LAYER = 0, 1, 2
 

@@ -2,7 +2,7 @@
 GlobalMaxPool, LRN; float32 / float64, 1-D to 3-D windows.
 
 Window geometry (kernel, strides, dilations, pads, auto_pad, ceil_mode) is the convolutions'
-(`conv.window_geometry`), so output sizes follow onnxruntime's rules: ceil_mode drops a last
+(`window.window_geometry`), so output sizes follow onnxruntime's rules: ceil_mode drops a last
 window that would start in the end padding; SAME_UPPER / SAME_LOWER give ceil(in / stride)
 outputs. AveragePool divides by the taps inside the input, or with count_include_pad by the
 taps inside the padded input (taps past the end padding, which ceil_mode adds, never count).
@@ -30,7 +30,8 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.attributes import onnx_float
-from rtsoa.ops.conv import (
+from rtsoa.ops.registry import register_op
+from rtsoa.ops.window import (
     COUNT_INCLUDE_PAD,
     G_C,
     G_D,
@@ -51,7 +52,6 @@ from rtsoa.ops.conv import (
     window_geometry,
     window_output,
 )
-from rtsoa.ops.registry import register_op
 
 MAX, AVERAGE = 0, 1
 

@@ -36,10 +36,10 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import broadcast_rows, index_map, same_shape
-from rtsoa.ops.conv import MAX_ELEMENTS
 from rtsoa.ops.copying import fill_pattern, holds, set_dims
 from rtsoa.ops.lists import input_list
 from rtsoa.ops.registry import register_op
+from rtsoa.ops.window import MAX_ELEMENTS
 
 OK = np.int32(0)
 I8 = np.int64(DType.INT8)

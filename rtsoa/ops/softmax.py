@@ -20,8 +20,8 @@ from rtsoa.ops.abi import (
     rank,
     view,
 )
-from rtsoa.ops.conv import element_count, float_inputs, holds
 from rtsoa.ops.registry import register_op
+from rtsoa.ops.window import element_count, float_inputs, holds
 
 SOFTMAX, LOG_SOFTMAX = 0, 1
 

@@ -1,5 +1,5 @@
 """The layouts the windowed ops share (Conv, ConvTranspose, MaxPool, AveragePool): the attribute
-slots `conv.encode_window` writes and the geometry array `conv.window_geometry` returns."""
+slots `window.encode_window` writes and the geometry array `window.window_geometry` returns."""
 
 # -- attribute slots (encode_window) -------------------------------------------------------------
 AUTO_PAD, GROUP, CEIL_MODE, COUNT_INCLUDE_PAD, STORAGE_ORDER = 0, 1, 2, 3, 4
