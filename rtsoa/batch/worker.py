@@ -314,11 +314,13 @@ def run_model(job, settings):
     """ONNX model jobs: lowered (once per worker and path), loaded on a fresh device, run once
     on the job's input set (`inputs`: an .npz by input name; none for a model without
     inputs). The checksum column is a 64-bit digest of the outputs' bytes."""
-    from rtsoa.lowering.cache import lower_cached
-    from rtsoa.ops.library import op_library
-
     with first_compile_lock(("model",)):
-        op_library()  # what lowering runs (folding, shapes): loaded untimed, the lowering timed
+        # untimed warm-up: the lowering's modules (onnx among them) imported and the ops it
+        # runs (folding, shapes) loaded; the lowering itself is timed
+        from rtsoa.lowering.cache import lower_cached
+        from rtsoa.ops.library import op_library
+
+        op_library()
     graph = _lowered.get(job.path)
     if graph is None:
         graph = _lowered[job.path] = lower_cached(job.path)
