@@ -1,4 +1,4 @@
-"""External constant memory (issue 11 item 1, the reference's FileConstantMems): weights the
+"""External constant memory (the reference's FileConstantMems): weights the
 caller holds in device memory are used in place by Init, never uploaded again.
 
 Outputs are judged by onnxruntime on the same model with the caller's weight values as its

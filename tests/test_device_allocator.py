@@ -575,7 +575,7 @@ def test_free_blocks_serve_only_requests_of_their_placement(placement, size):
     """Free listed blocks of every placement and both pools (above the quick lists' sizes),
     then a request of each size: it gets a block of its own placement, and a freed block of
     its placement and size is found again (no new segment). Caught mutants (mutation testing,
-    2026-12-03, allocator): `_take_listed`'s `group = placement * 2 + pool` -> `placement **
+    allocator): `_take_listed`'s `group = placement * 2 + pool` -> `placement **
     2` (p2p's small pool searched hbm's large-pool lists) and `placement // 2` (p2p and host
     searched the lists of hbm or of each other)."""
     names = ["hbm", "p2p", "host"]
@@ -594,7 +594,7 @@ def test_free_blocks_serve_only_requests_of_their_placement(placement, size):
 def test_a_large_block_is_split_when_at_least_the_large_minimum_remainder_is_left(left, split):
     """large_min_remainder=1 MiB: a freed 8 MiB large-pool block serving 8 MiB - `left` is
     split when 1 MiB is left, handed out whole when 512 KiB is. Caught mutant (mutation
-    testing, 2026-12-03, allocator): `_take_listed`'s `CFG_SMALL_MIN_REMAINDER + pool` ->
+    testing, allocator): `_take_listed`'s `CFG_SMALL_MIN_REMAINDER + pool` ->
     `- pool` (the large pool read the config row before the small pool's minimum:
     num_events)."""
     config = AllocatorConfig(
@@ -610,7 +610,7 @@ def test_a_large_block_is_split_when_at_least_the_large_minimum_remainder_is_lef
 def test_a_listed_block_in_slot_zero_leaves_the_quick_lists_parked():
     """The first block of the first segment sits in slot 0 of the block table: found by the
     search (slot 0 is a slot, not a miss), it leaves the quick lists alone. Caught mutant
-    (mutation testing, 2026-12-03, allocator): `_take_listed`'s `slot < 0 and quick_flush(...)`
+    (mutation testing, allocator): `_take_listed`'s `slot < 0 and quick_flush(...)`
     -> `slot <= 0` (a hit in slot 0 flushed the quick lists)."""
     device = Device(hbm_bytes=64 * MiB)
     first = device.malloc(1 * MiB - 512)  # slot 0, offset 0
@@ -629,7 +629,7 @@ def test_a_new_segment_of_exactly_max_split_is_never_split():
     """max_split = 21 MiB: a request of 21 MiB - 4 KiB gets a dedicated segment rounded up to
     64 KiB, exactly max_split: "at least max_split", so oversize, and handed out whole rather
     than split around the 4 KiB left over (the config's rule: blocks at least this big are
-    never split). Caught mutant (mutation testing, 2026-12-03, allocator): `_take_listed`'s
+    never split). Caught mutant (mutation testing, allocator): `_take_listed`'s
     `block_size < max_split` -> `<=`."""
     device = Device(hbm_bytes=64 * MiB, allocator=AllocatorConfig(max_split=21 * MiB))
     handle = device.malloc(21 * MiB - 4 * KiB)
@@ -640,7 +640,7 @@ def test_a_new_segment_of_exactly_max_split_is_never_split():
 def test_only_a_reused_whole_large_segment_is_handed_out_unsplit():
     """With the default slack rule (1/8), a wholly free large segment reused by a request that
     wastes less than an eighth of it is handed out whole; a wholly free small segment is split
-    like any block. Caught mutants (mutation testing, 2026-12-03, allocator): `_take_listed`'s
+    like any block. Caught mutants (mutation testing, allocator): `_take_listed`'s
     `pool != POOL_SMALL` -> `==` and `<=` (the rule applied to the small pool instead), `>=`
     (to both pools) and `<` (to neither)."""
     device = Device(hbm_bytes=64 * MiB)
@@ -656,7 +656,7 @@ def test_only_a_reused_whole_large_segment_is_handed_out_unsplit():
 def test_a_one_byte_remainder_is_split_off_with_a_one_byte_unit():
     """alignment_device=1 (a power of two, so allowed): the unit and so the default minimum
     remainder are 1 byte, and a block one byte larger than the request is split. Caught
-    mutant (mutation testing, 2026-12-03, allocator): `_take_listed`'s `remainder > 0` -> `> 1`
+    mutant (mutation testing, allocator): `_take_listed`'s `remainder > 0` -> `> 1`
     (equivalent only while every unit is at least 2 bytes)."""
     config = AllocatorConfig(alignment_device=1, quick_depth=0)
     device = Device(hbm_bytes=64 * MiB, allocator=config)

@@ -1,4 +1,4 @@
-"""Device inputs (issue 13, item 2): every size, handle, stream, event and cost entering the
+"""Device inputs: every size, handle, stream, event and cost entering the
 simulated device is range checked with overflow-safe arithmetic; handles carry their device;
 leaked blocks are counted; replayed trace rows are checked before jitted code sees them.
 

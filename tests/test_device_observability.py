@@ -257,7 +257,7 @@ def test_every_planner_order_gives_a_valid_plan(order):
 
 @pytest.mark.parametrize("alloc_probability", [0.53, 0.73])
 def test_planner_target_on_the_issue_sequences(alloc_probability):
-    """Issue 4: static plan <= 1.05 x the live-bytes lower bound (seeds 0..2, 4000 steps)."""
+    """Static plan <= 1.05 x the live-bytes lower bound (seeds 0..2, 4000 steps)."""
     for seed in (0, 1, 2):
         first, last, sizes = random_sequence(seed, 4000, alloc_probability).lifetimes()
         plan = plan_greedy_by_size(first, last, sizes)

@@ -82,7 +82,7 @@ OOM_PROGRAMS = [
 ]
 # Generated examples (not the explicit ones) that must reach the out-of-memory path, and that
 # must not: absolute floors. The share was 13-27 of 40 in six runs in a row, but one full-suite
-# run (2026-12-03) generated only 4 of 40, so a share is a flaky assertion; the explicit
+# run generated only 4 of 40, so a share is a flaky assertion; the explicit
 # programs above make the path's coverage certain instead.
 EXPLICIT = [(config, program) for config in CONFIGS for program in OOM_PROGRAMS]
 MIN_GENERATED_OUT_OF_MEMORY = 1

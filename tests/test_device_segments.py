@@ -126,7 +126,7 @@ def test_free_list_choice_matches_a_slow_reference(seed):
 
 @pytest.mark.parametrize("alloc_probability", [0.53, 0.73])
 def test_fragmentation_target_on_the_random_sequences(alloc_probability):
-    """Issue 4: reserved at peak <= 1.15 x live bytes (default config, seeds 0..2)."""
+    """Reserved at peak <= 1.15 x live bytes (default config, seeds 0..2)."""
     for seed in (0, 1, 2):
         sequence = random_sequence(seed, 4000, alloc_probability)
         assert int((sequence.ops == OP_ALLOC).sum()) > 2000

@@ -1,4 +1,4 @@
-"""Lowered-graph kernels running against the simulated device (issue 4, item 8)."""
+"""Lowered-graph kernels running against the simulated device."""
 
 import json
 

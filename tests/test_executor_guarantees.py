@@ -1,4 +1,4 @@
-"""Every run terminates and an executor refuses concurrent use (issue 13's hangs and misuse)."""
+"""Every run terminates and an executor refuses concurrent use."""
 
 import threading
 import time

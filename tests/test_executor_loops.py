@@ -324,7 +324,7 @@ def test_priorities_that_almost_order_the_graph(priorities, edges):
 )
 def test_priorities_that_order_the_graph_take_the_list_as_it_is(priorities, edges):
     """The positive side of `_priorities_are_the_order`: rising ids, rising edges, no clamped
-    template. Caught mutants (mutation testing, 2026-12-02): `templates = -1`, `last =
+    template. Caught mutants (mutation testing): `templates = -1`, `last =
     succ_offsets[node // 1]` and `edges += last >> first` made the check refuse these graphs,
     which the order alone cannot show (the heap then gives the same order, slower)."""
     builder = RecordingBuilder()
@@ -359,7 +359,7 @@ def test_a_clamped_template_is_never_taken_as_the_order():
     wait-anyone join, ready after its first predecessor): the listed order assumes every node
     waits for all its predecessors. Validation lets such a template through only in control
     flow, which the sequential executor refuses, so the check is called directly. Caught mutant
-    (mutation testing, 2026-12-03, executors): `templates == edges` -> `templates <= edges`."""
+    (mutation testing, executors): `templates == edges` -> `templates <= edges`."""
     builder = RecordingBuilder()
     for priority in (0, 1, 2):
         builder.add_node("Checksum3", priority=priority)
@@ -399,7 +399,7 @@ def test_a_node_made_ready_by_the_one_just_taken_skips_the_heap():
     graphs whose successors come next in priority order never enter the heap). On a chain with
     rising priorities only the start enters the heap; in the fan-out below the start, two of
     node 0's three successors (all but the best) and node 4 (held while a better node waits in
-    the heap) do. Caught mutant (mutation testing, 2026-12-03, executors): `held and
+    the heap) do. Caught mutant (mutation testing, executors): `held and
     (size == 0 or best < heap[1])` -> `(size == 0 and best < heap[1])` (every held node pushed
     and popped again: the same order, slower); in that condition `best < heap[1]` -> `==`
     (keys are unique: never true) and `size == 0` -> `size == -1` or `size < 0` (then
@@ -425,7 +425,7 @@ def test_a_node_made_ready_by_the_one_just_taken_skips_the_heap():
 def test_priorities_that_order_the_graph_need_no_kahn_pass(monkeypatch):
     """When `_priorities_are_the_order` says yes, `priority_order` returns `nodes` without
     running either Kahn order (its docstring: the fast path of the 100k-node random DAG).
-    Caught mutant (mutation testing, 2026-12-03, executors): `if count and
+    Caught mutant (mutation testing, executors): `if count and
     _priorities_are_the_order(...)` -> `if not count and ...` (the fast path never taken for a
     non-empty root: the same order from the heap, slower)."""
 

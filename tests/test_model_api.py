@@ -1,4 +1,4 @@
-"""The model API (issue 11, items 1-5): load_executor, ModelExecutor's async execute and queries,
+"""The model API: load_executor, ModelExecutor's async execute and queries,
 output buffers and the I/O address-reuse check, external allocators, Session, StreamExecutor.
 
 Outputs are judged against a numpy evaluation of the MLP's ONNX initializers (float32,

@@ -290,7 +290,7 @@ def test_small_cnn_with_a_residual_block():
         assert executor.device.hazard_count == 0
 
 
-# ONNX If and Loop (lowered since issue 10's control-flow part): tests/test_models_control_flow.py
+# ONNX If and Loop: tests/test_models_control_flow.py
 
 
 @pytest.mark.parametrize("streams", [1, 2])

@@ -3,7 +3,7 @@ sequential executor's peak, with a separate MEMORY worker (3, 4 and 8 threads, o
 shared by all workers), with one device worker (2 threads, a window of its own), and with the
 host work shared by every worker (one window shared by all).
 
-Before the window (issue 12's known defect) `generate("lowered", 20_000, seed=4)` ran out of
+Before the admission window `generate("lowered", 20_000, seed=4)` ran out of
 device memory with 3 and 4 threads (status 101 after ~8,000 nodes): the MEMORY worker's
 allocations outran the launches and the Frees waiting for them.
 """

@@ -1,4 +1,4 @@
-"""Racy graphs are refused at load (issue 13): a use not ordered after its value's producer, or
+"""Racy graphs are refused at load: a use not ordered after its value's producer, or
 a use and a free of the same block in no order, would give different answers per executor.
 Checked against a slow reachability reference on random DAGs."""
 

@@ -1,4 +1,4 @@
-"""Reserved statuses (issue 13): none is obeyed from a kernel not registered to return it.
+"""Reserved statuses: none is obeyed from a kernel not registered to return it.
 
 `notify(k)` is obeyed only from `control_flow` kernels, STATUS_END_OF_SEQUENCE only from
 `ends_sequence` kernels; any other reserved code a kernel returns stops the run with

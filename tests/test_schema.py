@@ -269,7 +269,7 @@ def test_offsets_errors_name_the_offsets_column_and_row(saved, copy, offsets, ta
 @pytest.mark.parametrize("offsets,targets", CSRS, ids=lambda field: field.name)
 def test_a_last_offset_short_of_its_targets_is_refused(offsets, targets):
     """Offsets capped one below the targets' length: still monotone, but the last entry of the
-    targets column belongs to no node. Caught mutant (mutation testing, 2026-12-02): the last
+    targets column belongs to no node. Caught mutant (mutation testing): the last
     offset check `offsets[n] != length` -> `>`, which only refused a last offset past the end."""
     graph = every_table_graph()
     length = len(getattr(graph, targets.name))
@@ -314,7 +314,7 @@ SHORTENED = [
 def test_wrong_length_names_the_field(field, change):
     """A column one row shorter or longer than its table (or than nodes + 1 for offsets).
     Catches: a field left out of _check_lengths, or the error naming the table's first column
-    instead; a longer column accepted (mutation testing, 2026-12-02: `length != len(first)` ->
+    instead; a longer column accepted (mutation testing: `length != len(first)` ->
     `<` survived when only shorter columns were tried)."""
     graph = every_table_graph()
     value = getattr(graph, field.name)
@@ -423,7 +423,7 @@ def test_in_degree_template_must_fit_the_incoming_edges(copy, template):
     """A node with incoming edges must wait for 1 .. (its edge count) of them: 0 would start it
     at once, more would never start it. Catches: the `template == 0 with edges` rule dropped
     from _check_edges (mutation testing: `template == 0` mutated to `template < 0` survived;
-    2026-12-02: `template == 0` -> `== -1` / `< 0` and `template < 0` -> `< -1` survived while
+    `template == 0` -> `== -1` / `< 0` and `template < 0` -> `< -1` survived while
     the test matched only "in-degree template", because the join check then refused the 0 or
     -1 as a clamped template with its own message; `actual[t] += 1` -> `+= 2`, which doubled
     every edge count, is caught by the template 2 and by the quoted edge count)."""
@@ -445,7 +445,7 @@ def test_in_degree_template_must_fit_the_incoming_edges(copy, template):
 def test_a_bad_io_role_names_its_row(copy, row):
     """graph_io.role is checked before the split by role (load_graph's check_ids). Caught
     mutants (mutation testing): check_ids raising only for row 0 (`row >= 0` -> `row == 0`),
-    and never for row 0 (`row >= 0` -> `row > 0`, 2026-12-02)."""
+    and never for row 0 (`row >= 0` -> `row > 0`)."""
     set_value(copy, IO_TABLE, ROLE_COLUMN, row, 7)
     with pytest.raises(GraphFormatError) as info:
         load_graph(copy)

@@ -88,7 +88,7 @@ def test_control_flow_graphs_validate():
 def test_values_ordered_by_backward_edges_validate():
     """Every edge goes from a larger id to a smaller one, and each use is ordered after its
     producer by them: a valid graph. The race check takes the ids as the topological order only
-    when every edge goes forward. Caught mutants (mutation testing, 2026-12-02, validate-jit):
+    when every edge goes forward. Caught mutants (mutation testing, validate-jit):
     `_check_edges`' `forward and t > u` -> `t < u` / `t <= u`, which called an all-backward
     graph forward and so made the race check refuse these uses as unordered."""
     b = GraphBuilder(stream_count=1)
@@ -155,7 +155,7 @@ def test_a_short_offsets_column_names_the_expected_row_count():
 
 def test_a_long_offsets_column_is_refused():
     """One offset too many, repeating the last (so the offsets alone look fine: monotone, from
-    0 to the targets' length). Caught mutant (mutation testing, 2026-12-02): the offsets length
+    0 to the targets' length). Caught mutant (mutation testing): the offsets length
     check `length != n + 1` -> `<`, which accepted a longer column."""
     graph = small_graph(nodes=3)
     longer = np.append(graph.succ_offsets, graph.succ_offsets[-1])
@@ -201,7 +201,7 @@ def test_graph_parents_of_roots_and_subgraphs():
 @pytest.mark.parametrize(("graph_id", "kind"), [(1, GraphKind.INIT), (2, GraphKind.MAIN)])
 def test_a_root_graph_of_an_earlier_root_kind_is_refused(graph_id, kind):
     """Main marked Init, DeInit marked Main: kinds below the root's own. Caught mutant
-    (mutation testing, 2026-12-02): `kinds[graph_id] != root` -> `>`, which refused only kinds
+    (mutation testing): `kinds[graph_id] != root` -> `>`, which refused only kinds
     above the root's (a branch in Main's place, the case test_schema.py checks)."""
     graph = small_graph()
     kinds = graph.graph_kind.copy()
@@ -216,7 +216,7 @@ def test_a_root_graph_of_an_earlier_root_kind_is_refused(graph_id, kind):
 def test_a_subgraph_whose_parent_comes_later_is_refused():
     """Two branches of Init; the first given the second as its parent: no cycle (the second's
     parent is Init), but a parent with a larger id, which root_graphs cannot resolve in one
-    pass. Caught mutant (mutation testing, 2026-12-02): `0 <= parents[graph_id] < graph_id` ->
+    pass. Caught mutant (mutation testing): `0 <= parents[graph_id] < graph_id` ->
     `!= graph_id`, which refused a graph as its own parent only."""
     b = GraphBuilder(stream_count=1)
     first = b.add_subgraph(GraphKind.BRANCH, parent=GraphKind.INIT)
@@ -235,7 +235,7 @@ def test_a_subgraph_whose_parent_comes_later_is_refused():
 def test_an_unsound_join_is_refused_when_every_node_is_clamped():
     """Three wait-anyone nodes, each fed by the other two (template 1 of 2 edges): every node is
     clamped, none is a start node, and no join is sound (no branch or loop body makes the
-    predecessors exclusive). Caught mutant (mutation testing, 2026-12-02, validate-jit):
+    predecessors exclusive). Caught mutant (mutation testing, validate-jit):
     `_check_edges`' `clamped = clamped or template < actual[v]` -> `template == actual[v]`, which
     ran the join check only in graphs with some unclamped node (every other graph has one: a
     start node's 0 of 0 edges)."""
@@ -265,7 +265,7 @@ def test_an_unsound_join_is_refused_when_every_node_is_clamped():
     ],
 )
 def test_an_edge_between_root_graphs_is_refused_in_either_direction(source, target):
-    """Caught mutant (mutation testing, 2026-12-02, validate-jit): `_check_edges`'
+    """Caught mutant (mutation testing, validate-jit): `_check_edges`'
     `node_root[t] != node_root[u]` -> `>`, which refused only edges into a later root graph
     (test_graph.py tries Init -> Main alone)."""
     b = GraphBuilder(stream_count=1)
@@ -282,7 +282,7 @@ def test_an_edge_between_root_graphs_is_refused_in_either_direction(source, targ
 def test_a_duplicate_successor_is_named_at_its_edge_row():
     """The builder merges duplicate edges, so only a file or an in-memory graph has one: node 0
     listing node 1 twice (node 1's template 2 fits its two incoming edges). Caught mutants
-    (mutation testing, 2026-12-02, validate-jit): `stamp[t] == u` -> `>` (never true: the
+    (mutation testing, validate-jit): `stamp[t] == u` -> `>` (never true: the
     stamp of a target is at most the current node), which accepted every duplicate."""
     graph = small_graph(nodes=3)  # 0 -> 1 -> 2
     duplicated = graph._replace(
@@ -314,7 +314,7 @@ def spy_on(monkeypatch, name):
 def test_the_cycle_pass_runs_only_when_some_edge_goes_backward(monkeypatch):
     """Edges that all go to larger ids prove a graph acyclic (`_check_edges`' `forward`), so
     the Kahn cycle pass is skipped; one backward edge makes it run. Caught mutants (mutation
-    testing, 2026-12-03, validate-jit): `forward = True` -> `False` and `forward and t > u` ->
+    testing, validate-jit): `forward = True` -> `False` and `forward and t > u` ->
     `t == u`, which ran the Kahn pass on every graph with edges: the same verdicts, only slower,
     so no verdict could show them."""
     calls = spy_on(monkeypatch, "first_node_on_cycle")
@@ -331,7 +331,7 @@ def test_the_cycle_pass_runs_only_when_some_edge_goes_backward(monkeypatch):
 
 def test_the_join_check_runs_only_when_some_node_is_clamped(monkeypatch):
     """A graph whose every template equals its edge count skips the join check; a wait-anyone
-    join (template 1 of 2 edges) runs it. Caught mutants (mutation testing, 2026-12-03,
+    join (template 1 of 2 edges) runs it. Caught mutants (mutation testing,
     validate-jit): `clamped = False` -> `True` and `clamped or template < actual[v]` -> `<=`,
     which ran the join check on every graph (it finds nothing on unclamped ones: the same
     verdicts, only slower)."""
