@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rtsoa.errors import UnknownOpError
 from rtsoa.executors import KernelError
 from rtsoa.ops import library
 from rtsoa.ops.abi import MAX_OP_OPERANDS, MODE_INFER, STATUS_OP_ARITY, new_table
-from rtsoa.ops.entry import arity, entry_key, entry_source, run_op
-from rtsoa.ops.library import UnknownOpError, load_ops, op_address, shares
+from rtsoa.ops.entry import arity, entry_key, entry_source
+from rtsoa.ops.library import load_ops, op_address, run_op, shares
 from rtsoa.ops.registry import OPS, compiled_op_names, register_op
 
 REPO = Path(__file__).resolve().parents[1]
