@@ -206,6 +206,18 @@ def test_cnn_architectures_fuse_every_activation_and_residual(build):
         np.testing.assert_allclose(got[output], expected, rtol=RTOL, atol=ATOL)
 
 
+def test_fusions_are_chosen_by_name():
+    proto = resnet(size=32, classes=10, width=0.25, stages=2)
+    counts = op_counts(lower(proto, fuse=("batch_norm",)))
+    assert "BatchNormalization" not in counts and "FusedConv" not in counts and "Relu" in counts
+    counts = op_counts(lower(proto, fuse=("conv_activation",)))  # a BN between: nothing fuses
+    assert "BatchNormalization" in counts and "FusedConv" not in counts
+    counts = op_counts(lower(proto, fuse=("batch_norm", "conv_activation")))
+    assert "FusedConv" in counts and "Relu" not in counts
+    with pytest.raises(ValueError, match="unknown fusion"):
+        lower(proto, fuse=("fold_everything",))
+
+
 def test_fused_conv_refuses_operands_it_cannot_compute():
     x = RNG.standard_normal((1, 2, 4, 4)).astype(np.float32)
     w = _weights(3, 2)

@@ -95,6 +95,50 @@ class CnnLatency:
     track_device_peak_mib.unit = "MiB"
 
 
+class CnnFusion:
+    """The lowering's Conv -> Add -> Relu / Clip fusion (FusedConv): a model's latency with it
+    over without it (the other fusions in both), one BLAS thread, interleaved in one process
+    (below 1: the fusion pays)."""
+
+    params = (("resnet18", "mobilenet_v2", "resnet50"), ("1x224",))
+    param_names = ("model", "input")
+    timeout = 1200
+
+    def setup(self, model, shape):
+        from threadpoolctl import threadpool_limits
+
+        from rtsoa.lowering import lower
+        from rtsoa.runtime.model import ModelExecutor
+        from rtsoa.testing.cnn import ARCHITECTURES
+
+        batch, size = SHAPES[shape]
+        proto = ARCHITECTURES[model](size=size)
+        rng = np.random.default_rng(0)
+        self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
+        self.fused = ModelExecutor(lower(proto)).load()
+        others = ("batch_norm", "matmul_bias")
+        self.unfused = ModelExecutor(lower(proto, fuse=others)).load()
+        self.limits = threadpool_limits
+        with self.limits(1):
+            want = self.unfused.execute_sync(self.inputs)["y"]
+            got = self.fused.execute_sync(self.inputs)["y"]
+        assert np.array_equal(got, want), "the fused model's bits differ from the unfused one's"
+
+    def teardown(self, model, shape):
+        self.fused.unload()
+        self.unfused.unload()
+
+    def track_fused_over_unfused(self, model, shape):
+        with self.limits(1):
+            fused, unfused = _interleaved_medians(
+                lambda: self.fused.execute_sync(self.inputs),
+                lambda: self.unfused.execute_sync(self.inputs),
+            )
+        return fused / unfused
+
+    track_fused_over_unfused.unit = "fused / unfused"
+
+
 _MEMORY_PROBE = """
 import json, sys
 import numpy as np

@@ -38,7 +38,8 @@ that dtype or attributes. The fused op adds and clips in the same order and prec
 ops it replaces: its results equal theirs bit for bit (`tests/test_lowering_conv_fusion.py`).
 The fused call takes the place of the chain's last op, where the residual is computed.
 
-`lower(model, fuse=False)` keeps every op as the model has it.
+`lower(model, fuse=False)` keeps every op as the model has it; `fuse=("batch_norm", ...)`
+runs the fusions named (`FUSIONS`).
 """
 
 import numpy as np
@@ -331,3 +332,11 @@ def _replace(calls, replaced):
         else:
             kept.append(call)
     return kept
+
+
+# The fusions `lower(model, fuse=...)` runs, by name, in the order they run.
+FUSIONS = {
+    "batch_norm": fold_batch_norm,
+    "conv_activation": fuse_conv_activation,
+    "matmul_bias": fuse_matmul_bias,
+}

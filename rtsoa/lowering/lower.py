@@ -27,7 +27,7 @@ from rtsoa.lowering.convert import convert
 from rtsoa.lowering.dead_code import drop_dead
 from rtsoa.lowering.emit import Emitter
 from rtsoa.lowering.fold import fold_and_infer
-from rtsoa.lowering.fuse import fold_batch_norm, fuse_conv_activation, fuse_matmul_bias
+from rtsoa.lowering.fuse import FUSIONS
 from rtsoa.lowering.onnx_import import import_onnx
 from rtsoa.ops import OPS
 from rtsoa.ops.library import load_ops
@@ -40,17 +40,35 @@ def lower(model, name=None, streams=1, fuse=True, limits=None):
     `limits`: a `rtsoa.limits.LoweringLimits` bounding the work (sequence elements resolved,
     op calls emitted); None: its defaults. Going past one is a LoweringError naming the node.
 
-    `fuse`: BatchNormalization folded into the preceding Conv's weights, and MatMul -> Add of a
-    bias (-> Relu) chains run as one op (`rtsoa.lowering.fuse`); False keeps every op of the
-    model.
+    `fuse`: True runs every fusion of `rtsoa.lowering.fuse` (FUSIONS: "batch_norm", a
+    BatchNormalization folded into the preceding Conv's weights; "conv_activation", Conv -> Add
+    -> Relu / Clip as one FusedConv; "matmul_bias", MatMul -> Add of a bias (-> Relu) as one
+    MatMulBias), False none (every op of the model kept), or a collection of those names, the
+    ones to run.
 
     `streams`: ops are issued round-robin on this many device streams; a tensor read on
     another stream than its producer's is ordered by a RecordEvent / StreamWaitEvent pair,
     and its block is freed on the producer's stream after events from every reader stream."""
     if not 1 <= int(streams) <= 64:
         raise ValueError(f"streams must be 1 .. 64, got {streams}")
+    fuse = _fusions(fuse)
     with running(check_lowering_limits(limits)):
         return _lower(model, name, streams, fuse)
+
+
+def _fusions(fuse):
+    """The fusion names `fuse` selects (see `lower`)."""
+    if fuse is True:
+        return frozenset(FUSIONS)
+    if fuse is False or fuse is None:
+        return frozenset()
+    if isinstance(fuse, str):
+        fuse = (fuse,)
+    names = frozenset(fuse)
+    unknown = sorted(names - set(FUSIONS))
+    if unknown:
+        raise ValueError(f"unknown fusion(s) {unknown}; rtsoa's are {list(FUSIONS)}")
+    return names
 
 
 def _lower(model, name, streams, fuse):
@@ -69,10 +87,9 @@ def _lower(model, name, streams, fuse):
     _load_ops(ctx.calls, fuse)
     calls = fold_and_infer(model, ctx.calls)
     calls = drop_dead(model, calls)
-    if fuse:
-        calls = fold_batch_norm(model, calls)
-        calls = fuse_conv_activation(model, calls)
-        calls = fuse_matmul_bias(model, calls)
+    for fusion, run in FUSIONS.items():  # in this order: a folded BatchNormalization's conv fuses
+        if fusion in fuse:
+            calls = run(model, calls)
     for output in model.outputs:
         tensor = model.tensors[output]
         if tensor.is_constant and not any(output in call.outputs for call in calls):
@@ -90,9 +107,9 @@ def _load_ops(calls, fuse):
     one as folding meets them (`rtsoa.ops.library`); the fused ops too where fusion may make
     them."""
     names = {getattr(call, "op", None) for call in calls} & set(OPS)
-    if fuse and "MatMul" in names:
+    if "matmul_bias" in fuse and "MatMul" in names:
         names.add("MatMulBias")
-    if fuse and "Conv" in names:
+    if "conv_activation" in fuse and "Conv" in names:
         names.add("FusedConv")
     load_ops(names)
 
