@@ -78,7 +78,9 @@ def test_an_op_without_an_entry_in_the_graphs_table_is_refused(monkeypatch):
         table[list(graph.op_names).index("MatMulBias")] = 0
         return table
 
-    monkeypatch.setattr(library, "op_addresses", without_matmul_bias)
+    from rtsoa.kernels import abi as kernel_abi  # graph_arrays' name for it
+
+    monkeypatch.setattr(kernel_abi, "op_addresses", without_matmul_bias)
     with pytest.raises(KernelError, match="op table has no entry"):
         with load_model(MLP) as model:
             model.execute_sync(dict(np.load(INPUTS)))
