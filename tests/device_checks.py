@@ -66,3 +66,17 @@ def written_and_freed(device, size, stream):
     offset = device.location(handle)[1]
     device.free(handle, stream=stream)
     return offset
+
+
+def blocks_of(device, placement="hbm"):
+    """[(offset, size, state)] of every block of the placement, in address order."""
+    result = []
+    for segment in device.snapshot():
+        if segment["placement"] == placement:
+            result.extend((b["offset"], b["size"], b["state"]) for b in segment["blocks"])
+    return sorted(result)
+
+
+def block_size(device, handle):
+    """Bytes of the block `handle` occupies (its rounded size), from the snapshot."""
+    return next(b["size"] for s in device.snapshot() for b in s["blocks"] if b["handle"] == handle)
