@@ -9,7 +9,7 @@ from rtsoa.graph.schema import FORMAT_VERSION, DType, GraphKind, Placement, Valu
 from rtsoa.graph.validate import validate_graph
 from rtsoa.kernels import REGISTRY, kernel
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DType",
