@@ -118,7 +118,7 @@ def pytest_collection_modifyitems(session, config, items):
     if not all(map(is_compiled, compiled_op_names())):
         _op_library_warmup.append(
             subprocess.Popen(
-                [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "1"],
+                [sys.executable, "-m", "rtsoa.ops", "--jobs", "1"],
                 stdout=subprocess.DEVNULL,
             )
         )

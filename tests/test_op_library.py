@@ -87,7 +87,7 @@ def test_an_op_without_an_entry_in_the_graphs_table_is_refused(monkeypatch):
 
 
 def test_two_processes_compiling_the_same_ops_at_once_leave_one_good_entry(tmp_path):
-    command = [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "1", "--ops", "Relu", "Neg"]
+    command = [sys.executable, "-m", "rtsoa.ops", "--jobs", "1", "--ops", "Relu", "Neg"]
     environment = dict(os.environ, RTSOA_OPS_DIR=os.fspath(tmp_path))
     processes = [
         subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, text=True)

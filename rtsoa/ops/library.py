@@ -19,7 +19,7 @@ and the op library as a whole (`--all`) is only ever compiled on request. Three 
 * **Progress.** On a terminal a progress bar shows how many ops are compiled and which one
   this process compiles (`tqdm`, on stderr); elsewhere nothing is printed.
 
-    python -m rtsoa.ops.library [--all | MODEL ...] [--jobs N]   # also `rtsoa compile`
+    python -m rtsoa.ops [--all] [--jobs N]   # `rtsoa compile` also takes models
 """
 
 import argparse
@@ -215,7 +215,7 @@ def _start_helpers(lists):
     for names in lists:
         if not names:
             continue
-        command = [sys.executable, "-m", "rtsoa.ops.library", "--jobs", "1", "--ops", *names]
+        command = [sys.executable, "-m", "rtsoa.ops", "--jobs", "1", "--ops", *names]
         try:
             helpers.append(
                 subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -330,14 +330,10 @@ def run(args, names=None):
 
 
 def main(argv=None):
-    """`python -m rtsoa.ops.library [--all] [--jobs N]`: `rtsoa compile` without models."""
-    parser = argparse.ArgumentParser(prog="python -m rtsoa.ops.library", description=__doc__)
+    """`python -m rtsoa.ops [--all] [--jobs N]`: `rtsoa compile` without models."""
+    parser = argparse.ArgumentParser(prog="python -m rtsoa.ops", description=__doc__)
     add_arguments(parser)
     try:
         return run(parser.parse_args(argv))
     except (ValueError, OSError, RtsoaError) as error:
         parser.error(str(error))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
