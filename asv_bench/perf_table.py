@@ -101,6 +101,8 @@ def _rows():
         Row("models", "lowering the 1,000-op MLP", md + "Lowering.time_lower", recorded="62.6 ms"),
         Row("models", "ResNet-18, 1x224, one thread, over onnxruntime", "bench_cnn.CnnLatency.track_ratio_vs_onnxruntime", ("resnet18", "1x224", "one"), "x", "1.75x"),
         Row("models", "MobileNetV2, 1x224, one thread, over onnxruntime", "bench_cnn.CnnLatency.track_ratio_vs_onnxruntime", ("mobilenet_v2", "1x224", "one"), "x", "3.12x"),
+        Row("models", "ResNet-18, 1x224, FusedConv over the other fusions alone", "bench_cnn.CnnFusion.track_fused_over_unfused", ("resnet18", "1x224"), "x", "0.988x"),
+        Row("models", "MobileNetV2, 1x224, FusedConv over the other fusions alone", "bench_cnn.CnnFusion.track_fused_over_unfused", ("mobilenet_v2", "1x224"), "x", "0.975x"),
         Row("models", "Conv 3x3 16->32 on 32x32, one thread, over onnxruntime", "bench_ops_nn.ConvVersusOnnxruntime.track_ratio", ("3x3 16->32 on 32x32",), "x", "1.78x"),
         Row("models", "transpose float32 512x512, word copies / byte copies", "bench_ops_movement.CopyWordsVersusBytes.track_words_over_bytes", ("float32 512x512 T",), "x", "0.37x"),
         Row("model-api", "`execute_sync` overhead over the bare run, one Relu", "bench_model_api.ExecuteSyncOverhead.track_overhead_us", unit="us", recorded="16.0-18.5 us"),
