@@ -19,7 +19,8 @@ from figures import counted, report
 from hypothesis import given
 from hypothesis import strategies as st
 from reference import RecordingBuilder, check_dag_order, recorded_generate, simulate
-from test_multithread import run_and_check, run_and_check_relations
+from test_multithread import run_and_check
+from test_multithread_relations import run_and_check_relations
 
 from rtsoa.executors import Profiler, RunResult, prepare_executor
 from rtsoa.executors.multithread import MultithreadExecutor
