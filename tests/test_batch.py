@@ -262,7 +262,7 @@ def test_ctrl_c_while_the_pool_closes_ends_as_an_interrupt(tmp_path, monkeypatch
 
     class InterruptedWhileClosing(LocalPool):
         def close(self):
-            os.kill(os.getpid(), signal.SIGINT)  # delivered during the close below
+            signal.raise_signal(signal.SIGINT)  # to this thread, handled during the close below
             self.processes = [worker.process for worker in self._workers]
             super().close()
 
