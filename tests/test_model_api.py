@@ -1,5 +1,5 @@
 """The model API: load_executor, ModelExecutor's async execute and queries,
-output buffers and the I/O address-reuse check, external allocators, Session, StreamExecutor.
+output buffers and the I/O address-reuse check, external allocators, SharedWeights, StreamExecutor.
 
 Outputs are judged against a numpy evaluation of the MLP's ONNX initializers (float32,
 tolerance rtol 1e-4 / atol 1e-5, as tests/test_models.py against onnxruntime).
@@ -23,7 +23,7 @@ from rtsoa.runtime import (
     ModelExecutor,
     ModelResourceError,
     ModelStateError,
-    Session,
+    SharedWeights,
     StreamExecutor,
     load_executor,
 )
@@ -343,7 +343,7 @@ def test_io_address_reuse_check():
 def test_session_shares_weights_uploaded_once(mlp_graph):
     proto, graph = mlp_graph
     x = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float32)
-    with Session(max_devices=1) as session:
+    with SharedWeights(max_devices=1) as session:
         first = load_executor(graph, session=session)
         allocated = first.device.stats()["hbm"]["allocated_bytes.current"]
         second = load_executor(graph, session=session)
@@ -369,13 +369,13 @@ def test_session_shares_weights_uploaded_once(mlp_graph):
     assert device.hazard_count == 0
     with pytest.raises(SessionStateError, match="the session is closed"):
         ModelExecutor(graph, session=session)
-    with Session() as separate:
+    with SharedWeights() as separate:
         a, b = (load_executor(graph, session=separate) for _ in range(2))
         assert a.device is not b.device and separate.init_runs == 2
         a.unload()
         b.unload()
     with pytest.raises(ModelResourceError, match="a device or a session, not both"):
-        ModelExecutor(graph, device=a.device, session=Session())
+        ModelExecutor(graph, device=a.device, session=SharedWeights())
 
 
 def test_private_executor_unload_runs_deinit(mlp_graph):
@@ -446,7 +446,7 @@ def test_stream_executor_8_threads_x_500_on_4_streams(mlp_graph):
     proto, graph = mlp_graph
     devices = hammer(proto, graph, threads=8, iterations=500, stream_count=4)
     assert len(devices) == 4  # one device per stream executor: host-concurrent
-    with Session(max_devices=1) as session:  # every stream on one device, weights shared
+    with SharedWeights(max_devices=1) as session:  # every stream on one device, weights shared
         shared = hammer(proto, graph, threads=8, iterations=100, stream_count=4, session=session)
         assert len(shared) == 1 and session.init_runs == 1
 
@@ -456,7 +456,7 @@ def test_stream_executor_repeated_without_flakiness(mlp_graph):
     proto, graph = mlp_graph
     for _ in range(5):
         hammer(proto, graph, threads=8, iterations=500, stream_count=4)
-        with Session(max_devices=2) as session:
+        with SharedWeights(max_devices=2) as session:
             hammer(proto, graph, threads=8, iterations=500, stream_count=4, session=session)
 
 
@@ -504,7 +504,7 @@ def test_failed_executes_release_their_blocks_and_staging():
 
 def test_failed_executes_on_stream_executor_streams_release_their_blocks():
     with (
-        Session(max_devices=1) as session,
+        SharedWeights(max_devices=1) as session,
         StreamExecutor(mismatched_add(), session=session) as streams,
     ):
         for key in ("a", "b"):

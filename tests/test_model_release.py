@@ -1,15 +1,14 @@
-"""What unloading gives back (`rtsoa.runtime.session.Session.release`): a StreamExecutor key
-erased and created again, or an executor of a session without `max_devices` unloaded, leaves
-no device behind (each held a 1 GiB arena and its tables until the session closed, so erase
-and re-create piled them up until MemoryError); sessions with `max_devices` keep their shared
-homes until `close()`.
-"""
+"""What unloading gives back (`SharedWeights.release`, rtsoa/runtime/shared_weights.py): a
+StreamExecutor key erased and created again, or an executor of a session without
+`max_devices` unloaded, leaves no device behind (each held a 1 GiB arena and its tables until
+the session closed, so erase and re-create piled them up until MemoryError); sessions with
+`max_devices` keep their shared homes until `close()`."""
 
 import numpy as np
 import psutil
 import pytest
 
-from rtsoa.runtime import Session, StreamExecutor, load_executor
+from rtsoa.runtime import SharedWeights, StreamExecutor, load_executor
 from rtsoa.testing.models import mlp
 
 X = np.linspace(-1, 1, 32, dtype=np.float32).reshape(2, 16)
@@ -37,7 +36,7 @@ def test_erase_and_create_again_keeps_one_device(proto):
 
 
 def test_unload_in_a_session_drops_the_executor_s_device(proto):
-    with Session() as session:
+    with SharedWeights() as session:
         first = load_executor(proto, session=session)
         second = load_executor(first.graph, session=session)
         assert len(session.devices) == 2
@@ -52,7 +51,7 @@ def test_unload_in_a_session_drops_the_executor_s_device(proto):
 
 
 def test_a_session_with_max_devices_keeps_its_shared_homes(proto):
-    with Session(max_devices=1) as session:
+    with SharedWeights(max_devices=1) as session:
         first = load_executor(proto, session=session)
         device = first.device
         first.unload()

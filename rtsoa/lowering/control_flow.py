@@ -26,12 +26,12 @@ from rtsoa.graph.schema import DType
 from rtsoa.lowering import regions
 from rtsoa.lowering.compute_graph import Tensor
 from rtsoa.lowering.converters import register_converter
+from rtsoa.lowering.dead_code import live_calls
 from rtsoa.lowering.subgraphs import (
     convert_subgraph,
     copy_info,
     fresh_tensor_name,
     identity_call,
-    live_calls,
     materialise,
     merged_dims,
     merged_dtype,

@@ -128,18 +128,6 @@ def convert_subgraph(model, sub, prefix, bound, where, node_index):
     return ctx.calls, list(renamed.outputs)
 
 
-def live_calls(calls, needed):
-    """The calls whose outputs reach a name of `needed` (dead ops of a subgraph dropped)."""
-    needed = set(needed)
-    kept = []
-    for call in reversed(calls):
-        if any(name in needed for name in call.outputs if name):
-            kept.append(call)
-            needed.update(name for name in call.inputs if name)
-    kept.reverse()
-    return kept
-
-
 def outer_reads(calls, provided=()):
     """Names `calls` read that none of them produces (nor `provided`): what they take from the
     enclosing scopes, constants included, in first-read order."""
