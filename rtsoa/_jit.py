@@ -22,6 +22,8 @@ whichever caller compiles the function first.
 """
 
 import operator
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -88,6 +90,13 @@ LAZY_CACHE_REFRESH = SHORT_CACHE_LOAD
 assert TOLERANT_CACHE_INDEX in (True, False) and LAZY_BITCODE in (True, False)
 
 
+def cache_dir():
+    """rtsoa's cache directory: $RTSOA_CACHE_DIR, else ~/.cache/rtsoa. The generated modules
+    (kernel dispatch, op entries) and rtsoa's other caches live under it."""
+    configured = os.environ.get("RTSOA_CACHE_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "rtsoa"
+
+
 def jit(fn=None, **overrides):
     """`numba.njit` with rtsoa's options and dispatcher class; usable as `@jit` or
     `@jit(fastmath=True)`."""
@@ -111,6 +120,19 @@ class JitProfile:
         if self.wrapperless:
             return jit_internal(fn, **self.options)
         return rtsoa_jit(fn, self.options)
+
+    def keeping_literals(self, *names):
+        """This profile (a wrapper-less one), the parameters `names` kept literal: a jitted
+        caller's constant for them (an op family's `op`, a per-dtype entry's `kind`) gives a
+        compile of its own in which branches on it are pruned before typing
+        (`rtsoa._numba.literal_args`); other parameters are widened as usual."""
+        if not self.wrapperless:
+            raise ValueError(f"{self.name}: only wrapper-less profiles keep literal arguments")
+
+        def decorate(fn):
+            return jit_internal(fn, **self.options, literal_args=names)
+
+        return decorate
 
     def __repr__(self):
         return f"<JitProfile {self.name} {self.options}>"
@@ -157,7 +179,7 @@ def jit_internal(fn=None, **overrides):
     """`jit` for a function only jitted code calls: no CPython wrapper (see `NO_WRAPPER`);
     returns an `InternalDispatcher`. Usable as `@jit_internal` or `@jit_internal(...)`."""
     options = {**JIT_OPTIONS, **NO_WRAPPER, **overrides, "nopython": True}
-    keeps_literals = bool(options.pop("literal_args", False))
+    keeps_literals = options.pop("literal_args", False)  # True, or the parameter names
     linked_once = options.get("forceinline") is False  # a real call: link it once (by symbol)
 
     def decorate(function):

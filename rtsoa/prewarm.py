@@ -1,4 +1,4 @@
-"""A cold `rtsoa run` of a saved graph on two cores.
+"""A cold `rtsoa run` on two cores: of a saved graph, and of an ONNX model.
 
 On a cold cache, most of the first run of a lowered graph is compiling: the device's
 functions (the allocator above all, ~14 s of one core here for `datasets/lowered-4k.rtsoa`)
@@ -18,9 +18,19 @@ compiled here, as without it, and a helper that fails (a graph that does not val
 crash) costs nothing but its core's time. `finish` reaps it at the end of the run. No helper
 starts on a warm cache, with caching switched off, with one usable core
 (`RTSOA_COMPILE_JOBS=1`, see `rtsoa.ops.library.compile_jobs`), for a graph that never calls
-the device, or for a lowered model (its kernels call the device otherwise, and the op library
-has its own parallel compile). The helper validates the graph before it runs any compiled
-code on it.
+the device, or for a saved lowered model (its kernels call the device otherwise, and the op
+library has its own parallel compile). The helper validates the graph before it runs any
+compiled code on it.
+
+An ONNX model (`cold_start_model`) is lowered before it runs, and lowering compiles the
+model's ops; the model runtime (the device, the executor loop over the lowered kernels,
+validation, the race check, the order) is the same for every model. So on a cold cache a
+helper (`python -m rtsoa.prewarm --model EXECUTOR`) compiles the device functions, then lowers,
+loads and runs a built-in model of one op (`tiny_model`: a graph input through Identity and a
+weight, the lowered kernels a real model uses) while this process lowers the user's model with
+its ops compiled here alone (`rtsoa.ops.library.cores_in_use`); before loading the model, this
+process waits for the helper (`finish`), whose work is what the load would compile, and then
+loads it from the cache.
 """
 
 import os
@@ -117,6 +127,62 @@ def cold_start(path, executor="auto"):
     return helper
 
 
+def tiny_model():
+    """The built-in model the model helper runs: y = Identity(x) and the weight w as a second
+    output, float32: ops-table, input, weight upload and output kernels, one cheap op."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.arange(4, dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "rtsoa_prewarm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [4]),
+        ],
+        [weight],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def cold_start_model(executor="auto"):
+    """Before `rtsoa run` lowers an ONNX model: on a cold cache with two usable cores, start
+    the model helper (see the module docstring). Returns it (a `subprocess.Popen`) or None."""
+    from rtsoa.ops.library import compile_jobs
+
+    try:
+        if compile_jobs() < 2 or _device_cache_state() is not False:
+            return None
+    except Exception:  # noqa: BLE001 - only an optimisation
+        return None
+    command = [sys.executable, "-m", "rtsoa.prewarm", "--model", str(executor)]
+    try:
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def _model_helper(executor):
+    """The model helper's work: the device functions first (lowering does not call them, so
+    the other process, lowering meanwhile, compiles what both need and this one then loads
+    it), then the tiny model lowered, loaded and run once."""
+    import numpy as np
+
+    from rtsoa.device import Device
+    from rtsoa.lowering import lower
+    from rtsoa.runtime.model import ModelExecutor
+
+    compile_device_functions()
+    Device(hbm_bytes=1 << 20).synchronize()
+
+    with ModelExecutor(lower(tiny_model()), executor=executor) as model:
+        outputs = model.execute_sync({"x": np.ones((2, 4), dtype=np.float32)})
+    if not np.array_equal(outputs["y"], np.ones((2, 4), dtype=np.float32)):
+        raise RuntimeError("the prewarm model computed a wrong answer")
+
+
 def finish(helper, timeout=HELPER_TIMEOUT):
     """Reap the helper (killed if still working after `timeout` s); its exit status, or None
     without one. Safe to call twice."""
@@ -146,12 +212,20 @@ def _helper(path, executor):
 
 
 def main(argv=None):
-    """`python -m rtsoa.prewarm GRAPH [EXECUTOR]`: the helper of `cold_start`."""
+    """`python -m rtsoa.prewarm GRAPH [EXECUTOR]`: the helper of `cold_start`;
+    `python -m rtsoa.prewarm --model [EXECUTOR]`: the helper of `cold_start_model`."""
     args = sys.argv[1:] if argv is None else argv
     if not 1 <= len(args) <= 2:
-        print("usage: python -m rtsoa.prewarm GRAPH [EXECUTOR]", file=sys.stderr)
+        print(
+            "usage: python -m rtsoa.prewarm (GRAPH | --model) [EXECUTOR]",
+            file=sys.stderr,
+        )
         return 2
-    _helper(args[0], args[1] if len(args) > 1 else "auto")
+    executor = args[1] if len(args) > 1 else "auto"
+    if args[0] == "--model":
+        _model_helper(executor)
+    else:
+        _helper(args[0], executor)
     return 0
 
 

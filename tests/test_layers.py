@@ -45,8 +45,6 @@ OPTIONAL = (
 # Imports that go up the layers, each an edge (importer, imported). They shrink to nothing as
 # the upper layers and the op dispatch are reorganised.
 UPWARD = {
-    # the op library's disk cache lives next to the kernel dispatch's (op dispatch rework)
-    ("rtsoa.ops.library", "rtsoa.kernels.dispatch"),
     # a model's op names are bound to the compiled op switch at load (op dispatch rework)
     ("rtsoa.graph.io", "rtsoa.ops.registry"),
     # the CLI reads the package's version (CLI package rework)

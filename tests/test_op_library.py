@@ -44,19 +44,18 @@ def _python(code, cache_dir, timeout=900):
 
 
 def test_a_graph_compiles_only_its_own_ops_when_prepared(tmp_path):
-    """mlp.rtsoa runs Gemm and MatMulBias: preparing it compiles those two entries (none was
-    compiled in this cache directory before) and no other op's."""
+    """mlp.rtsoa runs Gemm and MatMulBias on float32: preparing it compiles those two ops'
+    float32 entries (none was compiled in this cache directory before) and nothing else."""
     code = f"""
 import numpy as np
-from rtsoa.ops import compiled_op_names
-from rtsoa.ops.library import is_compiled
+from rtsoa.ops.library import all_entries, is_compiled
 from rtsoa.runtime import load_model
-assert not any(map(is_compiled, compiled_op_names()))
+assert not any(map(is_compiled, all_entries()))
 with load_model({os.fspath(MLP)!r}) as model:
     model.execute_sync(dict(np.load({os.fspath(INPUTS)!r})))
-print(sorted(name for name in compiled_op_names() if is_compiled(name)))
+print(sorted(entry for entry in all_entries() if is_compiled(entry)))
 """
-    assert _python(code, tmp_path).split("\n")[-2] == "['Gemm', 'MatMulBias']"
+    assert _python(code, tmp_path).split("\n")[-2] == "['Gemm[float32]', 'MatMulBias[float32]']"
 
 
 def test_an_op_without_an_entry_in_the_graphs_table_is_refused(monkeypatch):
@@ -127,8 +126,8 @@ def test_an_op_of_a_family_calls_the_familys_compute_with_its_constant():
     assert relu.compute is neg.compute and relu.constants != neg.constants
     source = entry_source(neg, "k")
     assert "import unary as _compute" in source
-    assert f"_CONSTANT0 = np.int64({int(neg.constants[0])})" in source
-    assert "fattrs, _CONSTANT0)" in source
+    assert f"_CONSTANT0 = {int(neg.constants[0])}\n" in source  # a literal
+    assert "fattrs, _CONSTANT0, table[0, COL_DTYPE])" in source  # and input 0's dtype
     with pytest.raises(TypeError, match="constants must be integers"):
         register_op("NotAFamily", relu.infer, relu.compute, constants=(0.5,))
     assert "NotAFamily" not in OPS

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from rtsoa.graph.generators import generate
 from rtsoa.graph.io import save_graph
@@ -25,16 +26,21 @@ def _cli(argv, env, timeout=600):
     return done
 
 
-def test_a_cold_run_compiles_on_two_processes_and_leaves_a_warm_cache(tmp_path):
-    graph = generate("lowered", 400, seed=2, streams=2)
-    path = tmp_path / "l.rtsoa"
-    save_graph(graph, path)
-    env = dict(
+def _cold_env(tmp_path):
+    """The environment of a run on empty Numba and rtsoa caches in `tmp_path`, two cores."""
+    return dict(
         os.environ,
         NUMBA_CACHE_DIR=str(tmp_path / "numba"),
         RTSOA_CACHE_DIR=str(tmp_path / "rtsoa"),
         RTSOA_COMPILE_JOBS="2",
     )
+
+
+def test_a_cold_run_compiles_on_two_processes_and_leaves_a_warm_cache(tmp_path):
+    graph = generate("lowered", 400, seed=2, streams=2)
+    path = tmp_path / "l.rtsoa"
+    save_graph(graph, path)
+    env = _cold_env(tmp_path)
     runs = []
     for _ in range(2):
         done = _cli(["run", path, "--json", "--repeat", "2"], env)
@@ -70,6 +76,56 @@ def test_no_helper_for_graphs_without_device_kernels_one_core_or_unreadable_file
     save_graph(lowered, tmp_path / "l.rtsoa")
     monkeypatch.setenv("RTSOA_COMPILE_JOBS", "1")
     assert cold_start(tmp_path / "l.rtsoa") is None
+
+
+def test_a_cold_model_run_compiles_the_runtime_in_a_helper_while_lowering(tmp_path):
+    """`rtsoa run model.onnx` on empty caches: the helper runs the built-in model (device,
+    executor loop, checks) while this process lowers and compiles the model's ops; the
+    answers are the model's, and the second run starts no helper and compiles nothing."""
+    import numpy as np
+    import onnxruntime
+
+    root = Path(__file__).resolve().parent.parent
+    model, inputs = root / "datasets" / "mlp.onnx", root / "datasets" / "mlp-inputs.npz"
+    env = _cold_env(tmp_path)
+    runs = []
+    for k in range(2):
+        out = tmp_path / f"out{k}.npz"
+        done = _cli(["run", model, "--inputs", inputs, "--outputs", out, "--json"], env, 900)
+        assert done.returncode == 0, done.stderr
+        runs.append((json.loads(done.stdout.strip().splitlines()[-1]), dict(np.load(out))))
+    (cold, cold_out), (warm, warm_out) = runs
+    assert cold["compile_helper_status"] == 0 and warm["compile_helper_status"] is None
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, dict(np.load(inputs)))
+    np.testing.assert_allclose(cold_out["y"], want, rtol=1e-5, atol=1e-6)
+    assert cold_out["y"].tobytes() == warm_out["y"].tobytes()
+
+
+def test_a_model_helper_starts_only_on_a_cold_runtime_with_two_cores(monkeypatch):
+    from rtsoa import prewarm
+    from rtsoa.ops.library import compile_jobs, cores_in_use
+
+    monkeypatch.setenv("RTSOA_COMPILE_JOBS", "2")
+    assert compile_jobs() == 2
+    with cores_in_use(1):
+        assert compile_jobs() == 1
+        with cores_in_use(1):
+            assert compile_jobs() == 1  # never below one
+    assert compile_jobs() == 2
+    started = []
+    monkeypatch.setattr(prewarm.subprocess, "Popen", lambda command, **_: started.append(command))
+    for state in (True, None):  # the device's code cached, or caching off: nothing to do
+        monkeypatch.setattr(prewarm, "_device_cache_state", lambda state=state: state)
+        assert prewarm.cold_start_model("sequential") is None
+    monkeypatch.setattr(prewarm, "_device_cache_state", lambda: False)
+    monkeypatch.setenv("RTSOA_COMPILE_JOBS", "1")
+    assert prewarm.cold_start_model("sequential") is None  # one core: no helper
+    assert started == []
+    monkeypatch.setenv("RTSOA_COMPILE_JOBS", "2")
+    prewarm.cold_start_model("sequential")
+    assert started == [[sys.executable, "-m", "rtsoa.prewarm", "--model", "sequential"]]
+    assert [node.op_type for node in prewarm.tiny_model().graph.node] == ["Identity"]
 
 
 def test_a_helper_on_a_graph_that_does_not_validate_fails_alone(tmp_path):

@@ -9,6 +9,7 @@ attributes it needs in the compat table (`compat`, `python -m rtsoa._numba`).
 - `lazy_bitcode`: cached machine code loaded without parsing its bitcode;
 - `bundle`: the Numba type of rtsoa's array bundles;
 - `typing_only`: Numba's type inference without code generation;
+- `literal_args`: branches on literal arguments pruned before typing (per-dtype op entries);
 - `flags`, `messages`: the two process-wide patches (compile-flag lookups, error markup);
 - `symbols`: C symbols added to the JIT.
 

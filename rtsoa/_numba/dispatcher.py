@@ -8,6 +8,7 @@ constants widened, linking once). `entry_point` is the unchecked fast call of a 
 overload; `checked_entry_point` is how rtsoa's call sites use it.
 """
 
+import inspect
 import types
 
 import numba
@@ -114,13 +115,17 @@ class InternalDispatcher(RtsoaDispatcher):
     # `device_malloc(dev, 0, 64, 1)` that compiled the allocator tree a second time). Types
     # are widened to their plain type instead, so one compile serves every constant; LLVM
     # still folds a constant where the callee is inlined. `@jit_internal(literal_args=True)`
-    # keeps them, for a function whose typing needs the value (none does today).
+    # keeps them all; `literal_args=("op", "kind")` those parameters only (a compile per op
+    # or dtype of a family, whose other branches are pruned: `literal_args`).
     keeps_literals = False
 
+    literal_positions = frozenset()  # positions and names of the parameters kept literal
+
     def get_call_template(self, args, kws):
-        if not self.keeps_literals:
-            args = tuple(numba_types.unliteral(a) for a in args)
-            kws = {k: numba_types.unliteral(v) for k, v in kws.items()}
+        if self.keeps_literals is not True:
+            kept = self.literal_positions
+            args = tuple(a if k in kept else numba_types.unliteral(a) for k, a in enumerate(args))
+            kws = {k: v if k in kept else numba_types.unliteral(v) for k, v in kws.items()}
         return super().get_call_template(args, kws)
 
     def add_overload(self, cres):
@@ -161,6 +166,13 @@ def internal_jit(function, options, keeps_literals, linked_once):
     cache = options.pop("cache", False)
     dispatcher = InternalDispatcher(function, targetoptions=options)
     dispatcher.keeps_literals = keeps_literals
+    if keeps_literals and keeps_literals is not True:
+        names = list(inspect.signature(function).parameters)
+        unknown = [name for name in keeps_literals if name not in names]
+        if unknown:
+            raise ValueError(f"{function.__qualname__} has no parameter(s) {unknown}")
+        positions = {names.index(name) for name in keeps_literals}
+        dispatcher.literal_positions = frozenset(keeps_literals) | positions
     if linked_once:
         linking.register(dispatcher)
     if cache:

@@ -41,7 +41,7 @@ import importlib
 import threading
 import weakref
 
-from rtsoa._numba import compat
+from rtsoa._numba import compat, literal_args
 
 _MARKER = "rtsoa-separately-linked-v1"
 _by_name = {}  # (module, qualname) -> dispatcher, or None when the name is ambiguous
@@ -73,7 +73,11 @@ from numba.core import cgutils, compiler, imputils  # noqa: E402 - after the tab
 
 class RecordingCompiler(compiler.Compiler):
     """Numba's compiler, noting the code library of each function it compiles: calls lowered
-    into one of these libraries may go by symbol (their cache entries record the callees)."""
+    into one of these libraries may go by symbol (their cache entries record the callees).
+    Its pipeline prunes branches on literal arguments (`rtsoa._numba.literal_args`)."""
+
+    def define_pipelines(self):
+        return literal_args.add_to(super().define_pipelines())
 
     def compile_extra(self, func):
         if INSTALLED:

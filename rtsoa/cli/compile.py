@@ -4,7 +4,6 @@
 import os
 
 from rtsoa.graph.io import load_graph
-from rtsoa.graph.op_table import op_rows
 from rtsoa.ops import library
 
 
@@ -19,12 +18,13 @@ def register(subcommands):
 
 
 def model_ops(path):
-    """The op names model `path` runs: a saved graph's, or an ONNX model's once lowered (the
-    lowering, kept in the lowered-model cache, compiles the ops it folds constants with)."""
+    """The op entries model `path` runs (an op's name, or `<op>[<dtype>]` for a per-dtype
+    entry): a saved graph's, or an ONNX model's once lowered (the lowering, kept in the
+    lowered-model cache, compiles the ops it folds constants with)."""
     from rtsoa.lowering.cache import lower_cached  # as in rtsoa.cli.model: not at every start
 
     graph = lower_cached(path) if str(path).endswith(".onnx") else load_graph(path)
-    return sorted({graph.op_names[row] for row in op_rows(graph)[1].tolist()})
+    return sorted(set(library.graph_entries(graph).values()))
 
 
 def run(args):

@@ -16,7 +16,8 @@ from rtsoa.graph.inspect import format_summary, graph_summary
 from rtsoa.graph.io import load_graph, save_graph
 from rtsoa.kernels.abi import is_model
 from rtsoa.limits import check_fits
-from rtsoa.prewarm import cold_start, finish
+from rtsoa.ops.library import cores_in_use
+from rtsoa.prewarm import cold_start, cold_start_model, finish
 from rtsoa.report import device_summary, device_trace_events
 
 
@@ -155,7 +156,7 @@ def run(args):
     check_fits(f"--repeat {args.repeat:,} (8 bytes of timing per run)", 8 * args.repeat)
     start = time.perf_counter()
     if is_onnx_path(args.file):
-        return run_model(args, lower_onnx(args.file))
+        return _run_onnx(args)
     helper = cold_start(args.file, args.executor)  # a cold cache: two processes compile
     try:
         return _run_graph(args, start, helper)
@@ -164,6 +165,21 @@ def run(args):
         raise
     finally:
         finish(helper)
+
+
+def _run_onnx(args):
+    """`rtsoa run model.onnx`: on a cold cache a helper compiles the model runtime while this
+    process lowers the model (compiling its ops on the other core), and the load waits for
+    the helper (`rtsoa.prewarm.cold_start_model`)."""
+    helper = cold_start_model(args.executor)
+    try:
+        with cores_in_use(1 if helper is not None else 0):
+            graph = lower_onnx(args.file)
+        status = finish(helper)
+    except BaseException:
+        finish(helper, timeout=0)
+        raise
+    return run_model(args, graph, helper_status=status)
 
 
 def _run_graph(args, start, helper):

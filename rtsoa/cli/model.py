@@ -78,8 +78,9 @@ def lower_command(args):
     )
 
 
-def run_model(args, graph):
-    """rtsoa run on a lowered model (a saved graph or an .onnx file lowered on the fly)."""
+def run_model(args, graph, helper_status=None):
+    """rtsoa run on a lowered model (a saved graph or an .onnx file lowered on the fly);
+    `helper_status`: the exit status of a cold start's helper (None: none ran)."""
     from rtsoa.runtime.model import ModelExecutor  # see the module docstring
 
     if args.repeat < 1:
@@ -118,6 +119,7 @@ def run_model(args, graph):
         "device_ns_per_run": float(device_ns),
         "hazards": int(hazards),
         "repeat": args.repeat,
+        "compile_helper_status": helper_status,
     }
     if args.outputs:
         summary["outputs_file"] = str(args.outputs)

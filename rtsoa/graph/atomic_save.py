@@ -19,6 +19,9 @@ save that can.
 
 Readers need no lock: `load_graph` opens NAME's tables by path, so a swap between two opens can
 give it tables of two saves; every table carries its save's id, and a mix is re-read.
+
+`write_text` is the same promise for one file (the generated modules of the kernel dispatch
+and of the op entries): a temp file in the same directory, renamed over the path.
 """
 
 import contextlib
@@ -29,6 +32,7 @@ import re
 import secrets
 import shutil
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -194,3 +198,20 @@ def publish(staging, path, durable=True):
         fsync_path(path.parent, directory=True)
     if replaced is not None:
         remove_entry(replaced)
+
+
+def write_text(path, text):
+    """Write `text` to the file at `path` (its directory made if missing) through a temp file
+    in the same directory renamed over it, so a reader sees the old file or the whole new one;
+    the temp file is removed on failure."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as file:
+            file.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise

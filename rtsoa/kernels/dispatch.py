@@ -25,14 +25,13 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 import types
-from pathlib import Path
 
 import numba
 import numpy as np
 
-from rtsoa._jit import jit, jit_out_of_line, package_source_stamp
+from rtsoa._jit import cache_dir, jit, jit_out_of_line, package_source_stamp
+from rtsoa.graph.atomic_save import write_text
 
 _GENERATOR_VERSION = "3"
 
@@ -45,12 +44,6 @@ _hashes = {}  # (registry id, version, included) -> (source stamps, key)
 def dispatch(rt, kernel, node):
     """Placeholder the executor loops call; `specialise` binds the generated switch here."""
     raise RuntimeError("executor loops run only through rtsoa.kernels.dispatch.specialise")
-
-
-def cache_dir():
-    """Where generated modules (and their numba caches, in __pycache__) go."""
-    configured = os.environ.get("RTSOA_CACHE_DIR")
-    return Path(configured) if configured else Path.home() / ".cache" / "rtsoa"
 
 
 def _module_path(module_name):
@@ -179,19 +172,6 @@ def generate_source(registry, key, included=None):
     return "\n".join(lines)
 
 
-def _write_atomically(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as file:
-            file.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-
-
 def load_dispatch(registry, used=None):
     """The generated module for `registry` (written on first use, imported once per process).
 
@@ -207,7 +187,7 @@ def load_dispatch(registry, used=None):
     name = f"rtsoa_dispatch_{key}"
     path = cache_dir() / f"{name}.py"
     if not path.exists():
-        _write_atomically(path, generate_source(registry, key, included))
+        write_text(path, generate_source(registry, key, included))
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

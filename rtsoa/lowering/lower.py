@@ -30,7 +30,7 @@ from rtsoa.lowering.fold import fold_and_infer
 from rtsoa.lowering.fuse import FUSIONS
 from rtsoa.lowering.onnx_import import import_onnx
 from rtsoa.ops import OPS
-from rtsoa.ops.library import load_ops
+from rtsoa.ops.library import entry_for, load_ops
 
 
 def lower(model, name=None, streams=1, fuse=True, limits=None):
@@ -84,7 +84,7 @@ def _lower(model, name, streams, fuse):
                     f"graph {kind} {name!r} is a sequence value; rtsoa resolves sequences at "
                     "lowering, so a model cannot take or return one"
                 )
-    _load_ops(ctx.calls, fuse)
+    _load_ops(model, ctx.calls, fuse)
     calls = fold_and_infer(model, ctx.calls)
     calls = drop_dead(model, calls)
     for fusion, run in FUSIONS.items():  # in this order: a folded BatchNormalization's conv fuses
@@ -102,16 +102,25 @@ def _lower(model, name, streams, fuse):
     return Emitter(model, calls, name or model.name or "model", streams).emit()
 
 
-def _load_ops(calls, fuse):
+def _load_ops(model, calls, fuse):
     """Compile (or load) the model's ops now, all together on every core, rather than one by
-    one as folding meets them (`rtsoa.ops.library`); the fused ops too where fusion may make
-    them."""
-    names = {getattr(call, "op", None) for call in calls} & set(OPS)
-    if "matmul_bias" in fuse and "MatMul" in names:
-        names.add("MatMulBias")
-    if "conv_activation" in fuse and "Conv" in names:
-        names.add("FusedConv")
-    load_ops(names)
+    one as folding meets them (`rtsoa.ops.library`): each op's variant for the one dtype its
+    input 0 has in the model, where it has variants; the fused ops too where fusion may make
+    them (with the dtypes of the ops they replace)."""
+    kinds = {}
+    for call in calls:
+        name = getattr(call, "op", None)
+        if name in OPS:
+            source = call.inputs[0] if call.inputs else ""
+            tensor = model.tensors.get(source) if source else None
+            kinds.setdefault(name, set()).add(-1 if tensor is None else int(tensor.dtype))
+    for fusion, fused, replaced in (
+        ("matmul_bias", "MatMulBias", "MatMul"),
+        ("conv_activation", "FusedConv", "Conv"),
+    ):
+        if fusion in fuse and replaced in kinds:
+            kinds[fused] = set(kinds[replaced])
+    load_ops(entry_for(name, dtypes) for name, dtypes in kinds.items())
 
 
 _MOVED = {  # name -> module it moved to; the old place warns and still works for one version

@@ -21,6 +21,7 @@ import numpy as np
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
+    FLOATS,
     RESULT_ROW,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_SHAPE,
@@ -286,8 +287,8 @@ def _fused_checks(table, n_in, attrs, fattrs):
     return np.int32(0), act, fattrs[FUSED_LOW], fattrs[FUSED_HIGH]
 
 
-@jit_with_nrt
-def _conv_compute(arena, table, n_in, attrs, fattrs, kind, fused):
+@jit_with_nrt.keeping_literals("kind", "fused", "element")
+def _conv_compute(arena, table, n_in, attrs, fattrs, kind, fused, element):
     status, geo = _conv_checks(table, n_in, attrs, kind)
     if status != 0:
         return status
@@ -303,7 +304,7 @@ def _conv_compute(arena, table, n_in, attrs, fattrs, kind, fused):
     w_count = m * (c // group) * taps
     has_bias = n_in > 2 and present(table, 2)
     has_z = fused and n_in > RESIDUAL and present(table, RESIDUAL)
-    size = 4 if dtype(table, 0) == F32 else 8
+    size = 4 if element == F32 else 8
     if not (
         holds(table, 0, x_count, size)
         and holds(table, 1, w_count, size)
@@ -314,7 +315,7 @@ def _conv_compute(arena, table, n_in, attrs, fattrs, kind, fused):
         return np.int32(STATUS_OP_BAD_SHAPE)
     bias_row = 2 if has_bias else 0
     z_row = RESIDUAL if has_z else 0
-    if size == 4:
+    if element == F32:
         x = view(arena, table, 0, np.float32)
         w = view(arena, table, 1, np.float32)
         b = view(arena, table, bias_row, np.float32)
@@ -337,14 +338,14 @@ def _conv_compute(arena, table, n_in, attrs, fattrs, kind, fused):
     return np.int32(0)
 
 
-@jit_with_nrt
-def conv_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV, False)
+@jit_with_nrt.keeping_literals("element")
+def conv_compute(arena, table, n_in, n_out, attrs, fattrs, element):
+    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV, False, element)
 
 
-@jit_with_nrt
-def conv_transpose_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV_TRANSPOSE, False)
+@jit_with_nrt.keeping_literals("element")
+def conv_transpose_compute(arena, table, n_in, n_out, attrs, fattrs, element):
+    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV_TRANSPOSE, False, element)
 
 
 @jit_with_nrt
@@ -355,9 +356,9 @@ def fused_conv_infer(arena, table, n_in, n_out, attrs, fattrs):
     return _fused_checks(table, n_in, attrs, fattrs)[0]
 
 
-@jit_with_nrt
-def fused_conv_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV, True)
+@jit_with_nrt.keeping_literals("element")
+def fused_conv_compute(arena, table, n_in, n_out, attrs, fattrs, element):
+    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV, True, element)
 
 
 def encode_fused_conv(attributes, inputs):
@@ -369,13 +370,18 @@ def encode_fused_conv(attributes, inputs):
     ]
 
 
-register_op("Conv", conv_infer, conv_compute, encode=encode_window, inputs=(2, 3))
+# per-dtype entries (variants): the compute takes input 0's dtype code as `element`
+_FLOAT_VARIANTS = {"dtypes": {0: FLOATS}, "variants": True}
+register_op(
+    "Conv", conv_infer, conv_compute, encode=encode_window, inputs=(2, 3), **_FLOAT_VARIANTS
+)
 register_op(
     "ConvTranspose",
     conv_transpose_infer,
     conv_transpose_compute,
     encode=encode_window,
     inputs=(2, 3),
+    **_FLOAT_VARIANTS,
 )
 register_op(
     "FusedConv",
@@ -383,6 +389,7 @@ register_op(
     fused_conv_compute,
     encode=encode_fused_conv,
     inputs=(2, 4),
+    **_FLOAT_VARIANTS,
     doc="Conv (+ a residual Z) then an optional Relu / Clip: the lowering's fusion of Conv -> "
     "Add -> Relu / Clip",
 )

@@ -127,12 +127,11 @@ def _compare_as(op, arena, table, xi, yi, out, kind):
     compare_loop(op, view(arena, table, 0, kind), xi, view(arena, table, 1, kind), yi, out)
 
 
-@jit_with_nrt
-def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op):
+@jit_with_nrt.keeping_literals("op", "kind")
+def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op, kind):
     """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64 and int8 / int16 /
     int32 / int64 / uint8 (wrapping like numpy); MAX and MIN on float16 too."""
     o = n_in
-    kind = dtype(table, 0)
     for row in range(1, n_in):
         x_row = 0 if row == 1 else o
         if kind == F32 or kind == F64:
@@ -196,11 +195,10 @@ def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op):
     return np.int32(0)
 
 
-@jit_with_nrt
-def compare(arena, table, n_in, n_out, attrs, fattrs, op):
+@jit_with_nrt.keeping_literals("op", "kind")
+def compare(arena, table, n_in, n_out, attrs, fattrs, op, kind):
     """Bool output of in0 op in1 with broadcasting, on float32 / float64, int8 / int16 /
     int32 / int64 / uint8 and bool."""
-    kind = dtype(table, 0)
     xi = _map(table, 0, 2)
     yi = _map(table, 1, 2)
     out = view(arena, table, 2, np.bool_)
@@ -235,14 +233,13 @@ def compare(arena, table, n_in, n_out, attrs, fattrs, op):
     return np.int32(0)
 
 
-@jit_with_nrt
-def unary(arena, table, n_in, n_out, attrs, fattrs, op):
+@jit_with_nrt.keeping_literals("op", "kind")
+def unary(arena, table, n_in, n_out, attrs, fattrs, op, kind):
     """out = f(x) for activation `op`: float32 / float64, and int32 / int64 for NEG, ABS,
     SIGN and RELU (ONNX Relu takes integers from opset 14). LeakyRelu's alpha is its one
     float attribute slot."""
     p0 = fattrs[0] if fattrs.shape[0] > 0 else 0.0
     p1 = 0.0
-    kind = dtype(table, 0)
     if kind == F32:
         unary_loop(
             op,
@@ -285,7 +282,7 @@ def unary(arena, table, n_in, n_out, attrs, fattrs, op):
 
 @jit_with_nrt
 def mean_compute(arena, table, n_in, n_out, attrs, fattrs):
-    status = fold_numeric(arena, table, n_in, n_out, attrs, fattrs, ADD)
+    status = fold_numeric(arena, table, n_in, n_out, attrs, fattrs, ADD, dtype(table, 0))
     if status != 0:
         return status
     kind = dtype(table, n_in)
@@ -346,8 +343,9 @@ def _alpha(default):
 
 
 _VARIADIC = {"inputs": (1, None)}
-# families: one compute, the op's constant passed after its six arguments; `dtypes` are what
-# lowering lets through (rtsoa.lowering.dtypes)
+# families: one compute, the op's constant passed after its six arguments (then input 0's
+# dtype: every family has per-dtype entries); `dtypes` are what lowering lets through
+# (rtsoa.lowering.dtypes)
 _ARITHMETIC = {0: NUMBERS | SMALL_INTEGERS}
 for _name, _op in (("Add", ADD), ("Sub", SUB), ("Mul", MUL), ("Div", DIV)):
     register_op(
@@ -357,6 +355,7 @@ for _name, _op in (("Add", ADD), ("Sub", SUB), ("Mul", MUL), ("Div", DIV)):
         inputs=(2, 2),
         constants=(_op,),
         dtypes=_ARITHMETIC,
+        variants=True,
     )
 register_op(
     "Pow",
@@ -365,6 +364,7 @@ register_op(
     inputs=(2, 2),
     constants=(POW,),
     dtypes={0: NUMBERS},
+    variants=True,
 )
 for _name, _op, _dtypes in (
     ("Sum", ADD, NUMBERS),
@@ -377,13 +377,20 @@ for _name, _op, _dtypes in (
         fold_numeric,
         constants=(_op,),
         dtypes={0: _dtypes},
+        variants=True,
         **_VARIADIC,
     )
 register_op("Mean", same_dtype_broadcast_infer, mean_compute, dtypes={0: FLOATS}, **_VARIADIC)
 _COMPARED = NUMBERS | SMALL_INTEGERS | {DType.BOOL}
 for _name, _op in (("Equal", EQUAL), ("Less", LESS), ("Greater", GREATER)):
     register_op(
-        _name, compare_infer, compare, inputs=(2, 2), constants=(_op,), dtypes={0: _COMPARED}
+        _name,
+        compare_infer,
+        compare,
+        inputs=(2, 2),
+        constants=(_op,),
+        dtypes={0: _COMPARED},
+        variants=True,
     )
 for _name, _op, _dtypes in (
     ("Relu", RELU, NUMBERS),
@@ -397,7 +404,9 @@ for _name, _op, _dtypes in (
     ("Abs", ABS, NUMBERS),
     ("Sign", SIGN, NUMBERS),
 ):
-    register_op(_name, same_shape_infer, unary, constants=(_op,), dtypes={0: _dtypes})
+    register_op(
+        _name, same_shape_infer, unary, constants=(_op,), dtypes={0: _dtypes}, variants=True
+    )
 register_op(
     "LeakyRelu",
     same_shape_infer,
@@ -405,6 +414,7 @@ register_op(
     encode=_alpha(0.01),
     constants=(LEAKY_RELU,),
     dtypes={0: FLOATS},
+    variants=True,
 )
 register_op("Identity", same_shape_infer, identity_compute)
 

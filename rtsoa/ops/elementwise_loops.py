@@ -1,6 +1,8 @@
 """The loops of the elementwise ops (`rtsoa.ops.elementwise`): one small function per family,
-specialised per dtype only, `op` picking the formula; binary ones read their inputs through
-index maps (`rtsoa.ops.broadcast`) or, for same-shape / bias / scalar inputs, by period.
+`op` picking the formula; binary ones read their inputs through index maps
+(`rtsoa.ops.broadcast`) or, for same-shape / bias / scalar inputs, by period. An op's entry
+passes `op` as a literal, so each op compiles (and runs) its own formula only: rtsoa's pipeline
+prunes the others before typing (`rtsoa._numba.literal_args`).
 """
 
 import math
@@ -14,7 +16,7 @@ EQUAL, LESS, GREATER = 0, 1, 2
 RELU, LEAKY_RELU, SIGMOID, TANH, EXP, LOG, SQRT, NEG, ABS, ERF, SIGN = range(11)
 
 
-@jit_inline_llvm
+@jit_inline_llvm.keeping_literals("op")
 def _apply(op, a, b):
     """a op b for the float binary ops."""
     if op == ADD:
@@ -34,7 +36,7 @@ def _apply(op, a, b):
     return min(a, b)
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def binary_loop(op, x, xi, y, yi, out):
     """out[i] = x[xi[i]] op y[yi[i]]; xi / yi of length 0 mean the identity map."""
     n = out.shape[0]
@@ -46,7 +48,7 @@ def binary_loop(op, x, xi, y, yi, out):
         out[i] = _apply(op, a, b)
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def periodic_loop(op, x, px, y, py, out):
     """binary_loop where x[i % px] and y[i % py] are read, one of px / py being out's size and
     dividing by the other (same shapes, a bias, a scalar): no index map to build."""
@@ -104,7 +106,7 @@ def _int_power(a, b):
     return result
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def int_binary_loop(op, x, xi, y, yi, out):
     """binary_loop for integers: DIV truncates toward zero (`_int_divide`), POW by squaring
     (`_int_power`)."""
@@ -145,7 +147,7 @@ def half_value(bits):
     return -value if h & 0x8000 else value
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def half_select_loop(op, x, xi, y, yi, out):
     """MAX / MIN of float16 inputs given as their uint16 bits: compared as floats (what
     onnxruntime computes in float32), the chosen input's bits copied, so nothing is rounded.
@@ -165,7 +167,7 @@ def half_select_loop(op, x, xi, y, yi, out):
             out[i] = a_bits
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def compare_loop(op, x, xi, y, yi, out):
     """Bool out[i] = x[xi[i]] op y[yi[i]] (EQUAL / LESS / GREATER)."""
     mapped_x = xi.shape[0] > 0
@@ -181,7 +183,7 @@ def compare_loop(op, x, xi, y, yi, out):
             out[i] = a > b
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def unary_loop(op, x, out, p0, p1):
     """out[i] = f(x[i]) for the activation `op` (parameters p0, p1 where it has them)."""
     n = out.shape[0]

@@ -14,11 +14,20 @@ executor loop that dispatches to an op kernel:
 
     status = call_entry(address, mode, code, arena, table, attrs, fattrs, n_in, n_out)
 
-`mode` is MODE_INFER or MODE_COMPUTE. The key of an op's file hashes what its machine code
-depends on: the op's registration (functions, arity), rtsoa's package stamp, the Numba and
-Python versions, so any of those changing gives a new file and a new compile, and an old file
-is never run. `rtsoa.ops.library` decides when entries compile (in parallel, under locks);
-its `run_op` is the call from Python (lowering-time shape inference and constant folding).
+`mode` is MODE_INFER or MODE_COMPUTE. An op registered with `variants=True` passes input 0's
+DType code to its compute; besides its generic entry (the code read from the operand table,
+every dtype compiled) it has one *variant* entry per declared dtype, `<op>[<dtype>]`
+(`rtsoa_op_<op>_<dtype>_<key>.py`), where the code is a module constant. Constants reach the
+compute as literals (a family's op constant too), and rtsoa's pipeline turns literal
+arguments into constants before Numba's dead-branch pruning (`rtsoa._numba.literal_args`), so
+a variant types and compiles its dtype's branch only, and a family member its own formula
+(down through its out-of-line loops, which receive the same literals). A variant returns
+STATUS_OP_BAD_DTYPE for an operand table of another dtype. The key of an entry's file hashes
+what its machine code depends on: the op's registration (functions, arity), the variant's
+dtype, rtsoa's package stamp, the Numba and Python versions, so any of those changing gives a
+new file and a new compile, and an old file is never run. `rtsoa.ops.library` decides when
+entries compile (in parallel, under locks) and which one a graph runs; its `run_op` is the
+call from Python (lowering-time shape inference and constant folding).
 """
 
 import hashlib
@@ -30,9 +39,10 @@ import numba
 from numba import types
 
 from rtsoa._jit import package_source_stamp
+from rtsoa.abi.dtypes import DTYPES
 from rtsoa.ops.abi import MAX_OP_OPERANDS
 
-_GENERATOR_VERSION = "1"
+_GENERATOR_VERSION = "2"
 
 SIGNATURE = types.int32(
     types.int64,  # mode
@@ -55,12 +65,14 @@ from numba import carray
 
 from rtsoa._jit import JIT_OPTIONS, rtsoa_cfunc
 from rtsoa.ops.abi import (
+    COL_DTYPE,
     COL_RANK,
     MAX_OPERANDS,
     MODE_COMPUTE,
     MODE_INFER,
     ROW_WIDTH,
     STATUS_OP_ARITY,
+    STATUS_OP_BAD_DTYPE,
     STATUS_OP_EXCEPTION,
     STATUS_OP_MISSING_INPUT,
     STATUS_OP_UNKNOWN,
@@ -71,7 +83,7 @@ from {compute_module} import {compute_name} as _compute
 
 KEY = {key!r}
 OP = {name!r}
-{constants}
+{constants}{kind}
 
 @rtsoa_cfunc(SIGNATURE, cache=True, nopython=True, error_model=JIT_OPTIONS["error_model"])
 def entry(
@@ -89,7 +101,7 @@ def entry(
     for row in range({low}):
         if table[row, COL_RANK] < 0:
             return np.int32(STATUS_OP_MISSING_INPUT)
-    status = np.int32(STATUS_OP_UNKNOWN)
+{kind_check}    status = np.int32(STATUS_OP_UNKNOWN)
     try:
         if mode == MODE_INFER:
             status = _infer(arena, table, n_in, n_out, attrs, fattrs)
@@ -121,18 +133,32 @@ def arity(definition):
     return low, min(high, MAX_OP_OPERANDS), out_low, min(out_high, MAX_OP_OPERANDS)
 
 
-def entry_source(definition, key):
-    """The text of op `definition`'s generated entry module."""
+def entry_source(definition, key, kind=None):
+    """The text of op `definition`'s generated entry module: its generic entry, or with `kind`
+    (a DType code of `definition.dtypes[0]`, `variants=True` ops only) its variant for that
+    dtype of input 0."""
     infer_module, infer_name = _qualified(definition.infer)
     compute_module, compute_name = _qualified(definition.compute)
     low, high, out_low, out_high = arity(definition)
     constants = "".join(
-        f"_CONSTANT{index} = np.int64({int(value)})\n"
-        for index, value in enumerate(definition.constants)
+        f"_CONSTANT{index} = {int(value)}\n" for index, value in enumerate(definition.constants)
     )
     arguments = "".join(f", _CONSTANT{index}" for index in range(len(definition.constants)))
+    kind_line = kind_check = ""
+    if kind is not None:
+        check_variant(definition, kind)
+        kind_line = f"_KIND = {int(kind)}  # {DTYPES[kind].name}\n"
+        kind_check = (
+            "    if table[0, COL_DTYPE] != _KIND:  # a table of another dtype\n"
+            "        return np.int32(STATUS_OP_BAD_DTYPE)\n"
+        )
+        arguments += ", _KIND"
+    elif definition.variants:
+        arguments += ", table[0, COL_DTYPE]"
     return _TEMPLATE.format(
         constants=constants,
+        kind=kind_line,
+        kind_check=kind_check,
         arguments=arguments,
         name=definition.name,
         key=key,
@@ -148,20 +174,34 @@ def entry_source(definition, key):
     )
 
 
-def entry_key(definition):
-    """Hex key of everything op `definition`'s entry's machine code depends on."""
+def check_variant(definition, kind):
+    """ValueError unless op `definition` has a variant entry for DType code `kind`."""
+    if not definition.variants:
+        raise ValueError(f"op {definition.name!r} has no per-dtype entries")
+    if kind not in definition.dtypes[0]:
+        name = DTYPES[kind].name if kind in DTYPES else f"code {kind}"
+        allowed = ", ".join(sorted(DTYPES[code].name for code in definition.dtypes[0]))
+        raise ValueError(f"op {definition.name!r} takes no {name} input 0 (it takes {allowed})")
+
+
+def entry_key(definition, kind=None):
+    """Hex key of everything the machine code of op `definition`'s entry (its variant for
+    DType code `kind`) depends on."""
     digest = hashlib.sha256()
     digest.update(f"rtsoa-op-entry {_GENERATOR_VERSION} numba {numba.__version__}\n".encode())
     digest.update(f"python {sys.version_info[:2]}\n".encode())
     digest.update(f"package {package_source_stamp()}\n".encode())
-    digest.update(entry_source(definition, "").encode())
+    digest.update(entry_source(definition, "", kind).encode())
     return digest.hexdigest()[:20]
 
 
-def module_name(definition):
-    """The generated module's name: the op's name (made an identifier) and its key."""
+def module_name(definition, kind=None):
+    """The generated module's name: the op's name (made an identifier), the variant's dtype
+    and the key."""
     readable = re.sub(r"\W", "_", definition.name)
-    return f"rtsoa_op_{readable}_{entry_key(definition)}"
+    if kind is not None:
+        readable += f"_{DTYPES[kind].name}"
+    return f"rtsoa_op_{readable}_{entry_key(definition, kind)}"
 
 
 def import_entry(path, name):

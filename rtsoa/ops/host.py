@@ -110,12 +110,14 @@ def infer_shapes(name, inputs, attributes=None, n_out=1):
     return [_row_info(table, n_in + k) for k in range(n_out)], int(table[RESULT_ROW, 0])
 
 
-def run_numpy(name, inputs, attributes=None, n_out=1):
-    """Outputs of op `name` on numpy `inputs` (None for an absent optional input)."""
+def run_numpy(name, inputs, attributes=None, n_out=1, entry=None):
+    """Outputs of op `name` on numpy `inputs` (None for an absent optional input); `entry`:
+    the entry to run (`rtsoa.ops.library`: the op's name for its generic entry,
+    `<op>[<dtype>]` for a variant), else the one `entry_for` picks."""
     op, attrs, table, arena = _prepare(name, inputs, attributes, n_out)
     n_in = len(inputs)
     code = compiled_op_code(name)
-    status = run_op(MODE_INFER, code, arena, table, attrs, n_in, n_out)
+    status = run_op(MODE_INFER, code, arena, table, attrs, n_in, n_out, entry)
     if status != 0:
         raise OpError(name, status)
     outputs = [_row_info(table, n_in + k) for k in range(n_out)]
@@ -129,7 +131,7 @@ def run_numpy(name, inputs, attributes=None, n_out=1):
     for k, info in enumerate(outputs):
         table[n_in + k, COL_OFFSET] = layout[k]
         table[n_in + k, COL_NBYTES] = info.nbytes
-    status = run_op(MODE_COMPUTE, code, grown, table, attrs, n_in, n_out)
+    status = run_op(MODE_COMPUTE, code, grown, table, attrs, n_in, n_out, entry)
     if status != 0:
         raise OpError(name, status)
     results = []

@@ -4,7 +4,12 @@ Each op has its own compiled entry (`rtsoa.ops.entry`). `load_ops(names)` return
 addresses in this process, compiling what Numba's disk cache does not hold yet; `op_addresses`
 makes a graph's table of them (what the op kernels call, by the graph's op code), and lowering
 loads the ops of a model before it folds constants. So a model pays for the ops it contains,
-and the op library as a whole (`--all`) is only ever compiled on request. Three promises:
+and the op library as a whole (`--all`) is only ever compiled on request. An op registered
+with `variants=True` also has one entry per dtype of its input 0, named `<op>[<dtype>]`
+(`MatMul[float32]`, see `rtsoa.ops.entry`): where all of a graph's (or a fold's) uses of the op
+have one dtype, `entry_for` picks that variant unless the generic entry is the one already
+compiled, so a cold model compiles only its dtypes and a warm cache is reused as it is.
+Three promises:
 
 * **No compile twice.** An op's entry is imported under an exclusive lock on its own file
   (`<cache dir>/ops/<module>.lock`), so processes that start together (batch workers, test
@@ -23,8 +28,10 @@ and the op library as a whole (`--all`) is only ever compiled on request. Three 
 """
 
 import argparse
+import contextlib
 import fcntl
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -33,18 +40,40 @@ from pathlib import Path
 
 import numpy as np
 
-from rtsoa._jit import jit_out_of_line
+from rtsoa._jit import cache_dir, jit_out_of_line
+from rtsoa.abi.dtypes import DTYPES
 from rtsoa.errors import RtsoaError, UnknownOpError
-from rtsoa.ops.abi import MAX_OPERANDS, ROW_WIDTH
+from rtsoa.graph.atomic_save import write_text
+from rtsoa.ops.abi import COL_DTYPE, MAX_OPERANDS, ROW_WIDTH
 from rtsoa.ops.call import call_entry
 
 _guard = threading.Lock()  # threads of one process (the flock is per open file)
-_addresses = {}  # op name -> address of its loaded entry in this process
+_addresses = {}  # entry id (op name, or `<op>[<dtype>]`) -> its address in this process
+_VARIANT = re.compile(r"(?P<op>[^\[\]]+)\[(?P<dtype>\w+)\]")
+_DTYPE_NAMES = {row.name: code for code, row in DTYPES.items()}
 _POLL_SECONDS = 0.25  # how often the progress bar counts the helpers' markers
 
 
+_busy = [0]  # cores another compile of this run occupies (`cores_in_use`)
+_busy_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def cores_in_use(count):
+    """Within the block, `count` of the cores `compile_jobs` counts are taken by other work of
+    this run (a cold start's helper process), so a cold op compile starts fewer helpers."""
+    with _busy_guard:
+        _busy[0] += count
+    try:
+        yield
+    finally:
+        with _busy_guard:
+            _busy[0] -= count
+
+
 def compile_jobs():
-    """Processes a cold compile uses: $RTSOA_COMPILE_JOBS, else the usable cores (at most 4)."""
+    """Processes a cold compile uses: $RTSOA_COMPILE_JOBS, else the usable cores (at most 4),
+    less the cores `cores_in_use` reserves (at least 1)."""
     configured = os.environ.get("RTSOA_COMPILE_JOBS", "").strip()
     if configured:
         try:
@@ -53,15 +82,14 @@ def compile_jobs():
             raise ValueError(f"RTSOA_COMPILE_JOBS={configured!r} is not a whole number") from None
         if jobs < 1:
             raise ValueError(f"RTSOA_COMPILE_JOBS={configured!r} must be at least 1")
-        return jobs
-    return max(1, min(4, len(os.sched_getaffinity(0))))
+    else:
+        jobs = min(4, len(os.sched_getaffinity(0)))
+    return max(1, jobs - _busy[0])
 
 
 def ops_dir():
     """Where the generated entry modules (and their markers and locks) go: $RTSOA_OPS_DIR,
     else `<rtsoa cache dir>/ops`."""
-    from rtsoa.kernels.dispatch import cache_dir
-
     configured = os.environ.get("RTSOA_OPS_DIR")
     return Path(configured) if configured else cache_dir() / "ops"
 
@@ -90,35 +118,96 @@ def _definition(name):
     return definition
 
 
-def _files(name):
-    """(module name, source path, marker path, lock path) of op `name`'s entry."""
+def _parse(entry):
+    """(OpDef, DType code or None) of entry id `entry`; UnknownOpError for an op not
+    registered or a variant it does not have."""
+    from rtsoa.ops.entry import check_variant
+
+    match = _VARIANT.fullmatch(entry)
+    if match is None:
+        return _definition(entry), None
+    definition = _definition(match["op"])
+    kind = _DTYPE_NAMES.get(match["dtype"])
+    if kind is None:
+        raise UnknownOpError(f"entry {entry!r}: {match['dtype']!r} is not an rtsoa dtype")
+    try:
+        check_variant(definition, kind)
+    except ValueError as error:
+        raise UnknownOpError(f"entry {entry!r}: {error}") from None
+    return definition, kind
+
+
+def entry_id(name, kind=None):
+    """The id of op `name`'s generic entry (`kind` None) or of its variant for DType `kind`."""
+    return name if kind is None else f"{name}[{DTYPES[kind].name}]"
+
+
+def entry_for(name, kinds):
+    """The entry op `name` should run with when its input 0 has the DType codes `kinds` (an
+    iterable; codes unknown to rtsoa count as none): the variant of the one dtype, if the op
+    has variants and that dtype, unless the generic entry is loaded or compiled and the
+    variant is not (so a warm cache is used as it is); else the generic entry."""
+    definition = _definition(name)
+    kinds = set(kinds)
+    if not definition.variants or len(kinds) != 1:
+        return name
+    kind = kinds.pop()
+    if kind not in definition.dtypes[0]:
+        return name  # the generic entry refuses it with the op's own status
+    variant = entry_id(name, kind)
+    if variant in _addresses or is_compiled(variant):
+        return variant
+    if name in _addresses or is_compiled(name):
+        return name
+    return variant
+
+
+_modules = {}  # (entry id, id of its OpDef) -> (OpDef, module name): its key hashed once
+
+
+def _files(entry):
+    """(module name, source path, marker path, lock path) of entry `entry`."""
     from rtsoa.ops.entry import module_name
 
-    module = module_name(_definition(name))
+    definition, kind = _parse(entry)
+    known = _modules.get((entry, id(definition)))
+    if known is None or known[0] is not definition:
+        known = _modules[entry, id(definition)] = (definition, module_name(definition, kind))
+    module = known[1]
     directory = ops_dir()
     return module, *(directory / f"{module}{suffix}" for suffix in (".py", ".compiled", ".lock"))
 
 
-def is_compiled(name):
-    """Whether op `name`'s entry compiled for these sources, this Numba and this rtsoa (its
-    marker exists): loading it then reads Numba's disk cache instead of compiling."""
-    return _files(name)[2].exists()
+def is_compiled(entry):
+    """Whether entry `entry` (an op name, or `<op>[<dtype>]`) compiled for these sources, this
+    Numba and this rtsoa (its marker exists): loading it then reads Numba's disk cache instead
+    of compiling."""
+    return _files(entry)[2].exists()
 
 
-def _write_atomically(path, text):
-    from rtsoa.kernels.dispatch import _write_atomically as write
+def all_entries(names=None):
+    """Entry ids of ops `names` (default: every registered op): each op's generic entry, then
+    its variants by dtype code."""
+    from rtsoa.ops.registry import compiled_op_names
 
-    write(path, text)
+    entries = []
+    for name in compiled_op_names() if names is None else names:
+        definition = _definition(name)
+        entries.append(name)
+        if definition.variants:
+            entries.extend(entry_id(name, kind) for kind in sorted(definition.dtypes[0]))
+    return entries
 
 
-def _load(name):
-    """Import op `name`'s entry under its file lock (compiling it if needed); its address."""
+def _load(entry):
+    """Import entry `entry`'s module under its file lock (compiling it if needed); its
+    address."""
     from rtsoa.ops.entry import entry_key, entry_source, import_entry
 
-    module_name, source, marker, lock_path = _files(name)
+    module_name, source, marker, lock_path = _files(entry)
     if not source.exists():
-        definition = _definition(name)
-        _write_atomically(source, entry_source(definition, entry_key(definition)))
+        definition, kind = _parse(entry)
+        write_text(source, entry_source(definition, entry_key(definition, kind), kind))
     with open(lock_path, "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         module = import_entry(source, module_name)
@@ -135,13 +224,13 @@ def _caching():
 
 
 def load_ops(names, jobs=None, progress=None):
-    """{name: entry address} of ops `names`, each compiled (or loaded) on first use; cold ones
-    are compiled by `jobs` processes (default `compile_jobs()`; 1: this process alone).
-    `progress`: show a bar (default: when stderr is a terminal and anything is cold).
-    UnknownOpError names an op that is not registered."""
+    """{entry id: address} of entries `names` (op names, or `<op>[<dtype>]` variants), each
+    compiled (or loaded) on first use; cold ones are compiled by `jobs` processes (default
+    `compile_jobs()`; 1: this process alone). `progress`: show a bar (default: when stderr is
+    a terminal and anything is cold). UnknownOpError names an op that is not registered."""
     names = sorted(set(names))
     for name in names:
-        _definition(name)
+        _parse(name)
     with _guard:
         missing = [name for name in names if name not in _addresses]
         cold = [name for name in missing if not is_compiled(name)]
@@ -166,23 +255,56 @@ def load_ops(names, jobs=None, progress=None):
 
 
 def op_address(name):
-    """The entry address of op `name` in this process (compiled or loaded on first use)."""
+    """The address of entry `name` (an op name, or `<op>[<dtype>]`) in this process (compiled
+    or loaded on first use)."""
     return load_ops([name])[name]
 
 
 def op_addresses(graph):
     """The op entry table of `graph` (int64, one row per row of its ops table): the address of
-    each op its op nodes run, compiled or loaded now; 0 for rows no node uses, which the op
-    kernels refuse. Kernels index it with an op node's op slot."""
+    the entry of each op its op nodes run (`graph_entries`), compiled or loaded now; 0 for
+    rows no node uses, which the op kernels refuse. Kernels index it with an op node's op
+    slot."""
+    entries = graph_entries(graph)
+    addresses = load_ops(entries.values())
+    table = np.zeros(max(len(graph.op_names), 1), dtype=np.int64)
+    for row, entry in entries.items():
+        table[row] = addresses[entry]
+    return table
+
+
+def graph_entries(graph):
+    """{ops row: entry id} of the ops `graph`'s op nodes run: `entry_for` each op with the
+    dtypes the graph gives its input 0 at its launches."""
     from rtsoa.graph.op_table import op_rows
 
-    _, rows = op_rows(graph)
-    used = sorted({graph.op_names[row] for row in rows.tolist()})
-    addresses = load_ops(used)
-    table = np.zeros(max(len(graph.op_names), 1), dtype=np.int64)
-    for row, name in enumerate(graph.op_names):
-        table[row] = addresses.get(name, 0)
-    return table
+    nodes, rows = op_rows(graph)
+    kinds = _launch_kinds(graph, nodes, rows)
+    return {
+        int(row): entry_for(graph.op_names[row], kinds.get(int(row), ()))
+        for row in np.unique(rows).tolist()
+    }
+
+
+def _launch_kinds(graph, nodes, rows):
+    """{ops row: set of DType codes} of input 0 at the OpLaunch nodes of each row (its
+    memory block value's dtype); a row whose launch reads no such value (a graph built by hand,
+    an unvalidated file) gets code -1, which no variant takes."""
+    if "OpLaunch" not in graph.kernel_names or nodes.shape[0] == 0:
+        return {}
+    launch = graph.kernel_names.index("OpLaunch")
+    offsets, values, dtypes = graph.input_offsets, graph.input_values, graph.value_dtype
+    kinds = {}
+    for node, row in zip(nodes.tolist(), rows.tolist(), strict=True):
+        if int(graph.node_kernel[node]) != launch:
+            continue
+        kind = -1
+        if node + 1 < offsets.shape[0] and 0 <= offsets[node] < min(offsets[node + 1], len(values)):
+            value = int(values[offsets[node]])
+            if 0 <= value < dtypes.shape[0]:
+                kind = int(dtypes[value])
+        kinds.setdefault(row, set()).add(kind)
+    return kinds
 
 
 def op_library(jobs=None):
@@ -201,7 +323,7 @@ def shares(names, jobs):
     Modules go, largest first, to the list with the fewest ops."""
     modules = {}
     for name in names:
-        definition = _definition(name)
+        definition, _ = _parse(name)
         module = getattr(definition.compute, "py_func", definition.compute).__module__
         modules.setdefault(module, []).append(name)
     split = [[] for _ in range(jobs)]
@@ -271,10 +393,11 @@ def _run_op(address, mode, code, arena, table, attrs, n_in, n_out):
     return call_entry(address, mode, code, arena, table, attrs, attrs.view(np.float64), n_in, n_out)
 
 
-def run_op(mode, code, arena, table, attrs, n_in, n_out):
+def run_op(mode, code, arena, table, attrs, n_in, n_out, entry=None):
     """Python-side call of op `code`'s entry (`rtsoa.ops.compiled_op_names()` position;
-    compiled or loaded on first use): lowering's static shapes and constant folding. `arena`
-    a uint8 array, `table` from `abi.new_table()`, `attrs` int64 slots."""
+    compiled or loaded on first use; the variant of input 0's dtype where `entry_for` picks
+    one, or the entry id `entry` of that op): lowering's static shapes and constant folding.
+    `arena` a uint8 array, `table` from `abi.new_table()`, `attrs` int64 slots."""
     from rtsoa.ops.registry import compiled_op_names
 
     names = compiled_op_names()
@@ -290,9 +413,13 @@ def run_op(mode, code, arena, table, attrs, n_in, n_out):
         raise ValueError("table must come from rtsoa.ops.abi.new_table()")
     if not (0 <= n_in and 0 <= n_out and n_in + n_out <= MAX_OPERANDS):
         raise ValueError(f"{n_in} inputs + {n_out} outputs exceed {MAX_OPERANDS} operands")
+    if entry is None:
+        entry = entry_for(names[code], (int(table[0, COL_DTYPE]),) if n_in > 0 else ())
+    elif _parse(entry)[0].name != names[code]:
+        raise ValueError(f"entry {entry!r} is not an entry of op {names[code]!r}")
     return int(
         _run_op(
-            np.int64(op_address(names[code])),
+            np.int64(op_address(entry)),
             np.int64(mode),
             np.int64(code),
             arena,

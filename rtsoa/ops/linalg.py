@@ -13,9 +13,11 @@ from rtsoa.ops.abi import (
     COL_RANK,
     F32,
     F64,
+    FLOATS,
     I32,
     I64,
     MAX_RANK,
+    NUMBERS,
     RESULT_ROW,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
@@ -145,9 +147,8 @@ def _matmul_as(arena, table, n_in, kind, blas):
             _loop_product(a2, b2, o2, m, k, n)
 
 
-@jit_with_nrt
-def matmul_compute(arena, table, n_in, n_out, attrs, fattrs):
-    kind = dtype(table, 0)
+@jit_with_nrt.keeping_literals("kind")
+def matmul_compute(arena, table, n_in, n_out, attrs, fattrs, kind):
     if kind == F32:
         _matmul_as(arena, table, n_in, np.float32, True)
     elif kind == F64:
@@ -234,9 +235,9 @@ def _gemm_as(arena, table, n_in, attrs, fattrs, kind):
             out[i] += beta * c[ci[i]]
 
 
-@jit_with_nrt
-def gemm_compute(arena, table, n_in, n_out, attrs, fattrs):
-    if dtype(table, 0) == F32:
+@jit_with_nrt.keeping_literals("kind")
+def gemm_compute(arena, table, n_in, n_out, attrs, fattrs, kind):
+    if kind == F32:
         _gemm_as(arena, table, n_in, attrs, fattrs, np.float32)
     else:
         _gemm_as(arena, table, n_in, attrs, fattrs, np.float64)
@@ -253,8 +254,18 @@ def encode_gemm(attributes, inputs):
     ]
 
 
-register_op("MatMul", matmul_infer, matmul_compute, inputs=(2, 2))
-register_op("Gemm", gemm_infer, gemm_compute, encode=encode_gemm, inputs=(2, 3))
+register_op(
+    "MatMul", matmul_infer, matmul_compute, inputs=(2, 2), dtypes={0: NUMBERS}, variants=True
+)
+register_op(
+    "Gemm",
+    gemm_infer,
+    gemm_compute,
+    encode=encode_gemm,
+    inputs=(2, 3),
+    dtypes={0: FLOATS},
+    variants=True,
+)
 
 
 # -- MatMulBias: Y = act(A @ W + bias), what the lowering fuses MatMul -> Add (-> Relu) into ------
@@ -320,10 +331,10 @@ def _matmul_bias_as(arena, table, n_in, relu, kind):
             out[i * n + j] = value
 
 
-@jit_with_nrt
-def matmul_bias_compute(arena, table, n_in, n_out, attrs, fattrs):
+@jit_with_nrt.keeping_literals("kind")
+def matmul_bias_compute(arena, table, n_in, n_out, attrs, fattrs, kind):
     relu = attrs[0] == ACT_RELU
-    if dtype(table, 0) == F32:
+    if kind == F32:
         _matmul_bias_as(arena, table, n_in, relu, np.float32)
     else:
         _matmul_bias_as(arena, table, n_in, relu, np.float64)
@@ -341,5 +352,7 @@ register_op(
     matmul_bias_compute,
     encode=encode_matmul_bias,
     inputs=(3, 3),
+    dtypes={0: FLOATS},
+    variants=True,
     doc="A @ W + bias, then an optional Relu: the lowering's fusion of MatMul -> Add -> Relu",
 )

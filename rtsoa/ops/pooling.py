@@ -18,6 +18,7 @@ import numpy as np
 from rtsoa._jit import jit_inline_ir, jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
+    FLOATS,
     I64,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_SHAPE,
@@ -102,7 +103,7 @@ def _taps_inside(start, taps, dilation, size):
     return first, max(first, end)
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def _pool_run(op, x, y, indices, geo, include_pad, column_major):
     """MaxPool with its Indices (or AveragePool), one window at a time over every image
     plane; without Indices `_pool_rows` computes the same values faster."""
@@ -170,7 +171,7 @@ def _row_range(start, step, size, count):
     return low, max(low, high)
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def _pool_rows(op, x, y, geo, include_pad):
     """MaxPool without Indices, or AveragePool, one output row at a time: each tap is a
     strided pass over the row, which LLVM vectorises (the per-window loop of `_pool_run`
@@ -236,15 +237,15 @@ def _pool_rows(op, x, y, geo, include_pad):
                 o += out_w
 
 
-@jit_with_nrt
-def _pool_compute(op, arena, table, n_out, attrs):
+@jit_with_nrt.keeping_literals("op", "element")
+def _pool_compute(op, arena, table, n_out, attrs, element):
     status, geo = _pool_checks(table, n_out, attrs)
     if status != 0:
         return status
     planes = geo[G_N] * geo[G_C]
     x_count = planes * geo[G_IN] * geo[G_IN + 1] * geo[G_IN + 2]
     y_count = planes * geo[G_OUT] * geo[G_OUT + 1] * geo[G_OUT + 2]
-    size = 4 if dtype(table, 0) == F32 else 8
+    size = 4 if element == F32 else 8
     if not (holds(table, 0, x_count, size) and holds(table, 1, y_count, size)):
         return np.int32(STATUS_OP_BAD_SHAPE)
     if n_out > 1 and not holds(table, 2, y_count, 8):
@@ -252,7 +253,7 @@ def _pool_compute(op, arena, table, n_out, attrs):
     indices = view(arena, table, 2, np.int64) if n_out > 1 else np.zeros(0, dtype=np.int64)
     include_pad = attrs[COUNT_INCLUDE_PAD] == 1
     column_major = attrs[STORAGE_ORDER] == 1
-    if size == 4:
+    if element == F32:
         x = view(arena, table, 0, np.float32)
         y = view(arena, table, 1, np.float32)
         if n_out > 1:
@@ -269,14 +270,14 @@ def _pool_compute(op, arena, table, n_out, attrs):
     return np.int32(0)
 
 
-@jit_with_nrt
-def max_pool_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _pool_compute(MAX, arena, table, n_out, attrs)
+@jit_with_nrt.keeping_literals("element")
+def max_pool_compute(arena, table, n_in, n_out, attrs, fattrs, element):
+    return _pool_compute(MAX, arena, table, n_out, attrs, element)
 
 
-@jit_with_nrt
-def average_pool_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _pool_compute(AVERAGE, arena, table, n_out, attrs)
+@jit_with_nrt.keeping_literals("element")
+def average_pool_compute(arena, table, n_in, n_out, attrs, fattrs, element):
+    return _pool_compute(AVERAGE, arena, table, n_out, attrs, element)
 
 
 # -- global pools ---------------------------------------------------------------------------------
@@ -311,7 +312,7 @@ def global_pool_infer(arena, table, n_in, n_out, attrs, fattrs):
     return np.int32(0)
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def _global_run(op, x, y, planes, size):
     for p in range(planes):
         values = x[p * size : (p + 1) * size]
@@ -328,18 +329,18 @@ def _global_run(op, x, y, planes, size):
             y[p] = total / size if size > 0 else np.nan
 
 
-@jit_with_nrt
-def _global_compute(op, arena, table):
+@jit_with_nrt.keeping_literals("op", "element")
+def _global_compute(op, arena, table, element):
     status = float_inputs(table, 1)
     if status != 0:
         return status
     status, planes, size = _planes(table)
     if status != 0:
         return status
-    item = 4 if dtype(table, 0) == F32 else 8
+    item = 4 if element == F32 else 8
     if not (holds(table, 0, planes * size, item) and holds(table, 1, planes, item)):
         return np.int32(STATUS_OP_BAD_SHAPE)
-    if item == 4:
+    if element == F32:
         _global_run(
             op, view(arena, table, 0, np.float32), view(arena, table, 1, np.float32), planes, size
         )
@@ -350,14 +351,14 @@ def _global_compute(op, arena, table):
     return np.int32(0)
 
 
-@jit_with_nrt
-def global_max_pool_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _global_compute(MAX, arena, table)
+@jit_with_nrt.keeping_literals("element")
+def global_max_pool_compute(arena, table, n_in, n_out, attrs, fattrs, element):
+    return _global_compute(MAX, arena, table, element)
 
 
-@jit_with_nrt
-def global_average_pool_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _global_compute(AVERAGE, arena, table)
+@jit_with_nrt.keeping_literals("element")
+def global_average_pool_compute(arena, table, n_in, n_out, attrs, fattrs, element):
+    return _global_compute(AVERAGE, arena, table, element)
 
 
 # -- LRN: y = x / (bias + alpha / size * sum of x^2 over nearby channels) ^ beta -----------------
@@ -437,8 +438,19 @@ def encode_lrn(attributes, inputs):
     ]
 
 
-register_op("MaxPool", pool_infer, max_pool_compute, encode=encode_window, outputs=(1, 2))
-register_op("AveragePool", pool_infer, average_pool_compute, encode=encode_window)
-register_op("GlobalMaxPool", global_pool_infer, global_max_pool_compute)
-register_op("GlobalAveragePool", global_pool_infer, global_average_pool_compute)
+# per-dtype entries (variants): the compute takes input 0's dtype code as `element`
+_FLOAT_VARIANTS = {"dtypes": {0: FLOATS}, "variants": True}
+register_op(
+    "MaxPool",
+    pool_infer,
+    max_pool_compute,
+    encode=encode_window,
+    outputs=(1, 2),
+    **_FLOAT_VARIANTS,
+)
+register_op(
+    "AveragePool", pool_infer, average_pool_compute, encode=encode_window, **_FLOAT_VARIANTS
+)
+register_op("GlobalMaxPool", global_pool_infer, global_max_pool_compute, **_FLOAT_VARIANTS)
+register_op("GlobalAveragePool", global_pool_infer, global_average_pool_compute, **_FLOAT_VARIANTS)
 register_op("LRN", lrn_infer, lrn_compute, encode=encode_lrn)

@@ -42,6 +42,11 @@ class OpDef:
     # {input position: DType codes it may have}: lowering refuses others, naming the op, the
     # node and the dtype, instead of the op failing at run time. None: not declared.
     dtypes: dict = None
+    # True: `compute` takes input 0's DType code as its last argument (after the constants),
+    # so each dtype of dtypes[0] can have an entry of its own that passes that code as a
+    # literal, every other dtype's branch pruned before typing (`rtsoa.ops.entry`): a model
+    # compiles only the dtypes it uses.
+    variants: bool = False
 
     @property
     def max_inputs(self):
@@ -76,6 +81,8 @@ def register_op(name, infer, compute, **options):
     constants = options.get("constants", ())
     if not all(isinstance(value, int | np.integer) for value in constants):
         raise TypeError(f"op {name!r}: constants must be integers, got {constants!r}")
+    if options.get("variants") and 0 not in (options.get("dtypes") or {}):
+        raise ValueError(f"op {name!r}: variants=True needs the dtypes of input 0 declared")
     definition = OPS[name] = OpDef(name=name, infer=infer, compute=compute, **options)
     if _frozen:
         _codes.append(name)
