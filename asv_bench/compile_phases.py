@@ -1,6 +1,8 @@
 """Where a cold compile's time goes: Numba's LLVM phases and the functions compiled.
 
     python asv_bench/compile_phases.py graph datasets/lowered-4k.rtsoa   # `rtsoa run` of a graph
+    python asv_bench/compile_phases.py model datasets/mlp.onnx \
+        --inputs datasets/mlp-inputs.npz                                 # `rtsoa run` of a model
     python asv_bench/compile_phases.py ops                               # the whole op library
 
 Runs in empty, temporary Numba and rtsoa cache directories (so everything compiles) and prints
@@ -8,7 +10,8 @@ the wall time, the seconds spent in each LLVM phase of Numba's code libraries (p
 passes, the module passes over a library with everything it links, machine-code generation),
 then the functions whose compile took longest, exclusive of the functions they compiled.
 Pin it to one core (`taskset -c 1`) and compare trees by alternating them: the VM's speed
-drifts. The op library is compiled by this process alone (`jobs=1`).
+drifts. The op library, and a model's ops, are compiled by this process alone (`jobs=1`,
+RTSOA_COMPILE_JOBS=1), so every compile is seen.
 """
 
 import argparse
@@ -67,24 +70,27 @@ def _time_functions(exclusive):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("graph", "ops"))
-    parser.add_argument("path", nargs="?", help="the graph to run (with `graph`)")
+    parser.add_argument("what", choices=("graph", "model", "ops"))
+    parser.add_argument("path", nargs="?", help="the graph or model to run")
+    parser.add_argument("--inputs", help="the model's inputs (.npz), as `rtsoa run` takes them")
     parser.add_argument("--top", type=int, default=25, help="functions listed (default 25)")
     args = parser.parse_args(argv)
-    if args.what == "graph" and not args.path:
-        parser.error("`graph` needs the path of a saved graph")
+    if args.what != "ops" and not args.path:
+        parser.error(f"`{args.what}` needs the path of a saved graph or an ONNX model")
     caches = tempfile.mkdtemp(prefix="rtsoa-phases-")
     os.environ["NUMBA_CACHE_DIR"] = os.path.join(caches, "numba")
     os.environ["RTSOA_CACHE_DIR"] = os.path.join(caches, "rtsoa")
+    os.environ["RTSOA_COMPILE_JOBS"] = "1"
     totals, counts, exclusive = defaultdict(float), defaultdict(int), defaultdict(float)
     _time_phases(totals, counts)
     _time_functions(exclusive)
     start = time.perf_counter()
-    if args.what == "graph":
+    if args.what != "ops":
         from rtsoa.cli import main as cli
 
         with contextlib.redirect_stdout(io.StringIO()) as report:
-            status = cli(["run", args.path, "--no-progress"])
+            inputs = ["--inputs", args.inputs] if args.inputs else []
+            status = cli(["run", args.path, "--no-progress", *inputs])
         if status:
             raise SystemExit(f"rtsoa run failed ({status}):\n{report.getvalue()}")
     else:

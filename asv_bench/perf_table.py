@@ -111,6 +111,9 @@ def _rows():
         Row("start", "cold `rtsoa run datasets/random-10k.rtsoa`", co + "ColdStart.timeraw_run_cold", ("random-10k",), recorded="3.11 s"),
         Row("start", "warm `rtsoa run datasets/random-10k.rtsoa`", co + "ColdStart.timeraw_run_warm", ("random-10k",), recorded="0.65 s"),
         Row("start", "load the example model + one inference, warm, fresh process", md + "ModelStart.timeraw_load_and_first_inference", recorded="0.96 s"),
+        Row("start", "cold `rtsoa run datasets/mlp.onnx --inputs ...` (empty caches, lowering included)", co + "ModelColdStart.timeraw_first_run_cold", ("mlp",), recorded="50 s"),
+        Row("start", "the same, warm, fresh process", co + "ModelColdStart.timeraw_first_run_warm", ("mlp",), recorded="0.96 s"),
+        Row("start", "cold `rtsoa run` of a quarter-width ResNet-18 on 64x64 (empty caches)", co + "ModelColdStart.timeraw_first_run_cold", ("resnet18",), recorded="-"),
         Row("start", "cold compile of the op library, both cores", md + "OpLibraryCold.timeraw_compile", ("cores",), recorded="47.8 s"),
         Row("start", "the same, one core", md + "OpLibraryCold.timeraw_compile", ("one",), recorded="58.1 s"),
         Row("batch", "1,000 jobs of random-10k, 1 local worker", "bench_batch.LocalBatch.track_jobs_per_second_1_worker", unit="jobs/s", recorded="3,726 jobs/s"),
@@ -171,7 +174,8 @@ def _strip_interpreter_paths(machine_dir):
             data["results"] = {**earlier.get("results", {}), **data.get("results", {})}
             data["durations"] = {**earlier.get("durations", {}), **data.get("durations", {})}
         target.write_text(json.dumps(data, indent=1))
-        path.unlink()
+        if target != path:  # a file already named so is the target itself: keep it
+            path.unlink()
 
 
 def _latest_results(results_dir=RESULTS):
