@@ -57,6 +57,11 @@ CASES = [
     ("AveragePool", [(1, 2, 5, 5)], np.float32, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
     ("GlobalAveragePool", [(1, 3, 4, 4)], np.float32, None),
     ("GlobalMaxPool", [(2, 3, 3)], np.float64, None),
+    ("PRelu", [(2, 3), (3,)], np.float64, None),
+    ("Clip", [(6,), (), ()], np.float32, None),
+    ("Selu", [(5,)], np.float32, None),
+    ("Softmax", [(2, 5)], np.float32, None),
+    ("LogSoftmax", [(3, 4)], np.float64, {"axis": 0}),
 ]
 
 
@@ -234,8 +239,15 @@ def test_keeping_literals_names_real_parameters_of_wrapperless_profiles():
         _jit.jit_inline_ir.keeping_literals("x")
 
 
-def test_variants_need_the_dtypes_of_input_0():
+def test_variants_need_the_dtypes_of_input_0_and_a_compute_that_takes_them():
     relu = OPS["Relu"]
     with pytest.raises(ValueError, match="dtypes of input 0"):
         register_op("NoDtypes", relu.infer, relu.compute, constants=(0,), variants=True)
-    assert "NoDtypes" not in OPS
+    # `unary` takes the op and the dtype after the six: without variants it would be called
+    # with one argument short
+    with pytest.raises(TypeError, match="takes 8 arguments, its entry passes 7"):
+        register_op("NoKind", relu.infer, relu.compute, constants=(0,), dtypes=relu.dtypes)
+    with pytest.raises(TypeError, match="takes 6 arguments, its entry passes 7"):
+        identity = OPS["Identity"]
+        register_op("Kinded", identity.infer, identity.compute, dtypes=relu.dtypes, variants=True)
+    assert not {"NoDtypes", "NoKind", "Kinded"} & set(OPS)

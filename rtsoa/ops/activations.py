@@ -14,6 +14,7 @@ from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     COL_RANK,
     F32,
+    FLOATS,
     STATUS_OP_BAD_SHAPE,
     STATUS_OP_MISSING_INPUT,
     copy_shape,
@@ -31,7 +32,7 @@ from rtsoa.ops.window import element_count, float_inputs, holds
 PRELU, ELU, SELU, HARD_SIGMOID, SOFTPLUS, CLIP = range(6)
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def _activation_run(op, x, y, slope, slope_map, p0, p1):
     """y[i] = f(x[i]) for activation `op` with parameters p0, p1 (float64); PRelu reads
     slope[slope_map[i]] (slope[i] if slope_map is empty)."""
@@ -115,13 +116,15 @@ def _bound(arena, table, n_in, row, has_attribute, value, default):
     return value if has_attribute else default
 
 
-@jit_with_nrt
-def _compute(op, arena, table, n_in, attrs, fattrs):
+@jit_with_nrt.keeping_literals("op", "element")
+def activation(arena, table, n_in, n_out, attrs, fattrs, op, element):
+    """The family's compute: activation `op` (the op's constant) on input 0's dtype
+    `element` (each op's entry, and each dtype's, compiles its own formula only)."""
     status = _checks(op, table, n_in)
     if status != 0:
         return status
     count = element_count(table, 0)
-    item = 4 if dtype(table, 0) == F32 else 8
+    item = 4 if element == F32 else 8
     if not (holds(table, 0, count, item) and holds(table, n_in, count, item)):
         return np.int32(STATUS_OP_BAD_SHAPE)
     for row in range(1, n_in):
@@ -144,7 +147,7 @@ def _compute(op, arena, table, n_in, attrs, fattrs):
         p0 = _bound(arena, table, n_in, 1, attrs[0] != 0, fattrs[1], -largest)
         p1 = _bound(arena, table, n_in, 2, attrs[2] != 0, fattrs[3], largest)
     slope_row = 1 if op == PRELU else 0
-    if item == 4:
+    if element == F32:
         x = view(arena, table, 0, np.float32)
         y = view(arena, table, n_in, np.float32)
         slope = view(arena, table, slope_row, np.float32)
@@ -172,36 +175,6 @@ def float_unary_infer(arena, table, n_in, n_out, attrs, fattrs):
     return _infer(ELU, table, n_in)
 
 
-@jit_with_nrt
-def prelu_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _compute(PRELU, arena, table, n_in, attrs, fattrs)
-
-
-@jit_with_nrt
-def elu_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _compute(ELU, arena, table, n_in, attrs, fattrs)
-
-
-@jit_with_nrt
-def selu_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _compute(SELU, arena, table, n_in, attrs, fattrs)
-
-
-@jit_with_nrt
-def hard_sigmoid_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _compute(HARD_SIGMOID, arena, table, n_in, attrs, fattrs)
-
-
-@jit_with_nrt
-def softplus_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _compute(SOFTPLUS, arena, table, n_in, attrs, fattrs)
-
-
-@jit_with_nrt
-def clip_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _compute(CLIP, arena, table, n_in, attrs, fattrs)
-
-
 def _floats(*names_and_defaults):
     def encode(attributes, inputs):
         return [onnx_float(attributes.get(name, default)) for name, default in names_and_defaults]
@@ -219,19 +192,40 @@ def encode_clip(attributes, inputs):
     ]
 
 
-register_op("PRelu", prelu_infer, prelu_compute, inputs=(2, 2))
-register_op("Elu", float_unary_infer, elu_compute, encode=_floats(("alpha", 1.0)))
+# a family: one compute, the op's constant then input 0's dtype after the six arguments
+_FAMILY = {"dtypes": {0: FLOATS}, "variants": True}
+register_op("PRelu", prelu_infer, activation, inputs=(2, 2), constants=(PRELU,), **_FAMILY)
+register_op(
+    "Elu",
+    float_unary_infer,
+    activation,
+    encode=_floats(("alpha", 1.0)),
+    constants=(ELU,),
+    **_FAMILY,
+)
 register_op(
     "Selu",
     float_unary_infer,
-    selu_compute,
+    activation,
     encode=_floats(("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)),
+    constants=(SELU,),
+    **_FAMILY,
 )
 register_op(
     "HardSigmoid",
     float_unary_infer,
-    hard_sigmoid_compute,
+    activation,
     encode=_floats(("alpha", 0.2), ("beta", 0.5)),
+    constants=(HARD_SIGMOID,),
+    **_FAMILY,
 )
-register_op("Softplus", float_unary_infer, softplus_compute)
-register_op("Clip", clip_infer, clip_compute, encode=encode_clip, inputs=(1, 3))
+register_op("Softplus", float_unary_infer, activation, constants=(SOFTPLUS,), **_FAMILY)
+register_op(
+    "Clip",
+    clip_infer,
+    activation,
+    encode=encode_clip,
+    inputs=(1, 3),
+    constants=(CLIP,),
+    **_FAMILY,
+)

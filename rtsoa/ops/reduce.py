@@ -99,7 +99,7 @@ def reduce_infer(arena, table, n_in, n_out, attrs, fattrs):
     return set_dims(table, n_in, kind, out)
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def reduce_loop(op, x, targets, acc, counts):
     """acc[targets[i]] op= x[i] (counts: elements seen per output, for MAX / MIN)."""
     if op == SUM or op == MEAN:
@@ -120,8 +120,9 @@ def reduce_loop(op, x, targets, acc, counts):
             counts[t] += 1
 
 
-@jit_with_nrt
-def reduce(op, arena, table, n_in, attrs):
+@jit_with_nrt.keeping_literals("op")
+def reduce(arena, table, n_in, n_out, attrs, fattrs, op):
+    """The reductions' compute: reduction `op` (the op's constant) over the axes of `attrs`."""
     status, flags, noop = reduced_axes(arena, table, n_in, attrs)
     if status != 0:
         return status
@@ -192,31 +193,6 @@ def truncate_divide(values, divisor):
         values[k] = quotient if values[k] >= 0 else -quotient
 
 
-@jit_with_nrt
-def reduce_sum_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return reduce(SUM, arena, table, n_in, attrs)
-
-
-@jit_with_nrt
-def reduce_mean_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return reduce(MEAN, arena, table, n_in, attrs)
-
-
-@jit_with_nrt
-def reduce_max_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return reduce(MAX, arena, table, n_in, attrs)
-
-
-@jit_with_nrt
-def reduce_min_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return reduce(MIN, arena, table, n_in, attrs)
-
-
-@jit_with_nrt
-def reduce_prod_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return reduce(PROD, arena, table, n_in, attrs)
-
-
 # -- ArgMax / ArgMin ------------------------------------------------------------------------------
 
 
@@ -249,7 +225,7 @@ def arg_infer(arena, table, n_in, n_out, attrs, fattrs):
     return set_dims(table, n_in, I64, np.concatenate((dims[:axis], dims[axis + 1 :])))
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("largest")
 def arg_loop(largest, x, out, outer, n, inner, last):
     """out[o, j] = index along the middle axis of the largest / smallest x[o, :, j]; ties
     give the first index (the last with `last`)."""
@@ -267,8 +243,9 @@ def arg_loop(largest, x, out, outer, n, inner, last):
             out[o * inner + j] = where
 
 
-@jit_with_nrt
-def arg(largest, arena, table, n_in, attrs):
+@jit_with_nrt.keeping_literals("largest")
+def arg(arena, table, n_in, n_out, attrs, fattrs, largest):
+    """ArgMax (`largest` 1) / ArgMin (0): the op's constant."""
     status = arg_infer(arena, table, n_in, 1, attrs, np.zeros(0))
     if status != 0:
         return status
@@ -290,16 +267,6 @@ def arg(largest, arena, table, n_in, attrs):
     return OK
 
 
-@jit_with_nrt
-def argmax_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return arg(True, arena, table, n_in, attrs)
-
-
-@jit_with_nrt
-def argmin_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return arg(False, arena, table, n_in, attrs)
-
-
 def encode_reduce(attributes, inputs):
     return [
         int(attributes.get("keepdims", 1)),
@@ -317,21 +284,25 @@ def encode_arg(attributes, inputs):
 
 
 _SELECTED = NUMBERS | SMALL_INTEGERS | {DType.BOOL}  # Max / Min pick an element: any order
-for _name, _compute, _dtypes in (
-    ("ReduceSum", reduce_sum_compute, NUMBERS),
-    ("ReduceMean", reduce_mean_compute, NUMBERS),
-    ("ReduceMax", reduce_max_compute, _SELECTED),
-    ("ReduceMin", reduce_min_compute, _SELECTED),
-    ("ReduceProd", reduce_prod_compute, NUMBERS),
+# families: one compute, the op's constant after the six arguments
+for _name, _op, _dtypes in (
+    ("ReduceSum", SUM, NUMBERS),
+    ("ReduceMean", MEAN, NUMBERS),
+    ("ReduceMax", MAX, _SELECTED),
+    ("ReduceMin", MIN, _SELECTED),
+    ("ReduceProd", PROD, NUMBERS),
 ):
     register_op(
         _name,
         reduce_infer,
-        _compute,
+        reduce,
         encode=encode_reduce,
         inputs=(1, 2),
         data_inputs=(1,),
+        constants=(_op,),
         dtypes={0: _dtypes},
     )
-register_op("ArgMax", arg_infer, argmax_compute, encode=encode_arg, dtypes={0: NUMBERS})
-register_op("ArgMin", arg_infer, argmin_compute, encode=encode_arg, dtypes={0: NUMBERS})
+for _name, _largest in (("ArgMax", 1), ("ArgMin", 0)):
+    register_op(
+        _name, arg_infer, arg, encode=encode_arg, constants=(_largest,), dtypes={0: NUMBERS}
+    )

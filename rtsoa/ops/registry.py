@@ -14,6 +14,7 @@ names.
 """
 
 import dataclasses
+import inspect
 
 import numpy as np
 
@@ -83,6 +84,17 @@ def register_op(name, infer, compute, **options):
         raise TypeError(f"op {name!r}: constants must be integers, got {constants!r}")
     if options.get("variants") and 0 not in (options.get("dtypes") or {}):
         raise ValueError(f"op {name!r}: variants=True needs the dtypes of input 0 declared")
+    python = getattr(compute, "py_func", compute)
+    if callable(python):
+        taken = len(inspect.signature(python).parameters)
+        given = 6 + len(constants) + bool(options.get("variants"))
+        if taken != given:
+            raise TypeError(
+                f"op {name!r}: its compute takes {taken} arguments, its entry passes {given} "
+                f"(six, {len(constants)} constant(s)"
+                + (", input 0's dtype" if options.get("variants") else "")
+                + ")"
+            )
     definition = OPS[name] = OpDef(name=name, infer=infer, compute=compute, **options)
     if _frozen:
         _codes.append(name)

@@ -11,11 +11,11 @@ import numpy as np
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
+    FLOATS,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_SHAPE,
     copy_shape,
     dim,
-    dtype,
     normalize_axis,
     rank,
     view,
@@ -57,7 +57,7 @@ def softmax_infer(arena, table, n_in, n_out, attrs, fattrs):
     return np.int32(0)
 
 
-@jit_with_nrt
+@jit_with_nrt.keeping_literals("op")
 def _softmax_run(op, x, y, outer, length, inner):
     for o in range(outer):
         for i in range(inner):
@@ -81,16 +81,18 @@ def _softmax_run(op, x, y, outer, length, inner):
                     y[base + k * inner] = x[base + k * inner] - shift
 
 
-@jit_with_nrt
-def _softmax_compute(op, arena, table, attrs):
+@jit_with_nrt.keeping_literals("op", "element")
+def softmax_compute(arena, table, n_in, n_out, attrs, fattrs, op, element):
+    """The family's compute: SOFTMAX or LOG_SOFTMAX (the op's constant) on input 0's dtype
+    `element`."""
     status, outer, length, inner = _extent(table, attrs)
     if status != 0:
         return status
     count = outer * length * inner
-    item = 4 if dtype(table, 0) == F32 else 8
+    item = 4 if element == F32 else 8
     if not (holds(table, 0, count, item) and holds(table, 1, count, item)):
         return np.int32(STATUS_OP_BAD_SHAPE)
-    if item == 4:
+    if element == F32:
         x = view(arena, table, 0, np.float32)
         y = view(arena, table, 1, np.float32)
         _softmax_run(op, x, y, outer, length, inner)
@@ -101,20 +103,18 @@ def _softmax_compute(op, arena, table, attrs):
     return np.int32(0)
 
 
-@jit_with_nrt
-def softmax_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _softmax_compute(SOFTMAX, arena, table, attrs)
-
-
-@jit_with_nrt
-def log_softmax_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _softmax_compute(LOG_SOFTMAX, arena, table, attrs)
-
-
 def encode_axis(attributes, inputs):
     """Softmax / LogSoftmax slots: axis (opset 13 default -1)."""
     return [int(attributes.get("axis", -1))]
 
 
-register_op("Softmax", softmax_infer, softmax_compute, encode=encode_axis)
-register_op("LogSoftmax", softmax_infer, log_softmax_compute, encode=encode_axis)
+for _name, _op in (("Softmax", SOFTMAX), ("LogSoftmax", LOG_SOFTMAX)):
+    register_op(
+        _name,
+        softmax_infer,
+        softmax_compute,
+        encode=encode_axis,
+        constants=(_op,),
+        dtypes={0: FLOATS},
+        variants=True,
+    )
