@@ -267,6 +267,7 @@ register_converter("PRelu", since=7)(one_to_one)
 
 # Definitions after IMPLEMENTED_OPSET whose change does not touch what rtsoa runs: Cast 28
 # adds the float6 types and Range 27 a stash type for float16 / bfloat16, element types these
-# ops refuse.
+# ops refuse. Mod 28 defines fmod 0 on floats (numpy's remainder), which the Mod op computes.
 register_converter("Cast", since=28)(one_to_one)
 register_converter("Range", since=27)(one_to_one)
+register_converter("Mod", since=28)(one_to_one)

@@ -15,6 +15,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     normalization,
     pad,
     pooling,
+    positional,
     reduce,
     reshape,
     shape,
