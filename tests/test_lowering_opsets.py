@@ -103,3 +103,10 @@ def test_a_default_domain_node_without_a_default_domain_opset_is_refused():
     message = str(caught.value)
     assert "Cast node 'the_cast'" in message and "no default-domain opset" in message
     assert "ai.onnx.ml" in message
+
+
+def test_a_model_importing_no_opset_at_all_is_refused():
+    model = cast_model(NEWEST)
+    del model.opset_import[:]
+    with pytest.raises(LoweringError, match="imports no opset"):
+        lower(model)

@@ -299,6 +299,8 @@ def import_onnx(source, infer_shapes=True, base_dir=None):
 
     model = load_onnx(source, base_dir=base_dir)
     opsets = {entry.domain or "": int(entry.version) for entry in model.opset_import}
+    if not opsets:  # onnx's checker refuses this too (IR version 3 on)
+        raise LoweringError("the model imports no opset (its opset_import is empty)")
     if "" in opsets or "ai.onnx" in opsets:
         version = opsets.get("", opsets.get("ai.onnx", 0))
         oldest, newest = supported_opsets()
