@@ -85,6 +85,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_lowering_cache",
         "test_lowering_composed",
         "test_lowering_opsets",
+        "test_lowering_reductions",
         "test_model_api",
         "test_model_cli",
         "test_model_format",
