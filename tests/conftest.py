@@ -98,6 +98,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_dtypes",
         "test_ops_elementwise",
         "test_ops_fast_paths",
+        "test_ops_math_functions",
         "test_ops_nn",
         "test_ops_positional",
         "test_ops_shape",

@@ -12,6 +12,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     elementwise,
     indexing,
     linalg,
+    math_functions,
     normalization,
     pad,
     pooling,
