@@ -23,7 +23,12 @@ from rtsoa.testing.models import run_onnxruntime
 
 F32 = np.float32
 F64 = np.float64
-ELEMENT = {F32: TensorProto.FLOAT, F64: TensorProto.DOUBLE, np.bool_: TensorProto.BOOL}
+ELEMENT = {
+    F32: TensorProto.FLOAT,
+    F64: TensorProto.DOUBLE,
+    np.float16: TensorProto.FLOAT16,
+    np.bool_: TensorProto.BOOL,
+}
 TOLERANCE = {F32: {"rtol": 1e-4, "atol": 1e-5}, F64: {"rtol": 1e-9, "atol": 1e-12}}
 rng = np.random.default_rng(20261206)
 
@@ -264,14 +269,16 @@ def test_attribute_values_outside_the_spec_are_refused(attributes, named):
     assert named in refusal(one_node("Attention", feeds, attributes))
 
 
+def test_3d_inputs_without_both_head_counts_are_refused():
+    feeds = {"Q": random((1, 3, 8)), "K": random((1, 3, 8)), "V": random((1, 3, 8))}
+    message = refusal(one_node("Attention", feeds, {"q_num_heads": 2}))
+    assert "q_num_heads and kv_num_heads" in message and "the_attention" in message
+
+
 def test_float16_is_refused_by_element_type():
     feeds = attention_feeds(1, 2, 2, 3, 3, 0, 4, 4)
     feeds = {name: a.astype(np.float16) if a is not None else None for name, a in feeds.items()}
-    ELEMENT[np.float16] = TensorProto.FLOAT16
-    try:
-        message = refusal(one_node("Attention", feeds, {}))
-    finally:
-        del ELEMENT[np.float16]
+    message = refusal(one_node("Attention", feeds, {}))
     assert "float16" in message and "Attention" in message
 
 

@@ -3,10 +3,10 @@ see, then emits it.
 
 Refused at lowering, naming the node: an input or attribute the model's opset does not define
 (nonpad_kv_seqlen before 24, the window sizes before 25), head-count attributes on 4-D inputs
-from opset 25 on (the reference refuses them too), and attribute values outside the spec
-(is_causal not 0 / 1, qk_matmul_output_mode outside 0..3, a softmax_precision that is not a
-float type, a window size below -1). float16 / bfloat16 inputs are refused by the op's declared
-element types.
+from opset 25 on (the reference refuses them too), 3-D inputs without both head counts, and
+attribute values outside the spec (is_causal not 0 / 1, qk_matmul_output_mode outside 0..3, a
+softmax_precision that is not a float type, a window size below -1). float16 / bfloat16 inputs
+are refused by the op's declared element types.
 """
 
 from rtsoa.errors import LoweringError
@@ -46,8 +46,11 @@ def attention(ctx, node):
         )
     query = ctx.tensor(inputs[0])
     heads = [name for name in ("q_num_heads", "kv_num_heads") if name in attributes]
-    if opset >= 25 and heads and query.dims is not None and len(query.dims) == 4:
+    rank = None if query.dims is None else len(query.dims)
+    if opset >= 25 and heads and rank == 4:
         _refuse(ctx, node, f"{' and '.join(heads)} must not be given with 4-D inputs")
+    if rank == 3 and len(heads) < 2:
+        _refuse(ctx, node, "3-D inputs need both q_num_heads and kv_num_heads")
     outputs = list(node.outputs)
     while outputs and not outputs[-1]:
         outputs.pop()
