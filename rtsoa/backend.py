@@ -24,7 +24,7 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from rtsoa.errors import ModelInputError
 from rtsoa.lowering import lower
-from rtsoa.lowering.onnx_import import SUPPORTED_OPSETS
+from rtsoa.lowering.onnx_import import supported_opsets
 from rtsoa.runtime.model import ModelExecutor
 
 
@@ -118,7 +118,7 @@ class RtsoaBackend(Backend):
                 graph_outputs.append(helper.make_tensor_value_info(name, element, shape))
             else:
                 graph_outputs.append(helper.make_empty_tensor_value_info(name))
-        opset = int(kwargs.get("opset_version", SUPPORTED_OPSETS[1]))
+        opset = int(kwargs.get("opset_version", supported_opsets()[1]))
         graph = helper.make_graph([node], f"{node.op_type}_node", graph_inputs, graph_outputs)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         model = onnx.shape_inference.infer_shapes(model)  # the output types not given

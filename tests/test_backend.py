@@ -94,12 +94,12 @@ def test_run_node_builds_a_one_node_model():
 
 
 def test_what_rtsoa_cannot_run_is_refused_when_prepared():
-    node = helper.make_node("Acos", ["x"], ["y"], name="inverse_cosine")
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
-    graph = helper.make_graph([node], "acos", [x], [y])
+    node = helper.make_node("Det", ["x"], ["y"], name="determinant")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [])
+    graph = helper.make_graph([node], "det", [x], [y])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    with pytest.raises(LoweringError, match="inverse_cosine.*'Acos' is not supported"):
+    with pytest.raises(LoweringError, match="determinant.*'Det' is not supported"):
         rtsoa.backend.prepare(model)
 
 

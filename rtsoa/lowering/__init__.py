@@ -1,8 +1,10 @@
 """Lowering real models: ONNX import, converters, and the passes to an ExecuteGraph."""
 
 from rtsoa.lowering import (
+    attention,  # noqa: F401  (registers the Attention converter)
     composed,  # noqa: F401  (registers the converters of ops made of others)
     control_flow,  # noqa: F401  (registers the If / Loop converters)
+    reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     sequences,  # noqa: F401  (registers the sequence op converters)
 )
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor

@@ -4,7 +4,7 @@ node and opset. `LoweringContext` is what a converter sees."""
 
 from rtsoa.errors import LoweringError
 from rtsoa.lowering.calls import op_call, set_constant
-from rtsoa.lowering.converters import find_converter
+from rtsoa.lowering.converters import IMPLEMENTED_OPSET, changed_definition, find_converter
 
 
 class LoweringContext:
@@ -58,6 +58,12 @@ def convert_node(ctx, node, opset):
     converter = find_converter(node.op_type, node.domain, opset)
     if converter is None:
         raise LoweringError(f"{ctx.describe(node)}: op {node.op_type!r} is not supported")
+    changed = changed_definition(node.op_type, node.domain, opset)
+    if changed is not None:
+        raise LoweringError(
+            f"{ctx.describe(node)}: op {node.op_type!r} changed in opset {changed}, and rtsoa "
+            f"implements its definitions up to opset {IMPLEMENTED_OPSET} only"
+        )
     if not getattr(converter, "takes_sequences", False):
         for name in node.inputs + node.outputs:
             if name and name in ctx.graph.tensors and ctx.graph.tensors[name].sequence:

@@ -17,6 +17,14 @@ without a converter; a converter is needed for ops that map onto others or onto 
 `register_converter(op_type, domain="", since=1)` keys a converter by the first opset version
 it applies to; the lookup takes the newest converter whose `since` is at most the model's
 opset for that domain.
+
+The `since` keys are also the record of which ONNX definitions rtsoa implements. Every
+converter (and every op converted one to one) implements the default-domain definitions in
+force up to opset IMPLEMENTED_OPSET; a definition introduced after it (an op's `since_version`
+in the installed `onnx` schemas) is implemented only where a converter is registered with
+`since` equal to that version. A node whose definition is newer than that is refused, naming
+op, node, opset and the version that changed it (`changed_definition`), never run with the
+older semantics.
 """
 
 import numpy as np
@@ -24,6 +32,9 @@ import numpy as np
 from rtsoa.errors import LoweringError
 
 _CONVERTERS = {}  # (domain, op_type) -> [(since, fn)], sorted by since
+# The newest default-domain opset whose op definitions every converter implements (what the
+# importer accepted before definitions were checked op by op).
+IMPLEMENTED_OPSET = 25
 
 
 def register_converter(op_type, domain="", since=1):
@@ -59,6 +70,25 @@ def find_converter(op_type, domain, opset):
     if domain == "" and op_type in OPS:
         return one_to_one
     return None
+
+
+def changed_definition(op_type, domain, opset):
+    """The version of the ONNX definition of `op_type` in force at `opset` when rtsoa does not
+    implement it (it is newer than IMPLEMENTED_OPSET and no converter is registered with that
+    `since`); None when rtsoa implements it, or `op_type` is not a default-domain ONNX op."""
+    if domain != "" or opset <= IMPLEMENTED_OPSET:
+        return None
+    from onnx import defs
+
+    try:
+        since = int(defs.get_schema(op_type, opset, "").since_version)
+    except defs.SchemaError:  # not an ONNX op (a user's), or none at this opset
+        return None
+    if since <= IMPLEMENTED_OPSET:
+        return None
+    if any(known == since for known, _ in _CONVERTERS.get((domain, op_type), [])):
+        return None
+    return since
 
 
 def one_to_one(ctx, node):
@@ -233,3 +263,11 @@ def _prelu_before_7(ctx, node):
 
 register_converter("PRelu", since=1)(_prelu_before_7)
 register_converter("PRelu", since=7)(one_to_one)
+
+
+# Definitions after IMPLEMENTED_OPSET whose change does not touch what rtsoa runs: Cast 28
+# adds the float6 types and Range 27 a stash type for float16 / bfloat16, element types these
+# ops refuse. Mod 28 defines fmod 0 on floats (numpy's remainder), which the Mod op computes.
+register_converter("Cast", since=28)(one_to_one)
+register_converter("Range", since=27)(one_to_one)
+register_converter("Mod", since=28)(one_to_one)

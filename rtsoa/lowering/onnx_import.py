@@ -7,6 +7,11 @@ constants; attributes become Python values (ints, floats, strs, lists, numpy arr
 attributes, ComputeGraphs for If / Loop bodies). Symbolic dims keep their names ("batch");
 anonymous unknown dims are None. Values typed as sequences of tensors are marked
 (`Tensor.sequence`, for rtsoa.lowering.sequences); other non-tensor types are refused.
+
+Any default-domain opset the installed `onnx` defines is accepted; whether each node's op
+definition at that opset is one rtsoa implements is decided op by op at conversion
+(`rtsoa.lowering.converters.changed_definition`). A model importing no default-domain opset
+(only `ai.onnx.ml` or training ops, say) is accepted, and a default-domain node in it refused.
 """
 
 import os
@@ -17,7 +22,15 @@ from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.errors import LoweringError
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor, sort_nodes
 
-SUPPORTED_OPSETS = (1, 25)  # default-domain opset versions the importer accepts
+OLDEST_OPSET = 1  # the oldest default-domain opset the importer accepts
+
+
+def supported_opsets():
+    """(oldest, newest) default-domain opset versions the importer accepts: 1 to the newest
+    the installed `onnx` defines (its op schemas are what the per-op check reads)."""
+    import onnx
+
+    return OLDEST_OPSET, int(onnx.defs.onnx_opset_version())
 
 
 def onnx_dtype(code, where):
@@ -265,6 +278,18 @@ def external_data_paths(model, base):
     return sorted(paths)
 
 
+def _refuse_default_domain_nodes(graph_proto, domains):
+    """LoweringError naming the first default-domain node of a model that imports no
+    default-domain opset (its ops' definitions are then unknown)."""
+    for index, node in enumerate(graph_proto.node):
+        if node.domain in ("", "ai.onnx"):
+            name = f" {node.name!r}" if node.name else ""
+            raise LoweringError(
+                f"{node.op_type} node{name} (#{index}): the model imports no default-domain "
+                f"opset (only {', '.join(domains) or 'none'}), so the op has no definition"
+            )
+
+
 def import_onnx(source, infer_shapes=True, base_dir=None):
     """A ComputeGraph from an ONNX model (path, bytes or ModelProto); `base_dir`: where its
     external data is (see load_onnx). Nodes come in a topological order (sorted if the model
@@ -274,12 +299,18 @@ def import_onnx(source, infer_shapes=True, base_dir=None):
 
     model = load_onnx(source, base_dir=base_dir)
     opsets = {entry.domain or "": int(entry.version) for entry in model.opset_import}
-    version = opsets.get("", opsets.get("ai.onnx", 0))
-    if not SUPPORTED_OPSETS[0] <= version <= SUPPORTED_OPSETS[1]:
-        raise LoweringError(
-            f"default-domain opset {version} is not supported (rtsoa imports opsets "
-            f"{SUPPORTED_OPSETS[0]} to {SUPPORTED_OPSETS[1]})"
-        )
+    if not opsets:  # onnx's checker refuses this too (IR version 3 on)
+        raise LoweringError("the model imports no opset (its opset_import is empty)")
+    if "" in opsets or "ai.onnx" in opsets:
+        version = opsets.get("", opsets.get("ai.onnx", 0))
+        oldest, newest = supported_opsets()
+        if not oldest <= version <= newest:
+            raise LoweringError(
+                f"default-domain opset {version} is not supported (rtsoa imports opsets "
+                f"{oldest} to {newest}, the newest the installed onnx package defines)"
+            )
+    else:
+        _refuse_default_domain_nodes(model.graph, sorted(opsets))
     if infer_shapes:
         try:
             model = onnx.shape_inference.infer_shapes(model, strict_mode=False)

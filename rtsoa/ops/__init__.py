@@ -7,13 +7,16 @@ op that kernels call, `library` for when entries compile.
 
 from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     activations,
+    attention,
     conv,
     elementwise,
     indexing,
     linalg,
+    math_functions,
     normalization,
     pad,
     pooling,
+    positional,
     reduce,
     reshape,
     shape,

@@ -5,7 +5,9 @@ float64, int32 and int64 inputs of one dtype; comparisons (Equal, Less, Greater)
 unary activations run on float32 / float64 (Abs, Neg and Sign on integers too). Integer Div
 truncates toward zero like onnxruntime; x / 0 is 0 and INT_MIN / -1 is INT_MIN (wrapping), both
 undefined in C. Integer Pow wraps on overflow (numpy's result; onnxruntime goes through double);
-a negative exponent gives 1 for base 1, +-1 for base -1, else 0. Max and Min give NaN when any
+a negative exponent gives 1 for base 1, +-1 for base -1, else 0. Mod (opset 28 semantics) takes
+the divisor's sign with fmod 0 and the dividend's with fmod 1, on floats and integers alike;
+integer x mod 0 is 0, float x mod 0 is NaN. Max and Min give NaN when any
 input is NaN, whatever the order. Shrink runs on float32 / float64 / int32 / int64; on
 integers its result is truncated to the integer type, as onnxruntime does.
 """
@@ -44,12 +46,14 @@ from rtsoa.ops.elementwise_loops import (
     EQUAL,
     ERF,
     EXP,
+    FMOD,
     GREATER,
     LEAKY_RELU,
     LESS,
     LOG,
     MAX,
     MIN,
+    MOD,
     MUL,
     NEG,
     POW,
@@ -61,6 +65,7 @@ from rtsoa.ops.elementwise_loops import (
     TANH,
     binary_loop,
     compare_loop,
+    float_remainder_loop,
     half_select_loop,
     int_binary_loop,
     int_shrink_loop,
@@ -192,6 +197,35 @@ def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op, kind):
         source = view(arena, table, 0, np.uint8)
         target = view(arena, table, o, np.uint8)
         target[:] = source[: target.shape[0]]
+    return np.int32(0)
+
+
+@jit_with_nrt
+def mod_infer(arena, table, n_in, n_out, attrs, fattrs):
+    """Mod: fmod 0 or 1, then as the other binary ops."""
+    if attrs.shape[0] < 1 or (attrs[0] != 0 and attrs[0] != 1):
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
+    return same_dtype_broadcast_infer(arena, table, n_in, n_out, attrs, fattrs)
+
+
+@jit_with_nrt
+def mod_compute(arena, table, n_in, n_out, attrs, fattrs):
+    """Mod: floats by `float_remainder_loop`, integers by `fold_numeric`."""
+    status = mod_infer(arena, table, n_in, n_out, attrs, fattrs)
+    if status != 0:
+        return status
+    op = FMOD if attrs[0] == 1 else MOD
+    kind = dtype(table, 0)
+    if kind != F32 and kind != F64:
+        return fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op, kind)
+    xi = _map(table, 0, n_in)
+    yi = _map(table, 1, n_in)
+    if kind == F32:
+        x, y = view(arena, table, 0, np.float32), view(arena, table, 1, np.float32)
+        float_remainder_loop(op, x, xi, y, yi, view(arena, table, n_in, np.float32))
+    else:
+        x, y = view(arena, table, 0, np.float64), view(arena, table, 1, np.float64)
+        float_remainder_loop(op, x, xi, y, yi, view(arena, table, n_in, np.float64))
     return np.int32(0)
 
 
@@ -381,6 +415,21 @@ for _name, _op, _dtypes in (
         **_VARIADIC,
     )
 register_op("Mean", same_dtype_broadcast_infer, mean_compute, dtypes={0: FLOATS}, **_VARIADIC)
+
+
+def encode_mod(attributes, inputs):
+    """Mod slots: fmod (default 0)."""
+    return [int(attributes.get("fmod", 0))]
+
+
+register_op(
+    "Mod",
+    mod_infer,
+    mod_compute,
+    encode=encode_mod,
+    inputs=(2, 2),
+    dtypes={0: NUMBERS | SMALL_INTEGERS, 1: NUMBERS | SMALL_INTEGERS},
+)
 _COMPARED = NUMBERS | SMALL_INTEGERS | {DType.BOOL}
 for _name, _op in (("Equal", EQUAL), ("Less", LESS), ("Greater", GREATER)):
     register_op(

@@ -11,7 +11,7 @@ import numpy as np
 
 from rtsoa._jit import jit_inline_llvm, jit_with_nrt
 
-ADD, SUB, MUL, DIV, POW, MAX, MIN = 0, 1, 2, 3, 4, 5, 6
+ADD, SUB, MUL, DIV, POW, MAX, MIN, MOD, FMOD = range(9)
 EQUAL, LESS, GREATER = 0, 1, 2
 RELU, LEAKY_RELU, SIGMOID, TANH, EXP, LOG, SQRT, NEG, ABS, ERF, SIGN = range(11)
 
@@ -34,6 +34,52 @@ def _apply(op, a, b):
     if op == MAX:
         return max(a, b)
     return min(a, b)
+
+
+@jit_inline_llvm
+def _float_remainder(a, b):
+    """a - floor(a / b) * b with the sign of b, as numpy's remainder computes it (the special
+    cases of ONNX Mod-28: a zero result takes b's sign, inf % y and x % 0 are NaN, x % +-inf
+    is x when the signs agree, else +-inf)."""
+    if b == 0 or math.isinf(a) or a != a or b != b:
+        return np.nan
+    result = np.fmod(a, b)
+    if result != 0:
+        if (b < 0) != (result < 0):
+            result += b
+    else:
+        result = np.copysign(0.0, b)
+    return result
+
+
+@jit_with_nrt.keeping_literals("op")
+def float_remainder_loop(op, x, xi, y, yi, out):
+    """binary_loop of MOD (`_float_remainder`) and FMOD (C's fmod: the dividend's sign; x fmod
+    0 and inf fmod y are NaN) on floats, computed in float64."""
+    n = out.shape[0]
+    mapped_x = xi.shape[0] > 0
+    mapped_y = yi.shape[0] > 0
+    for i in range(n):
+        a = np.float64(x[xi[i]] if mapped_x else x[i])
+        b = np.float64(y[yi[i]] if mapped_y else y[i])
+        if op == MOD:
+            out[i] = _float_remainder(a, b)
+        elif b == 0 or math.isinf(a) or a != a or b != b:
+            out[i] = np.nan
+        else:
+            out[i] = np.fmod(a, b)
+
+
+@jit_inline_llvm
+def _int_remainder(op, a, b):
+    """Integer a mod b: MOD takes the divisor's sign (Python's %), FMOD the dividend's (C's
+    fmod). x mod 0 is 0 (C leaves it undefined), and x mod -1 is 0 (no INT_MIN / -1)."""
+    if b == 0 or b == -1:
+        return a - a
+    result = a - (a // b) * b  # floor division: the sign of b
+    if op == FMOD and result != 0 and (result < 0) != (a < 0):
+        result -= b
+    return result
 
 
 @jit_with_nrt.keeping_literals("op")
@@ -109,7 +155,7 @@ def _int_power(a, b):
 @jit_with_nrt.keeping_literals("op")
 def int_binary_loop(op, x, xi, y, yi, out):
     """binary_loop for integers: DIV truncates toward zero (`_int_divide`), POW by squaring
-    (`_int_power`)."""
+    (`_int_power`), MOD / FMOD by `_int_remainder`."""
     n = out.shape[0]
     mapped_x = xi.shape[0] > 0
     mapped_y = yi.shape[0] > 0
@@ -128,8 +174,10 @@ def int_binary_loop(op, x, xi, y, yi, out):
             out[i] = _int_power(a, b)
         elif op == MAX:
             out[i] = max(a, b)
-        else:
+        elif op == MIN:
             out[i] = min(a, b)
+        else:
+            out[i] = _int_remainder(op, a, b)
 
 
 @jit_inline_llvm

@@ -1,4 +1,5 @@
-"""Normalizations: BatchNormalization (inference), InstanceNormalization, LayerNormalization.
+"""Normalizations: BatchNormalization (inference), InstanceNormalization, LayerNormalization,
+RMSNormalization.
 
 float32 / float64; every parameter input has X's dtype (BatchNormalization's opset-15 option
 of other dtypes for mean / var is refused). Means and variances accumulate in float64.
@@ -6,6 +7,9 @@ BatchNormalization refuses training_mode = 1 and the pre-opset-9 spatial = 0 for
 LayerNormalization (opset 17): Scale and B broadcast to X.shape[axis:]; its optional Mean and
 InvStdDev outputs are float32 (stash_type 1, the only stash type accepted) of shape
 X.shape[:axis] + (1, ...).
+RMSNormalization (opset 23): Y = X / sqrt(mean(X^2 over axes axis..) + epsilon) * Scale, Scale
+broadcast (unidirectionally) to X; the mean accumulates in float64 (stash_type 1, the only one
+accepted, asks for float32 or better).
 """
 
 import numpy as np
@@ -13,6 +17,7 @@ import numpy as np
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
+    FLOATS,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_SHAPE,
     STATUS_OP_MISSING_INPUT,
@@ -27,6 +32,7 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.attributes import onnx_float
+from rtsoa.ops.broadcast import index_map, period
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count, float_inputs, holds
 
@@ -297,6 +303,82 @@ def layer_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
     return _compute(LAYER, arena, table, n_in, n_out, attrs, fattrs)
 
 
+# -- RMSNormalization ----------------------------------------------------------------------------
+
+
+@jit_with_nrt
+def _rms_checks(table, attrs):
+    """(status, rows, row length) of RMSNormalization: X's rows from `axis` on; Scale
+    broadcasts to X."""
+    status = float_inputs(table, 2)
+    count = element_count(table, 0)
+    if status != 0:
+        return status, np.int64(0), np.int64(0)
+    x_rank = rank(table, 0)
+    if count < 0 or x_rank < 1 or element_count(table, 1) < 0 or rank(table, 1) > x_rank:
+        return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0), np.int64(0)
+    axis = normalize_axis(attrs[0], x_rank) if attrs.shape[0] >= 3 else np.int64(-1)
+    if axis < 0 or attrs[2] != 1:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE), np.int64(0), np.int64(0)
+    for own in range(rank(table, 1)):
+        size = dim(table, 1, own)
+        if size != 1 and size != dim(table, 0, x_rank - rank(table, 1) + own):
+            return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0), np.int64(0)
+    rows = np.int64(1)
+    for a in range(axis):
+        rows *= dim(table, 0, a)
+    return np.int32(0), rows, count // rows if rows > 0 else np.int64(0)
+
+
+@jit_with_nrt
+def rms_norm_infer(arena, table, n_in, n_out, attrs, fattrs):
+    status, rows, length = _rms_checks(table, attrs)
+    if status != 0:
+        return status
+    copy_shape(table, 0, n_in)
+    return np.int32(0)
+
+
+@jit_with_nrt
+def _rms_run(x, scale, y, rows, length, epsilon, every, scale_map):
+    """y = x / sqrt(mean of the row's squares + epsilon) * scale[k % every], or
+    scale[scale_map[k]] when `every` is -1."""
+    for r in range(rows):
+        base = r * length
+        squares = 0.0
+        for j in range(length):
+            squares += np.float64(x[base + j]) * np.float64(x[base + j])
+        inv = 1.0 / np.sqrt(squares / length + epsilon) if length > 0 else 0.0
+        for j in range(length):
+            k = base + j
+            factor = scale[k % every] if every > 0 else scale[scale_map[k]]
+            y[k] = np.float64(x[k]) * inv * np.float64(factor)
+
+
+@jit_with_nrt
+def rms_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
+    status, rows, length = _rms_checks(table, attrs)
+    if status != 0:
+        return status
+    count = rows * length
+    item = 4 if dtype(table, 0) == F32 else 8
+    if not (holds(table, 0, count, item) and holds(table, n_in, count, item)):
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    if not holds(table, 1, element_count(table, 1), item):
+        return np.int32(STATUS_OP_BAD_SHAPE)
+    every = period(table, 1, n_in)
+    scale_map = index_map(table, 1, n_in) if every <= 0 else np.zeros(0, dtype=np.int64)
+    if item == 4:
+        x, w = view(arena, table, 0, np.float32), view(arena, table, 1, np.float32)
+        y = view(arena, table, n_in, np.float32)
+        _rms_run(x, w, y, rows, length, fattrs[1], every, scale_map)
+    else:
+        x, w = view(arena, table, 0, np.float64), view(arena, table, 1, np.float64)
+        y = view(arena, table, n_in, np.float64)
+        _rms_run(x, w, y, rows, length, fattrs[1], every, scale_map)
+    return np.int32(0)
+
+
 def encode_batch_norm(attributes, inputs):
     """BatchNormalization slots: epsilon, training_mode, spatial."""
     return [
@@ -312,7 +394,7 @@ def encode_instance_norm(attributes, inputs):
 
 
 def encode_layer_norm(attributes, inputs):
-    """LayerNormalization slots: axis, epsilon, stash_type."""
+    """LayerNormalization and RMSNormalization slots: axis, epsilon, stash_type."""
     return [
         int(attributes.get("axis", -1)),
         onnx_float(attributes.get("epsilon", 1e-5)),
@@ -341,4 +423,12 @@ register_op(
     encode=encode_layer_norm,
     inputs=(2, 3),
     outputs=(1, 3),
+)
+register_op(
+    "RMSNormalization",
+    rms_norm_infer,
+    rms_norm_compute,
+    encode=encode_layer_norm,
+    inputs=(2, 2),
+    dtypes={0: FLOATS, 1: FLOATS},
 )

@@ -18,6 +18,7 @@ from rtsoa.ops.abi import (
     I32,
     I64,
     MAX_RANK,
+    NUMBERS,
     RESULT_ROW,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
@@ -470,7 +471,14 @@ register_op(
     encode=encode_constant_of_shape,
     data_inputs=(0,),
 )
-register_op("Range", range_infer, range_compute, inputs=(3, 3), data_inputs=(0, 1, 2))
+register_op(
+    "Range",
+    range_infer,
+    range_compute,
+    inputs=(3, 3),
+    data_inputs=(0, 1, 2),
+    dtypes={0: NUMBERS, 1: NUMBERS, 2: NUMBERS},
+)
 register_op("Cast", cast_infer, cast_compute, encode=encode_cast)
 register_op("Not", logic_infer, not_compute)
 for _name, _compute in (("And", and_compute), ("Or", or_compute), ("Xor", xor_compute)):

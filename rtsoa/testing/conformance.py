@@ -265,10 +265,10 @@ def refusal_kind(reason):
     """What a refusal is about, from its message: op, opset, element type, sequence, other."""
     if "is not supported" in reason and "op '" in reason:
         return "op"
-    if "opset" in reason:
-        return "opset"
     if "element type" in reason or "dtype" in reason:
         return "element type"
+    if "default-domain opset" in reason or "changed in opset" in reason:
+        return "opset"  # not "(opset N)", which every message naming a node carries
     if "sequence" in reason:
         return "sequence"
     return "other"
