@@ -11,11 +11,13 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     elementwise,
     indexing,
     linalg,
+    loss,
     normalization,
     pad,
     pooling,
     reduce,
     reshape,
+    resize,
     shape,
     softmax,
 )
