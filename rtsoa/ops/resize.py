@@ -227,8 +227,8 @@ def _source_coordinate(mode, x, scale, in_w, out_w, roi_low, roi_high):
     if mode == HALF_PIXEL_SYMMETRIC:
         offset = in_w / 2.0 * (1.0 - out_w / length)
         return offset + (x + 0.5) / scale - 0.5
-    if mode == PYTORCH_HALF_PIXEL:
-        return -0.5 if length == 1.0 else (x + 0.5) / scale - 0.5
+    if mode == PYTORCH_HALF_PIXEL:  # the spec's 0 for one output (onnx.reference has -0.5)
+        return 0.0 if out_w <= 1 else (x + 0.5) / scale - 0.5
     if mode == ALIGN_CORNERS:
         return 0.0 if length == 1.0 else x * (in_w - 1) / (length - 1.0)
     if mode == ASYMMETRIC:
