@@ -1,12 +1,15 @@
 """Resize across opsets, and Upsample, onto the Resize op (`rtsoa.ops.resize`, opset 11-19
-attributes). Resize-10 and Upsample-7 / 9 take (X, scales) and sample asymmetrically, rounding
-nearest positions down when an axis grows and up when it shrinks (onnxruntime's rule for
-them). Attribute values the op does not know are refused here, naming the attribute."""
+attributes); GridSample onto its op. Resize-10 and Upsample-7 / 9 take (X, scales) and sample
+asymmetrically, rounding nearest positions down when an axis grows and up when it shrinks
+(onnxruntime's rule for them). Attribute values the ops do not know are refused here, naming
+the attribute."""
 
 import numpy as np
 
 from rtsoa.errors import LoweringError
 from rtsoa.lowering.converters import register_converter
+from rtsoa.ops.grid_sample import MODES as GRID_MODES
+from rtsoa.ops.grid_sample import PADDING_MODES
 from rtsoa.ops.resize import ASPECT_POLICIES, COORDINATE_MODES, MODES, NEAREST_MODES
 
 _CHOICES = {
@@ -21,15 +24,21 @@ def _text(value):
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _check_choices(ctx, node, choices):
+    """Refuse, by name, a STRING attribute value outside `choices` ({name: (values,
+    default)})."""
+    for name, (known, default) in choices.items():
+        value = _text(node.attributes.get(name, default))
+        if value not in known or value == "simple":
+            listed = ", ".join(sorted(key for key in known if key != "simple"))
+            raise LoweringError(
+                f"{ctx.describe(node)}: {name} {value!r} is not supported (one of {listed})"
+            )
+
+
 def _check(ctx, node, attributes):
     """Refuse, by name, an attribute value the Resize op does not implement."""
-    for name, (choices, default) in _CHOICES.items():
-        value = _text(attributes.get(name, default))
-        if value not in choices or value == "simple":
-            known = ", ".join(sorted(key for key in choices if key != "simple"))
-            raise LoweringError(
-                f"{ctx.describe(node)}: {name} {value!r} is not supported (one of {known})"
-            )
+    _check_choices(ctx, node, _CHOICES)
     mode = _text(attributes.get("mode", "nearest"))
     if int(attributes.get("antialias", 0)) not in (0, 1):
         raise LoweringError(f"{ctx.describe(node)}: antialias must be 0 or 1")
@@ -80,3 +89,13 @@ def upsample_7(ctx, node):
 def upsample_9(ctx, node):
     """Upsample-9 (X, scales): as Resize-10."""
     _legacy(ctx, node, *node.inputs[:2])
+
+
+@register_converter("GridSample", since=16)
+def grid_sample(ctx, node):
+    """GridSample: the op itself once its mode and padding_mode are known values (opset 16
+    names bilinear / bicubic, opset 20 linear / cubic: the op takes both)."""
+    default = "bilinear" if ctx.graph.opset("") < 20 else "linear"
+    choices = {"mode": (GRID_MODES, default), "padding_mode": (PADDING_MODES, "zeros")}
+    _check_choices(ctx, node, choices)
+    ctx.emit("GridSample", node.inputs, node.outputs[:1], node.attributes)

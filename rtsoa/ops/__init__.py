@@ -9,6 +9,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     activations,
     conv,
     elementwise,
+    grid_sample,
     indexing,
     linalg,
     loss,

@@ -41,7 +41,7 @@ from rtsoa.ops.abi import (
     rank,
     view,
 )
-from rtsoa.ops.attributes import onnx_float
+from rtsoa.ops.attributes import choice, onnx_float
 from rtsoa.ops.copying import (
     copy_into,
     holds,
@@ -261,7 +261,7 @@ def _nearest_index(rounding, x, scale):
 
 
 @jit_with_nrt
-def _cubic(a, x):
+def cubic_kernel(a, x):
     """The cubic convolution kernel with coefficient `a` at distance `x`."""
     x = abs(x)
     if x <= 1.0:
@@ -315,7 +315,7 @@ def axis_tables(attrs, fattrs, scale, in_w, out_w, roi_low, roi_high):
             if mode == LINEAR:
                 weight = max(1.0 - abs(distance), 0.0)
             else:
-                weight = _cubic(fattrs[S_CUBIC_A], distance)
+                weight = cubic_kernel(fattrs[S_CUBIC_A], distance)
             index = left + start + k
             if attrs[S_EXCLUDE] != 0 and (index < 0 or index >= in_w):
                 weight = 0.0
@@ -475,25 +475,18 @@ def resize_compute(arena, table, n_in, n_out, attrs, fattrs):
     return _store(arena, table, n_in, values)
 
 
-def _choice(attributes, name, table, default):
-    value = attributes.get(name, default)
-    if isinstance(value, bytes):
-        value = value.decode()
-    return table.get(value, -1)  # unknown: infer refuses it as a bad attribute
-
-
 def encode_resize(attributes, inputs):
     """Resize slots: mode, coordinate mode, nearest mode, cubic_coeff_a, exclude_outside,
     extrapolation_value, antialias, keep_aspect_ratio_policy, then the axes list."""
     return [
-        _choice(attributes, "mode", MODES, "nearest"),
-        _choice(attributes, "coordinate_transformation_mode", COORDINATE_MODES, "half_pixel"),
-        _choice(attributes, "nearest_mode", NEAREST_MODES, "round_prefer_floor"),
+        choice(attributes, "mode", MODES, "nearest"),
+        choice(attributes, "coordinate_transformation_mode", COORDINATE_MODES, "half_pixel"),
+        choice(attributes, "nearest_mode", NEAREST_MODES, "round_prefer_floor"),
         onnx_float(attributes.get("cubic_coeff_a", -0.75)),
         int(attributes.get("exclude_outside", 0)),
         onnx_float(attributes.get("extrapolation_value", 0.0)),
         int(attributes.get("antialias", 0)),
-        _choice(attributes, "keep_aspect_ratio_policy", ASPECT_POLICIES, "stretch"),
+        choice(attributes, "keep_aspect_ratio_policy", ASPECT_POLICIES, "stretch"),
         *encode_list(attributes.get("axes")),
     ]
 
