@@ -1,13 +1,15 @@
 """Elementwise ops with numpy broadcasting: arithmetic, comparisons, activations.
 
 Binary and variadic arithmetic (Add, Sub, Mul, Div, Pow, Sum, Max, Min, Mean) run on float32,
-float64, int32 and int64 inputs of one dtype; comparisons (Equal, Less, Greater) give bool;
-unary activations run on float32 / float64 (Abs, Neg and Sign on integers too). Integer Div
-truncates toward zero like onnxruntime; x / 0 is 0 and INT_MIN / -1 is INT_MIN (wrapping), both
-undefined in C. Integer Pow wraps on overflow (numpy's result; onnxruntime goes through double);
-a negative exponent gives 1 for base 1, +-1 for base -1, else 0. Max and Min give NaN when any
-input is NaN, whatever the order. Shrink runs on float32 / float64 / int32 / int64; on
-integers its result is truncated to the integer type, as onnxruntime does.
+float64, int32 and int64 inputs of one dtype (Add, Sub, Mul, Div, Max and Min on the other
+integer types too: int8, int16, uint8, uint16, uint32, uint64); comparisons (Equal, Less,
+Greater; the same types and bool) give bool; unary activations run on float32 / float64
+(Abs, Neg and Sign on integers too). Integer Div truncates toward zero like onnxruntime;
+x / 0 is 0 and INT_MIN / -1 is INT_MIN (wrapping), both undefined in C. Integer Pow wraps on
+overflow (numpy's result; onnxruntime goes through double); a negative exponent gives 1 for
+base 1, +-1 for base -1, else 0. Max and Min give NaN when any input is NaN, whatever the
+order. Shrink runs on float32 / float64 / int32 / int64; on integers its result is truncated
+to the integer type, as onnxruntime does.
 """
 
 import numpy as np
@@ -29,6 +31,10 @@ from rtsoa.ops.abi import (
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     U8,
+    U16,
+    U32,
+    U64,
+    UNSIGNED,
     copy_shape,
     dtype,
     numel,
@@ -129,8 +135,9 @@ def _compare_as(op, arena, table, xi, yi, out, kind):
 
 @jit_with_nrt
 def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op):
-    """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64 and int8 / int16 /
-    int32 / int64 / uint8 (wrapping like numpy); MAX and MIN on float16 too."""
+    """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64, int8 / int16 /
+    int32 / int64 and uint8 / uint16 / uint32 / uint64 (wrapping like numpy); MAX and MIN on
+    float16 too."""
     o = n_in
     kind = dtype(table, 0)
     for row in range(1, n_in):
@@ -183,6 +190,12 @@ def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op):
             _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.int16)
         elif kind == U8:
             _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.uint8)
+        elif kind == U16:
+            _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.uint16)
+        elif kind == U32:
+            _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.uint32)
+        elif kind == U64:
+            _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.uint64)
         elif kind == F16 and (op == MAX or op == MIN):
             x = view(arena, table, x_row, np.uint16)
             y = view(arena, table, row, np.uint16)
@@ -199,7 +212,7 @@ def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op):
 @jit_with_nrt
 def compare(arena, table, n_in, n_out, attrs, fattrs, op):
     """Bool output of in0 op in1 with broadcasting, on float32 / float64, int8 / int16 /
-    int32 / int64 / uint8 and bool."""
+    int32 / int64, uint8 / uint16 / uint32 / uint64 and bool."""
     kind = dtype(table, 0)
     xi = _map(table, 0, 2)
     yi = _map(table, 1, 2)
@@ -230,6 +243,12 @@ def compare(arena, table, n_in, n_out, attrs, fattrs, op):
         _compare_as(op, arena, table, xi, yi, out, np.int16)
     elif kind == U8:
         _compare_as(op, arena, table, xi, yi, out, np.uint8)
+    elif kind == U16:
+        _compare_as(op, arena, table, xi, yi, out, np.uint16)
+    elif kind == U32:
+        _compare_as(op, arena, table, xi, yi, out, np.uint32)
+    elif kind == U64:
+        _compare_as(op, arena, table, xi, yi, out, np.uint64)
     else:
         return np.int32(STATUS_OP_BAD_DTYPE)
     return np.int32(0)
@@ -348,7 +367,7 @@ def _alpha(default):
 _VARIADIC = {"inputs": (1, None)}
 # families: one compute, the op's constant passed after its six arguments; `dtypes` are what
 # lowering lets through (rtsoa.lowering.dtypes)
-_ARITHMETIC = {0: NUMBERS | SMALL_INTEGERS}
+_ARITHMETIC = {0: NUMBERS | SMALL_INTEGERS | UNSIGNED}
 for _name, _op in (("Add", ADD), ("Sub", SUB), ("Mul", MUL), ("Div", DIV)):
     register_op(
         _name,
@@ -368,8 +387,8 @@ register_op(
 )
 for _name, _op, _dtypes in (
     ("Sum", ADD, NUMBERS),
-    ("Max", MAX, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
-    ("Min", MIN, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
+    ("Max", MAX, NUMBERS | SMALL_INTEGERS | UNSIGNED | {DType.FLOAT16}),
+    ("Min", MIN, NUMBERS | SMALL_INTEGERS | UNSIGNED | {DType.FLOAT16}),
 ):
     register_op(
         _name,
@@ -380,7 +399,7 @@ for _name, _op, _dtypes in (
         **_VARIADIC,
     )
 register_op("Mean", same_dtype_broadcast_infer, mean_compute, dtypes={0: FLOATS}, **_VARIADIC)
-_COMPARED = NUMBERS | SMALL_INTEGERS | {DType.BOOL}
+_COMPARED = NUMBERS | SMALL_INTEGERS | UNSIGNED | {DType.BOOL}
 for _name, _op in (("Equal", EQUAL), ("Less", LESS), ("Greater", GREATER)):
     register_op(
         _name, compare_infer, compare, inputs=(2, 2), constants=(_op,), dtypes={0: _COMPARED}
