@@ -359,3 +359,36 @@ def test_a_roi_of_the_wrong_length_is_refused():
             coordinate_transformation_mode="tf_crop_and_resize",
         )
     assert error.value.status == STATUS_OP_BAD_SHAPE
+
+
+def test_sizes_and_scales_given_at_run_time():
+    """Sizes and scales fed as graph inputs: the output shape is inferred when the model
+    runs, one shape per feed."""
+    nodes = [
+        helper.make_node("Resize", ["x", "", "", "sizes"], ["by_size"], mode="linear"),
+        helper.make_node("Resize", ["x", "", "scales"], ["by_scale"], mode="nearest"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dynamic",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 5]),
+            helper.make_tensor_value_info("sizes", TensorProto.INT64, [4]),
+            helper.make_tensor_value_info("scales", TensorProto.FLOAT, [4]),
+        ],
+        [
+            helper.make_tensor_value_info("by_size", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("by_scale", TensorProto.FLOAT, None),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    inputs = [
+        {
+            "x": f32(1, 2, 4, 5),
+            "sizes": np.array(sizes, np.int64),
+            "scales": np.array(scales, np.float32),
+        }
+        for sizes, scales in (([1, 2, 7, 3], [1, 1, 2, 3]), ([1, 2, 2, 9], [1, 1, 0.5, 1.5]))
+    ]
+    run_and_compare(model, inputs)
