@@ -7,6 +7,7 @@ op that kernels call, `library` for when entries compile.
 
 from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     activations,
+    bitwise,
     conv,
     elementwise,
     grid_sample,

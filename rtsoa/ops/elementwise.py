@@ -109,7 +109,7 @@ def same_shape_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt
-def _map(table, row, out):
+def input_map(table, row, out):
     """The index map of row `row` into output `out`, or an empty array for the identity."""
     if same_shape(table, row, out):
         return np.zeros(0, dtype=np.int64)
@@ -152,8 +152,8 @@ def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op):
                 else:
                     _periodic_as(op, arena, table, x_row, px, row, py, o, np.float64)
                 continue
-        xi = _map(table, x_row, o)
-        yi = _map(table, row, o)
+        xi = input_map(table, x_row, o)
+        yi = input_map(table, row, o)
         if kind == F32:
             x = view(arena, table, x_row, np.float32)
             binary_loop(
@@ -214,8 +214,8 @@ def compare(arena, table, n_in, n_out, attrs, fattrs, op):
     """Bool output of in0 op in1 with broadcasting, on float32 / float64, int8 / int16 /
     int32 / int64, uint8 / uint16 / uint32 / uint64 and bool."""
     kind = dtype(table, 0)
-    xi = _map(table, 0, 2)
-    yi = _map(table, 1, 2)
+    xi = input_map(table, 0, 2)
+    yi = input_map(table, 1, 2)
     out = view(arena, table, 2, np.bool_)
     if kind == F32:
         compare_loop(
