@@ -332,6 +332,14 @@ def axis_tables(attrs, fattrs, scale, in_w, out_w, roi_low, roi_high):
 def _resample_axis(source, outer, in_w, inner, out_w, taps, indices, weights, outside, fill):
     """One axis of the separable resize: source (outer, in_w, inner) -> (outer, out_w, inner)."""
     result = np.zeros(outer * out_w * inner, dtype=np.float64)
+    if inner == 1:  # the last axis: one sum per output, no inner loop to set up
+        for o in range(outer):
+            for j in range(out_w):
+                total = 0.0
+                for k in range(taps):
+                    total += weights[j * taps + k] * source[o * in_w + indices[j * taps + k]]
+                result[o * out_w + j] = fill if outside[j] else total
+        return result
     for o in range(outer):
         for j in range(out_w):
             d = (o * out_w + j) * inner
