@@ -1,7 +1,8 @@
 """Element types: each op declares the dtypes it runs (`register_op(..., dtypes=...)`), lowering
 refuses others naming the op, the node and the dtype, and what is declared runs and agrees
 exactly with onnxruntime (single thread; onnx.reference where onnxruntime has no kernel):
-int8 / int16 / uint8 arithmetic (wrapping) and comparisons, float16 Max / Min (compared in
+int8 / int16 / uint8 / uint16 / uint32 / uint64 arithmetic (wrapping) and comparisons,
+unsigned tensors through the data-movement ops, float16 Max / Min (compared in
 float32 as onnxruntime does, the chosen input's bits returned), bool ReduceMax / ReduceMin,
 and ReduceMax / ReduceMin over an empty axis (the lowest / highest value of the dtype, as
 ONNX defines them).
@@ -9,7 +10,7 @@ ONNX defines them).
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from rtsoa.errors import LoweringError
@@ -26,6 +27,9 @@ ELEMENT = {
     np.dtype(np.int32): TensorProto.INT32,
     np.dtype(np.int64): TensorProto.INT64,
     np.dtype(np.uint8): TensorProto.UINT8,
+    np.dtype(np.uint16): TensorProto.UINT16,
+    np.dtype(np.uint32): TensorProto.UINT32,
+    np.dtype(np.uint64): TensorProto.UINT64,
     np.dtype(np.bool_): TensorProto.BOOL,
 }
 rng = np.random.default_rng(20261206)
@@ -82,7 +86,7 @@ def integers(kind, shape):
     return drawn.reshape(shape)
 
 
-SMALL = [np.int8, np.int16, np.uint8]
+SMALL = [np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64]
 
 
 @pytest.mark.parametrize("kind", SMALL, ids=lambda k: np.dtype(k).name)
@@ -104,6 +108,41 @@ def test_small_integer_comparisons_agree_with_onnxruntime(op, kind):
     b = a.copy()
     b[::2] = integers(kind, (2, 6))
     same_as_onnxruntime(model_of(op, {"a": a, "b": b}, np.bool_), {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("kind", [np.uint16, np.uint32, np.uint64], ids=lambda k: np.dtype(k).name)
+def test_unsigned_tensors_move_through_data_movement_ops(kind):
+    """Storage: Transpose, Slice, Concat, Gather and Reshape copy bytes, so unsigned values
+    (uint64 beyond float64's 53-bit mantissa included) come back exactly, as model inputs,
+    constants and outputs."""
+    x = integers(kind, (4, 6))
+    table = integers(kind, (6,))
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+        helper.make_node("Slice", ["t", "starts", "ends"], ["s"]),
+        helper.make_node("Concat", ["s", "t"], ["c"], axis=0),
+        helper.make_node("Gather", ["c", "rows"], ["g"], axis=0),
+        helper.make_node("Reshape", ["g", "flat"], ["r"]),
+        helper.make_node("Concat", ["r", "table"], ["y"], axis=0),
+    ]
+    constants = {
+        "starts": np.array([1, 0], np.int64),
+        "ends": np.array([5, 4], np.int64),
+        "rows": np.array([0, 5, 2, 3], np.int64),
+        "flat": np.array([-1], np.int64),
+        "table": table,
+    }
+    graph = helper.make_graph(
+        nodes,
+        "moves",
+        [helper.make_tensor_value_info("x", ELEMENT[np.dtype(kind)], x.shape)],
+        [helper.make_tensor_value_info("y", ELEMENT[np.dtype(kind)], None)],
+        [numpy_helper.from_array(value, name) for name, value in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    got = same_as_onnxruntime(model, {"x": x})
+    assert got.dtype == kind
 
 
 @pytest.mark.parametrize("op", ["Max", "Min"])

@@ -30,10 +30,11 @@ CONVS = {
 }
 
 
-class _Conv:
-    """One Conv prepared for both runtimes; `check` asserts they agree."""
+class OneOp:
+    """One op on fixed inputs prepared for both runtimes (rtsoa's compiled entry, and a
+    one-node onnxruntime model on one thread); `check` asserts they agree."""
 
-    def __init__(self, name):
+    def __init__(self, op, feeds, attributes, opset=18):
         ensure_rtsoa_importable()
         import onnxruntime
         from onnx import TensorProto, helper
@@ -43,39 +44,36 @@ class _Conv:
         from rtsoa.ops.library import run_op
         from rtsoa.ops.registry import op_code
 
-        x_shape, w_shape, attributes = CONVS[name]
-        rng = np.random.default_rng(7)
-        self.feeds = {
-            "x": rng.standard_normal(x_shape).astype(np.float32),
-            "w": rng.standard_normal(w_shape).astype(np.float32),
-            "b": rng.standard_normal(w_shape[0]).astype(np.float32),
-        }
+        self.feeds = feeds
         inputs = list(self.feeds.values())
-        _, self.attrs, self.table, arena = _prepare("Conv", inputs, attributes, 1)
-        self.code = op_code("Conv")
+        self.n_in = n_in = len(inputs)
+        _, self.attrs, self.table, arena = _prepare(op, inputs, attributes, 1)
+        self.code = op_code(op)
         self.run_op = run_op
         self.mode = MODE_COMPUTE
-        assert run_op(MODE_INFER, self.code, arena, self.table, self.attrs, 3, 1) == 0
-        out_rank = int(self.table[3, 3])
-        self.out_shape = tuple(int(d) for d in self.table[3, 4 : 4 + out_rank])
+        assert run_op(MODE_INFER, self.code, arena, self.table, self.attrs, n_in, 1) == 0
+        out_rank = int(self.table[n_in, 3])
+        self.out_shape = tuple(int(d) for d in self.table[n_in, 4 : 4 + out_rank])
         out_bytes = int(np.prod(self.out_shape)) * 4
         self.out_offset = _aligned(len(arena))
         self.arena = np.zeros(self.out_offset + out_bytes, dtype=np.uint8)
         self.arena[: len(arena)] = arena
-        self.table[3, COL_OFFSET] = self.out_offset
-        self.table[3, COL_NBYTES] = out_bytes
+        self.table[n_in, COL_OFFSET] = self.out_offset
+        self.table[n_in, COL_NBYTES] = out_bytes
 
-        node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attributes)
+        node = helper.make_node(op, list(self.feeds), ["y"], **attributes)
         graph = helper.make_graph(
             [node],
-            "conv",
+            op.lower(),
             [
-                helper.make_tensor_value_info(key, TensorProto.FLOAT, value.shape)
+                helper.make_tensor_value_info(
+                    key, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape
+                )
                 for key, value in self.feeds.items()
             ],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = 8
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
@@ -85,7 +83,7 @@ class _Conv:
         )
 
     def rtsoa(self):
-        status = self.run_op(self.mode, self.code, self.arena, self.table, self.attrs, 3, 1)
+        status = self.run_op(self.mode, self.code, self.arena, self.table, self.attrs, self.n_in, 1)
         assert status == 0
 
     def onnxruntime(self):
@@ -95,6 +93,18 @@ class _Conv:
         self.rtsoa()
         out = self.arena[self.out_offset :].view(np.float32).reshape(self.out_shape)
         np.testing.assert_allclose(out, self.onnxruntime(), rtol=1e-3, atol=1e-3)
+
+
+def _conv(name):
+    """Conv `name` of CONVS as a OneOp (float32 inputs of a fixed seed)."""
+    x_shape, w_shape, attributes = CONVS[name]
+    rng = np.random.default_rng(7)
+    feeds = {
+        "x": rng.standard_normal(x_shape).astype(np.float32),
+        "w": rng.standard_normal(w_shape).astype(np.float32),
+        "b": rng.standard_normal(w_shape[0]).astype(np.float32),
+    }
+    return OneOp("Conv", feeds, attributes)
 
 
 def ratio(conv, rounds=15, repeats=20):
@@ -121,7 +131,7 @@ class ConvVersusOnnxruntime:
     timeout = 300
 
     def setup(self, name):
-        self.conv = _Conv(name)
+        self.conv = _conv(name)
         self.conv.check()
 
     def time_rtsoa(self, name):
@@ -139,7 +149,7 @@ class ConvVersusOnnxruntime:
 def main():
     """Print each Conv's times and ratio."""
     for name in CONVS:
-        conv = _Conv(name)
+        conv = _conv(name)
         conv.check()
         value, mine, reference = ratio(conv)
         print(

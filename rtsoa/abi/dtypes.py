@@ -24,6 +24,9 @@ class DType(enum.IntEnum):
     INT64 = 7
     UINT8 = 8
     BOOL = 9
+    UINT16 = 10
+    UINT32 = 11
+    UINT64 = 12
 
 
 class DTypeInfo(NamedTuple):
@@ -48,6 +51,9 @@ DTYPES = {
         DTypeInfo(DType.INT64, np.int64, 7, 8, "int64"),
         DTypeInfo(DType.UINT8, np.uint8, 2, 1, "uint8"),
         DTypeInfo(DType.BOOL, np.bool_, 9, 1, "bool"),
+        DTypeInfo(DType.UINT16, np.uint16, 4, 2, "uint16"),
+        DTypeInfo(DType.UINT32, np.uint32, 12, 4, "uint32"),
+        DTypeInfo(DType.UINT64, np.uint64, 13, 8, "uint64"),
     )
 }
 

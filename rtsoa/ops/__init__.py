@@ -8,10 +8,13 @@ op that kernels call, `library` for when entries compile.
 from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     activations,
     attention,
+    bitwise,
     conv,
     elementwise,
+    grid_sample,
     indexing,
     linalg,
+    loss,
     math_functions,
     normalization,
     pad,
@@ -19,6 +22,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     positional,
     reduce,
     reshape,
+    resize,
     shape,
     softmax,
 )

@@ -83,11 +83,15 @@ I8 = np.int64(DType.INT8)
 I16 = np.int64(DType.INT16)
 F16 = np.int64(DType.FLOAT16)
 BOOL = np.int64(DType.BOOL)
+U16 = np.int64(DType.UINT16)
+U32 = np.int64(DType.UINT32)
+U64 = np.int64(DType.UINT64)
 
 # Element type sets for the ops' declared dtypes (`register_op(..., dtypes=...)`).
 FLOATS = frozenset({DType.FLOAT32, DType.FLOAT64})
 NUMBERS = FLOATS | {DType.INT32, DType.INT64}
 SMALL_INTEGERS = frozenset({DType.INT8, DType.INT16, DType.UINT8})
+UNSIGNED = frozenset({DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
 
 
 # -- reading the table (inlined into ops) ----------------------------------------------------

@@ -1,15 +1,17 @@
 """Elementwise ops with numpy broadcasting: arithmetic, comparisons, activations.
 
 Binary and variadic arithmetic (Add, Sub, Mul, Div, Pow, Sum, Max, Min, Mean) run on float32,
-float64, int32 and int64 inputs of one dtype; comparisons (Equal, Less, Greater) give bool;
-unary activations run on float32 / float64 (Abs, Neg and Sign on integers too). Integer Div
-truncates toward zero like onnxruntime; x / 0 is 0 and INT_MIN / -1 is INT_MIN (wrapping), both
-undefined in C. Integer Pow wraps on overflow (numpy's result; onnxruntime goes through double);
-a negative exponent gives 1 for base 1, +-1 for base -1, else 0. Mod (opset 28 semantics) takes
-the divisor's sign with fmod 0 and the dividend's with fmod 1, on floats and integers alike;
-integer x mod 0 is 0, float x mod 0 is NaN. Max and Min give NaN when any
-input is NaN, whatever the order. Shrink runs on float32 / float64 / int32 / int64; on
-integers its result is truncated to the integer type, as onnxruntime does.
+float64, int32 and int64 inputs of one dtype (Add, Sub, Mul, Div, Max and Min on the other
+integer types too: int8, int16, uint8, uint16, uint32, uint64); comparisons (Equal, Less,
+Greater; the same types and bool) give bool; unary activations run on float32 / float64
+(Abs, Neg and Sign on integers too). Integer Div truncates toward zero like onnxruntime;
+x / 0 is 0 and INT_MIN / -1 is INT_MIN (wrapping), both undefined in C. Integer Pow wraps on
+overflow (numpy's result; onnxruntime goes through double); a negative exponent gives 1 for
+base 1, +-1 for base -1, else 0. Mod (opset 28 semantics) takes the divisor's sign with fmod 0
+and the dividend's with fmod 1, on floats and integers alike; integer x mod 0 is 0, float
+x mod 0 is NaN. Max and Min give NaN when any input is NaN, whatever the order. Shrink runs
+on float32 / float64 / int32 / int64; on integers its result is truncated to the integer
+type, as onnxruntime does.
 """
 
 import numpy as np
@@ -31,6 +33,10 @@ from rtsoa.ops.abi import (
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     U8,
+    U16,
+    U32,
+    U64,
+    UNSIGNED,
     copy_shape,
     dtype,
     numel,
@@ -108,7 +114,7 @@ def same_shape_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt
-def _map(table, row, out):
+def input_map(table, row, out):
     """The index map of row `row` into output `out`, or an empty array for the identity."""
     if same_shape(table, row, out):
         return np.zeros(0, dtype=np.int64)
@@ -134,8 +140,9 @@ def _compare_as(op, arena, table, xi, yi, out, kind):
 
 @jit_with_nrt.keeping_literals("op", "kind")
 def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op, kind):
-    """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64 and int8 / int16 /
-    int32 / int64 / uint8 (wrapping like numpy); MAX and MIN on float16 too."""
+    """out = in0 op in1 op ... (numpy broadcasting), on float32 / float64, int8 / int16 /
+    int32 / int64 and uint8 / uint16 / uint32 / uint64 (wrapping like numpy); MAX and MIN on
+    float16 too."""
     o = n_in
     for row in range(1, n_in):
         x_row = 0 if row == 1 else o
@@ -149,8 +156,8 @@ def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op, kind):
                 else:
                     _periodic_as(op, arena, table, x_row, px, row, py, o, np.float64)
                 continue
-        xi = _map(table, x_row, o)
-        yi = _map(table, row, o)
+        xi = input_map(table, x_row, o)
+        yi = input_map(table, row, o)
         if kind == F32:
             x = view(arena, table, x_row, np.float32)
             binary_loop(
@@ -187,6 +194,12 @@ def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op, kind):
             _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.int16)
         elif kind == U8:
             _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.uint8)
+        elif kind == U16:
+            _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.uint16)
+        elif kind == U32:
+            _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.uint32)
+        elif kind == U64:
+            _int_binary_as(op, arena, table, x_row, xi, row, yi, o, np.uint64)
         elif kind == F16 and (op == MAX or op == MIN):
             x = view(arena, table, x_row, np.uint16)
             y = view(arena, table, row, np.uint16)
@@ -218,8 +231,8 @@ def mod_compute(arena, table, n_in, n_out, attrs, fattrs):
     kind = dtype(table, 0)
     if kind != F32 and kind != F64:
         return fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op, kind)
-    xi = _map(table, 0, n_in)
-    yi = _map(table, 1, n_in)
+    xi = input_map(table, 0, n_in)
+    yi = input_map(table, 1, n_in)
     if kind == F32:
         x, y = view(arena, table, 0, np.float32), view(arena, table, 1, np.float32)
         float_remainder_loop(op, x, xi, y, yi, view(arena, table, n_in, np.float32))
@@ -232,9 +245,9 @@ def mod_compute(arena, table, n_in, n_out, attrs, fattrs):
 @jit_with_nrt.keeping_literals("op", "kind")
 def compare(arena, table, n_in, n_out, attrs, fattrs, op, kind):
     """Bool output of in0 op in1 with broadcasting, on float32 / float64, int8 / int16 /
-    int32 / int64 / uint8 and bool."""
-    xi = _map(table, 0, 2)
-    yi = _map(table, 1, 2)
+    int32 / int64, uint8 / uint16 / uint32 / uint64 and bool."""
+    xi = input_map(table, 0, 2)
+    yi = input_map(table, 1, 2)
     out = view(arena, table, 2, np.bool_)
     if kind == F32:
         compare_loop(
@@ -262,6 +275,12 @@ def compare(arena, table, n_in, n_out, attrs, fattrs, op, kind):
         _compare_as(op, arena, table, xi, yi, out, np.int16)
     elif kind == U8:
         _compare_as(op, arena, table, xi, yi, out, np.uint8)
+    elif kind == U16:
+        _compare_as(op, arena, table, xi, yi, out, np.uint16)
+    elif kind == U32:
+        _compare_as(op, arena, table, xi, yi, out, np.uint32)
+    elif kind == U64:
+        _compare_as(op, arena, table, xi, yi, out, np.uint64)
     else:
         return np.int32(STATUS_OP_BAD_DTYPE)
     return np.int32(0)
@@ -380,7 +399,7 @@ _VARIADIC = {"inputs": (1, None)}
 # families: one compute, the op's constant passed after its six arguments (then input 0's
 # dtype: every family has per-dtype entries); `dtypes` are what lowering lets through
 # (rtsoa.lowering.dtypes)
-_ARITHMETIC = {0: NUMBERS | SMALL_INTEGERS}
+_ARITHMETIC = {0: NUMBERS | SMALL_INTEGERS | UNSIGNED}
 for _name, _op in (("Add", ADD), ("Sub", SUB), ("Mul", MUL), ("Div", DIV)):
     register_op(
         _name,
@@ -402,8 +421,8 @@ register_op(
 )
 for _name, _op, _dtypes in (
     ("Sum", ADD, NUMBERS),
-    ("Max", MAX, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
-    ("Min", MIN, NUMBERS | SMALL_INTEGERS | {DType.FLOAT16}),
+    ("Max", MAX, NUMBERS | SMALL_INTEGERS | UNSIGNED | {DType.FLOAT16}),
+    ("Min", MIN, NUMBERS | SMALL_INTEGERS | UNSIGNED | {DType.FLOAT16}),
 ):
     register_op(
         _name,
@@ -430,7 +449,7 @@ register_op(
     inputs=(2, 2),
     dtypes={0: NUMBERS | SMALL_INTEGERS, 1: NUMBERS | SMALL_INTEGERS},
 )
-_COMPARED = NUMBERS | SMALL_INTEGERS | {DType.BOOL}
+_COMPARED = NUMBERS | SMALL_INTEGERS | UNSIGNED | {DType.BOOL}
 for _name, _op in (("Equal", EQUAL), ("Less", LESS), ("Greater", GREATER)):
     register_op(
         _name,

@@ -125,7 +125,7 @@ def _int_divide(a, b):
         return (a - a) - a  # negation wraps: -INT_MIN is INT_MIN
     q = a // b  # floor, no overflow once b != -1
     if q * b != a and (a < 0) != (b < 0):
-        q += 1
+        q += b // b  # 1 of q's type: a literal 1 would make an unsigned q a float
     return q
 
 

@@ -58,7 +58,9 @@ def softmax_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt.keeping_literals("op")
-def _softmax_run(op, x, y, outer, length, inner):
+def softmax_along(op, x, y, outer, length, inner):
+    """Softmax or LogSoftmax of (outer, length, inner) `x` along `length` into `y` (which may
+    be `x`: each element is read before it is written)."""
     for o in range(outer):
         for i in range(inner):
             base = o * length * inner + i
@@ -95,11 +97,11 @@ def softmax_compute(arena, table, n_in, n_out, attrs, fattrs, op, element):
     if element == F32:
         x = view(arena, table, 0, np.float32)
         y = view(arena, table, 1, np.float32)
-        _softmax_run(op, x, y, outer, length, inner)
+        softmax_along(op, x, y, outer, length, inner)
     else:
         x = view(arena, table, 0, np.float64)
         y = view(arena, table, 1, np.float64)
-        _softmax_run(op, x, y, outer, length, inner)
+        softmax_along(op, x, y, outer, length, inner)
     return np.int32(0)
 
 
