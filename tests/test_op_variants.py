@@ -137,17 +137,21 @@ def test_entry_for_prefers_what_is_compiled(monkeypatch):
 
 def test_a_graph_runs_one_variant_per_op_unless_the_op_has_two_dtypes(tmp_path):
     """x (float32) and n (int64) both go through Add: that op row gets the generic entry, the
-    float32-only Relu its variant."""
+    float32-only Relu its variant; Sub's input 0 is a weight, whose block holds raw bytes:
+    its dtype comes from the weight's shape value, and the model computes what numpy does."""
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper, numpy_helper
 
     from rtsoa.graph.op_table import op_rows
     from rtsoa.lowering import lower
+    from rtsoa.runtime import InferenceSession
 
+    weight = np.array([0.5, -2.0, 3.0], dtype=np.float32)
     graph = helper.make_graph(
         [
             helper.make_node("Add", ["x", "x"], ["a"]),
-            helper.make_node("Relu", ["a"], ["y"]),
+            helper.make_node("Relu", ["a"], ["r"]),
+            helper.make_node("Sub", ["w", "r"], ["y"]),
             helper.make_node("Add", ["n", "n"], ["m"]),
         ],
         "two_dtypes",
@@ -159,6 +163,7 @@ def test_a_graph_runs_one_variant_per_op_unless_the_op_has_two_dtypes(tmp_path):
             helper.make_tensor_value_info("y", TensorProto.FLOAT, [3]),
             helper.make_tensor_value_info("m", TensorProto.INT64, [3]),
         ],
+        [numpy_helper.from_array(weight, "w")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
@@ -166,11 +171,21 @@ def test_a_graph_runs_one_variant_per_op_unless_the_op_has_two_dtypes(tmp_path):
     nodes, rows = op_rows(lowered)
     kinds = library._launch_kinds(lowered, nodes, rows)
     by_name = {lowered.op_names[row]: sorted(found) for row, found in kinds.items()}
-    assert by_name == {"Add": [int(DType.FLOAT32), int(DType.INT64)], "Relu": [int(DType.FLOAT32)]}
-    assert library.entry_for("Add", kinds[list(lowered.op_names).index("Add")]) == "Add"
+    f32, i64 = int(DType.FLOAT32), int(DType.INT64)
+    assert by_name == {"Add": [f32, i64], "Relu": [f32], "Sub": [f32]}
+    entries = library.graph_entries(lowered)
+    entries = {lowered.op_names[row]: entry for row, entry in entries.items()}
+    assert entries["Add"] == "Add"
+    assert entries["Sub"] in ("Sub", "Sub[float32]")  # never a variant of the bytes' dtype
     table = library.op_addresses(lowered)
     relu = list(lowered.op_names).index("Relu")
-    assert table[relu] == library.op_address(library.entry_for("Relu", kinds[relu]))
+    assert table[relu] == library.op_address(entries["Relu"])
+    x = np.array([-1.0, 2.0, 0.25], dtype=np.float32)
+    n = np.array([1, -2, 3], dtype=np.int64)
+    with InferenceSession(lowered) as session:
+        y, m = session.run(["y", "m"], {"x": x, "n": n})
+    np.testing.assert_array_equal(y, weight - np.maximum(x + x, 0))
+    np.testing.assert_array_equal(m, n + n)
 
 
 _PRUNED = """

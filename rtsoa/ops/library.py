@@ -287,24 +287,54 @@ def graph_entries(graph):
 
 
 def _launch_kinds(graph, nodes, rows):
-    """{ops row: set of DType codes} of input 0 at the OpLaunch nodes of each row (its
-    memory block value's dtype); a row whose launch reads no such value (a graph built by hand,
-    an unvalidated file) gets code -1, which no variant takes."""
+    """{ops row: set of DType codes} of input 0 at the OpLaunch nodes of each row
+    (`_input_kind`); a row without launches is absent."""
     if "OpLaunch" not in graph.kernel_names or nodes.shape[0] == 0:
         return {}
     launch = graph.kernel_names.index("OpLaunch")
-    offsets, values, dtypes = graph.input_offsets, graph.input_values, graph.value_dtype
     kinds = {}
     for node, row in zip(nodes.tolist(), rows.tolist(), strict=True):
-        if int(graph.node_kernel[node]) != launch:
-            continue
-        kind = -1
-        if node + 1 < offsets.shape[0] and 0 <= offsets[node] < min(offsets[node + 1], len(values)):
-            value = int(values[offsets[node]])
-            if 0 <= value < dtypes.shape[0]:
-                kind = int(dtypes[value])
-        kinds.setdefault(row, set()).add(kind)
+        if int(graph.node_kernel[node]) == launch:
+            kinds.setdefault(row, set()).add(_input_kind(graph, node))
     return kinds
+
+
+def _input_kind(graph, node):
+    """The DType code of input 0 of OpLaunch `node` (its first (MEMORY_BLOCK, SHAPE) pair), or
+    -1 where the graph does not say it for sure. A weight's block holds raw bytes (UINT8): its
+    dtype is the ConstTensor attribute of its SHAPE value. Otherwise the block's own dtype,
+    trusted only for a graph input or an AllocMemory output (what lowering types); any other
+    producer (a branch's select, a graph built by hand), or an index outside the graph's
+    tables (an unvalidated file), gives -1, so the op runs its generic entry."""
+    offsets, values = graph.input_offsets, graph.input_values
+    if not 0 <= node < offsets.shape[0] - 1:
+        return -1
+    start, end = int(offsets[node]), int(offsets[node + 1])
+    if not 0 <= start <= end - 2 <= len(values) - 2:
+        return -1
+    block, shape = int(values[start]), int(values[start + 1])
+    count = graph.value_dtype.shape[0]
+    if not (0 <= block < count and 0 <= shape < count):
+        return -1
+    names = graph.kernel_names
+
+    def producer_kernel(value):
+        producer = int(graph.value_producer[value])
+        if not 0 <= producer < graph.node_kernel.shape[0]:
+            return producer, None
+        kernel = int(graph.node_kernel[producer])
+        return producer, names[kernel] if 0 <= kernel < len(names) else None
+
+    producer, kernel = producer_kernel(shape)
+    if kernel == "ConstTensor":
+        first = int(graph.attr_offsets[producer])
+        if first < int(graph.attr_offsets[producer + 1]) and first < graph.attr_pool.shape[0]:
+            return int(graph.attr_pool[first])
+        return -1
+    producer, kernel = producer_kernel(block)
+    if producer < 0 or kernel == "AllocMemory":
+        return int(graph.value_dtype[block])
+    return -1
 
 
 def op_library(jobs=None):
