@@ -14,7 +14,8 @@
   mutants never reach compiled code set it (mutation/validate.toml: validate.py's plain-Python
   functions; executors.toml: its tests run the executors as plain Python), so their tests load
   the cached machine code of the jitted functions they use, which no mutant changed, instead of
-  recompiling it for a stamp that changed with the mutated file.
+  recompiling it for a stamp that changed with the mutated file. No background op library
+  compile then (below): its process would stamp the mutated sources and compile them all.
 * Both cores on a cold cache: the modules that run compute ops (`OP_LIBRARY_MODULES`) run
   last, and a background process compiles the op library (`rtsoa.ops.library`, about five
   minutes of one core) while the rest of the suite runs on the other core; the first op test
@@ -112,6 +113,8 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=_uses_op_library)  # stable: the op tests last, each group in its order
     if config.getoption("collectonly") or not any(map(_uses_op_library, items)):
         return
+    if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):
+        return  # its process would hash the mutated sources: a whole op library compile a mutant
     from rtsoa.ops import compiled_op_names
     from rtsoa.ops.library import is_compiled
 
