@@ -15,7 +15,8 @@
   functions; executors.toml: its tests run the executors as plain Python), so their tests load
   the cached machine code of the jitted functions they use, which no mutant changed, instead of
   recompiling it for a stamp that changed with the mutated file. No background op library
-  compile then (below): its process would stamp the mutated sources and compile them all.
+  compile then (below), nor compile helpers (RTSOA_COMPILE_JOBS=1): their processes would
+  stamp the mutated sources and compile for that stamp.
 * Both cores on a cold cache: the modules that run compute ops (`OP_LIBRARY_MODULES`) run
   last, and a background process compiles the op library (`rtsoa.ops.library`, about five
   minutes of one core) while the rest of the suite runs on the other core; the first op test
@@ -40,6 +41,9 @@ if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):
 
     with open(os.environ["RTSOA_MUTATION_STAMP_FILE"]) as stamp_file:
         set_package_source_stamp(stamp_file.read().strip())
+    # no compile helper processes either (rtsoa.ops.library): they would stamp the mutated
+    # sources; a cold op compiles in this process, under the kept stamp, once for all mutants
+    os.environ["RTSOA_COMPILE_JOBS"] = "1"
 
 if "RTSOA_LOWERED_DIR" not in os.environ:
     import atexit
