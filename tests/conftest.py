@@ -14,9 +14,10 @@
   mutants never reach compiled code set it (mutation/validate.toml: validate.py's plain-Python
   functions; executors.toml: its tests run the executors as plain Python), so their tests load
   the cached machine code of the jitted functions they use, which no mutant changed, instead of
-  recompiling it for a stamp that changed with the mutated file. No background op library
-  compile then (below), nor compile helpers (RTSOA_COMPILE_JOBS=1): their processes would
-  stamp the mutated sources and compile for that stamp.
+  recompiling it for a stamp that changed with the mutated file (`set_package_source_stamp`
+  re-stamps the functions that importing rtsoa, to reach it, defined already). No background
+  op library compile then (below), nor compile helpers (RTSOA_COMPILE_JOBS=1): their
+  processes would stamp the mutated sources and compile for that stamp.
 * Both cores on a cold cache: the modules that run compute ops (`OP_LIBRARY_MODULES`) run
   last, and a background process compiles the op library (`rtsoa.ops.library`, about five
   minutes of one core) while the rest of the suite runs on the other core; the first op test
