@@ -33,6 +33,7 @@ if [ -n "${MUTATION_NICE:-}" ]; then
     # cosmic-ray starts each test run in a new session, so in a new autogroup at nice 0 that
     # `nice` on this script never reaches: make the (scratch copy's) test command lower itself.
     python - "$config" <<'PY'
+import json
 import sys
 import tomllib
 path = sys.argv[1]
@@ -41,7 +42,8 @@ if "autogroup" not in command:
     prefix = "sh -c 'echo 19 > /proc/self/autogroup; exec nice -n 19 \"$@\"' sh "
     lines = open(path).read().split("\n")
     i = next(k for k, line in enumerate(lines) if line.startswith("test-command"))
-    lines[i] = "test-command = '''" + prefix + command + "'''"
+    # a TOML basic string (JSON's escapes are valid TOML): the command may hold any quotes
+    lines[i] = "test-command = " + json.dumps(prefix + command)
     open(path, "w").write("\n".join(lines))
 PY
 fi

@@ -14,7 +14,10 @@
   mutants never reach compiled code set it (mutation/validate.toml: validate.py's plain-Python
   functions; executors.toml: its tests run the executors as plain Python), so their tests load
   the cached machine code of the jitted functions they use, which no mutant changed, instead of
-  recompiling it for a stamp that changed with the mutated file.
+  recompiling it for a stamp that changed with the mutated file (`set_package_source_stamp`
+  re-stamps the functions that importing rtsoa, to reach it, defined already). No background
+  op library compile then (below), nor compile helpers (RTSOA_COMPILE_JOBS=1): their
+  processes would stamp the mutated sources and compile for that stamp.
 * Both cores on a cold cache: the modules that run compute ops (`OP_LIBRARY_MODULES`) run
   last, and a background process compiles the op library (`rtsoa.ops.library`, about five
   minutes of one core) while the rest of the suite runs on the other core; the first op test
@@ -39,6 +42,9 @@ if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):
 
     with open(os.environ["RTSOA_MUTATION_STAMP_FILE"]) as stamp_file:
         set_package_source_stamp(stamp_file.read().strip())
+    # no compile helper processes either (rtsoa.ops.library): they would stamp the mutated
+    # sources; a cold op compiles in this process, under the kept stamp, once for all mutants
+    os.environ["RTSOA_COMPILE_JOBS"] = "1"
 
 if "RTSOA_LOWERED_DIR" not in os.environ:
     import atexit
@@ -121,6 +127,8 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=_uses_op_library)  # stable: the op tests last, each group in its order
     if config.getoption("collectonly") or not any(map(_uses_op_library, items)):
         return
+    if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):
+        return  # its process would hash the mutated sources: a whole op library compile a mutant
     from rtsoa.ops import compiled_op_names
     from rtsoa.ops.library import is_compiled
 

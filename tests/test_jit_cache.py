@@ -62,6 +62,24 @@ def test_editing_an_inlined_helper_changes_the_stamp(tmp_path):
     assert _jit.source_stamp(str(copy)) == before  # the tooling does not
 
 
+def test_a_stamp_set_later_reaches_functions_defined_before_it():
+    """set_package_source_stamp (mutation runs keep the unmutated tree's stamp) re-stamps the
+    cache indexes of the functions importing rtsoa already defined: their cached code loads
+    under the new stamp only, and again under the old one once it is back."""
+    offsets = np.array([0, 2, 3, 3], dtype=np.int32)
+    targets = np.array([1, 2, 2], dtype=np.int32)
+    np.testing.assert_array_equal(csr.in_degrees(offsets, targets, 3), [0, 1, 2])
+    before = _jit.package_source_stamp()
+    assert rtsoa_caching.cached_signatures(csr.in_degrees)
+    try:
+        rtsoa_caching.set_package_source_stamp("0" * 64)
+        assert csr.in_degrees._cache._cache_file._source_stamp == "0" * 64
+        assert rtsoa_caching.cached_signatures(csr.in_degrees) == []
+    finally:
+        rtsoa_caching.set_package_source_stamp(before)
+    assert rtsoa_caching.cached_signatures(csr.in_degrees)
+
+
 def test_user_functions_outside_the_package_keep_numbas_locators(tmp_path):
     module = tmp_path / "user_kernels.py"
     module.write_text("from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x + 1\n")

@@ -179,6 +179,70 @@ def test_chains_that_could_differ_are_not_fused():
     assert counts["Relu"] == 1 and "Add" not in counts
 
 
+@pytest.mark.parametrize("residual_first", [True, False])
+def test_a_residual_named_before_the_conv_output_fuses(residual_first):
+    """Which Add operand is the residual is decided by name equality, not by name order: "r"
+    sorts before the conv output "z" here (before "c" in the other tests)."""
+    add = ("r", "z") if residual_first else ("z", "r")
+    nodes = [_conv(out="z"), *_add_relu(add)]
+    counts = _check(_block(nodes), _inputs(), fused_ops=1)
+    assert set(counts) == {"FusedConv"}
+
+
+def test_only_conv_chains_with_known_equal_dims_fuse():
+    """Chains that are not a Conv's (an Add or a Mul before the Relu: names either side of
+    "Conv"), a residual larger than the conv's output (the sum broadcasts the conv), and a
+    conv and residual of unknown dims: left as the model has them."""
+    for op in ("Add", "Mul"):
+        nodes = [helper.make_node(op, ["x", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        _check(_block(nodes), _inputs(), fused_ops=0)
+    relu = helper.make_node("Relu", ["s"], ["y"])
+    larger = model(
+        [_conv(), helper.make_node("Add", ["c", "r"], ["s"]), relu],
+        [("x", FLOAT, [1, 4, 6, 6]), ("r", FLOAT, [2, 4, 6, 6])],
+        [("y", FLOAT, None)],
+        [("w", _weights(4, 4)), ("bias", RNG.standard_normal(4).astype(np.float32))],
+    )
+    inputs = {
+        "x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32),
+        "r": RNG.standard_normal((2, 4, 6, 6)).astype(np.float32),
+    }
+    counts = _check(larger, inputs, fused_ops=0)
+    assert counts["Add"] == 1 and counts["Relu"] == 1
+    unknown = model(
+        [_conv(), helper.make_node("Add", ["c", "r"], ["s"]), relu],
+        [("x", FLOAT, None), ("r", FLOAT, None)],
+        [("y", FLOAT, None)],
+        [("w", _weights(4, 4)), ("bias", RNG.standard_normal(4).astype(np.float32))],
+    )
+    inputs = {
+        "x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32),
+        "r": RNG.standard_normal((1, 4, 1, 1)).astype(np.float32),  # broadcasts at run time
+    }
+    _check(unknown, inputs, fused_ops=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_clip_without_min_keeps_the_dtypes_lowest_value(dtype):
+    """Clip's absent min is the dtype's lowest value (ONNX), and so is the fused op's: -inf
+    becomes float32's lowest, and float64 values below float32's range stay as they are."""
+    elem = FLOAT if dtype == np.float32 else DOUBLE
+    w = np.abs(_weights(4, 4, dtype=dtype)) + dtype(0.01)  # positive: -inf stays -inf, no NaN
+    proto = model(
+        [_conv(), helper.make_node("Clip", ["c", "", "hi"], ["y"])],
+        [("x", elem, [1, 4, 6, 6])],
+        [("y", elem, None)],
+        [("w", w), ("bias", np.zeros(4, dtype)), ("hi", np.array(0.25, dtype))],
+    )
+    x = RNG.standard_normal((1, 4, 6, 6)).astype(dtype)
+    x[0, 1, 2, 2] = -np.inf if dtype == np.float32 else -1e300
+    # onnxruntime's CPU Conv has no float64 kernel: there the unfused ops are the oracle
+    counts = _check(proto, {"x": x}, fused_ops=1, oracle=dtype == np.float32)
+    assert counts == {"FusedConv": 1}
+    lowest = run_clean(lower(proto), {"x": x})["y"].min()
+    assert lowest == np.finfo(np.float32).min if dtype == np.float32 else lowest < -1e299
+
+
 def test_a_residual_computed_after_the_conv_is_waited_for():
     """The shortcut conv comes after the main conv in the model: the fused op must sit where
     the Add was, after the shortcut is computed."""

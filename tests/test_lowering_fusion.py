@@ -149,6 +149,71 @@ def test_chains_whose_result_could_differ_are_not_fused(case):
         assert counts.get("MatMul") == 1 and counts.get("Add") == 1
 
 
+W_ROW = RNG.standard_normal((1, 5)).astype(np.float32)  # a [1, 5] constant: a 2-D "W"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "Mul heads the chain",  # names around "MatMul": the op test must be equality
+        "Div heads the chain",
+        "product scaled, not added",
+        "sum then Sigmoid",
+        "A of unknown rank",
+        "W an input of unknown shape",
+        "W of rank 3",
+        "W a vector",
+    ],
+)
+def test_only_a_matmul_add_relu_chain_with_known_operands_fuses(case):
+    """Chains that look like MatMul -> Add -> Relu but are not one, or whose operands' ranks
+    are unknown or not those MatMulBias computes: left as the model has them (only a true
+    MatMul -> Add fuses, and only a Relu joins it)."""
+    relu = helper.make_node("Relu", ["a"], ["y"])
+    inputs = [("x", FLOAT, ["batch", 8])]
+    inits = [("w", W), ("b", B)]
+    feed = _x(3, 8)
+    fused_ops = 0
+    if case in ("Mul heads the chain", "Div heads the chain"):
+        head = helper.make_node(case.split()[0], ["x", "w"], ["m"])
+        nodes = [head, helper.make_node("Add", ["m", "b"], ["a"]), relu]
+        inputs, inits, feed = [("x", FLOAT, ["batch", 5])], [("w", W_ROW), ("b", B)], _x(3, 5)
+    elif case == "product scaled, not added":
+        nodes = [
+            helper.make_node("MatMul", ["x", "w"], ["m"]),
+            helper.make_node("Mul", ["m", "b"], ["y"]),
+        ]
+    elif case == "sum then Sigmoid":
+        nodes = [
+            helper.make_node("MatMul", ["x", "w"], ["m"]),
+            helper.make_node("Add", ["m", "b"], ["a"]),
+            helper.make_node("Sigmoid", ["a"], ["y"]),
+        ]
+        fused_ops = 1
+    else:
+        nodes = [
+            helper.make_node("MatMul", ["x", "w"], ["m"]),
+            helper.make_node("Add", ["m", "b"], ["a"]),
+            relu,
+        ]
+        if case == "A of unknown rank":
+            inputs = [("x", FLOAT, None)]
+        elif case == "W an input of unknown shape":
+            inputs.append(("w", FLOAT, None))
+            inits = [("b", B)]
+            feed["w"] = W
+        elif case == "W of rank 3":  # a batched product: [2, s, 5] @ [2, 5, 5]
+            inputs = [("x", FLOAT, [2, "seq", 5])]
+            inits = [("w", RNG.standard_normal((2, 5, 5)).astype(np.float32)), ("b", B)]
+            feed = _x(2, 4, 5)
+        else:  # [batch, 8] @ [8]: a product of rank 1, plus a scalar
+            inits = [("w", W[:, 0].copy()), ("b", np.float32(0.5).reshape(()))]
+    proto = model(nodes, inputs, [("y", FLOAT, None)], inits)
+    counts = _check(proto, feed, fused_ops=fused_ops)
+    if case == "sum then Sigmoid":
+        assert counts.get("Sigmoid") == 1 and "Relu" not in counts
+
+
 def test_integer_chains_are_not_fused():
     w = np.arange(6, dtype=np.int64).reshape(3, 2)
     nodes = [

@@ -292,8 +292,16 @@ def test_output_buffer_errors_name_the_output(mlp_graph):
             "output 'y' has dtype float64, the model produces float32",
         ),
         (
+            {"y": np.zeros((2, 4), np.float16)},
+            "output 'y' has dtype float16, the model produces float32",
+        ),
+        (
             {"y": np.zeros(8, np.float32)},
             "output 'y' has rank 1, the model produces 2 (shape [batch, 4])",
+        ),
+        (
+            {"y": np.zeros((2, 4, 1), np.float32)},
+            "output 'y' has rank 3, the model produces 2 (shape [batch, 4])",
         ),
         (
             {"y": np.zeros((3, 4), np.float32)},
@@ -302,6 +310,10 @@ def test_output_buffer_errors_name_the_output(mlp_graph):
         (
             {"y": np.zeros((2, 5), np.float32)},
             "output 'y' has shape (2, 5), the run produces [batch, 4] = [2, 4] (axis 1)",
+        ),
+        (
+            {"y": np.zeros((1, 4), np.float32)},
+            "output 'y' has shape (1, 4), the run produces [batch, 4] = [2, 4] (axis 0)",
         ),
     ]
     with load_executor(graph) as executor:
@@ -336,6 +348,15 @@ def test_io_address_reuse_check():
         executor.execute_sync({"x": x}, outputs={"a": both[:, :4], "b": both[:, 4:]})
         np.testing.assert_array_equal(both[:, :4], np.maximum(x, 0))
         np.testing.assert_array_equal(both[:, 4:], -x)
+        # views whose overlap numpy cannot decide within the check's work bound (they do not
+        # overlap): refused, the check errs on the side of refusing
+        memory = np.zeros(300_000, np.float32)
+        tangled = np.lib.stride_tricks.as_strided(memory, (2000, 4), (552, 976))
+        other = np.lib.stride_tricks.as_strided(memory[279:], (2000, 4), (184, 676))
+        with pytest.raises(np.exceptions.TooHardError):
+            np.shares_memory(tangled, other, max_work=10_000)
+        with pytest.raises(ModelInputError, match="output 'a' overlaps input 'x'"):
+            executor.execute_sync({"x": tangled}, outputs={"a": other})
         assert executor.iterations == 2
 
 

@@ -75,8 +75,11 @@ def test_input_errors_name_the_input(mlp_model):
             ({}, "missing input(s) ['x']"),
             ({"x": good, "z": good}, "unexpected input(s) ['z']"),
             ({"x": good.astype(np.float64)}, "input 'x' has dtype float64"),
+            ({"x": good.astype(np.float16)}, "input 'x' has dtype float16"),  # casts safely
             ({"x": good[0]}, "input 'x' has rank 1, the model takes 2"),
+            ({"x": good[..., None]}, "input 'x' has rank 3, the model takes 2"),
             ({"x": np.ones((2, 15), np.float32)}, "input 'x' has shape (2, 15)"),
+            ({"x": np.ones((2, 17), np.float32)}, "input 'x' has shape (2, 17)"),
         ]
         for inputs, message in cases:
             with pytest.raises(ModelInputError, match=re.escape(message)):
@@ -95,6 +98,8 @@ def test_symbolic_dims_must_agree_across_inputs():
         a = np.ones((2, 3), np.float32)
         with pytest.raises(ModelInputError, match="symbol 'n' is 2 in input 'a'"):
             executor.execute_sync({"a": a, "b": np.ones((4, 3), np.float32)})
+        with pytest.raises(ModelInputError, match="symbol 'n' is 4 in input 'a'"):
+            executor.execute_sync({"a": np.ones((4, 3), np.float32), "b": a})
         np.testing.assert_array_equal(executor.execute_sync({"a": a, "b": a})["c"], 2 * a)
 
 

@@ -25,6 +25,7 @@ import hashlib
 import os
 import pickle
 import warnings
+import weakref
 
 from rtsoa._numba import compat, lazy_bitcode, linking
 
@@ -33,6 +34,7 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # recompile the product); its own functions are stamped with the product stamp plus their file.
 TOOLING_DIRS = ("testing",)
 _stamp = None
+_caches = weakref.WeakSet()  # every RtsoaFunctionCache: set_package_source_stamp re-stamps them
 
 
 def _package_sources(package_dir):
@@ -70,9 +72,13 @@ def package_source_stamp():
 
 
 def set_package_source_stamp(stamp):
-    """Use `stamp` as the package stamp (mutation runs reuse the unmutated tree's stamp)."""
+    """Use `stamp` as the package stamp (mutation runs reuse the unmutated tree's stamp), for
+    the functions already defined too: importing rtsoa defines most of them, and each one's
+    cache index took the stamp of that moment."""
     global _stamp
     _stamp = stamp
+    for cache in list(_caches):
+        cache.stamp_index()
 
 
 def _is_tooling(path):
@@ -202,12 +208,19 @@ class RtsoaFunctionCache(_numba_caching.FunctionCache):
 
     def __init__(self, py_func):
         super().__init__(py_func)
-        if TOLERANT_CACHE_INDEX:
-            self._cache_file = _TolerantIndexFile(
-                cache_path=self._cache_path,
-                filename_base=self._impl.filename_base,
-                source_stamp=self._impl.locator.get_source_stamp(),
-            )
+        self.stamp_index()
+        _caches.add(self)
+
+    def stamp_index(self):
+        """Read and write the index under the locator's stamp as it is now."""
+        index_class = (
+            _TolerantIndexFile if TOLERANT_CACHE_INDEX else _numba_caching.IndexDataCacheFile
+        )
+        self._cache_file = index_class(
+            cache_path=self._cache_path,
+            filename_base=self._impl.filename_base,
+            source_stamp=self._impl.locator.get_source_stamp(),
+        )
 
     def load_overload(self, sig, target_context):
         if not SHORT_CACHE_LOAD:
