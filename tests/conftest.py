@@ -27,6 +27,7 @@
 """
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -81,6 +82,12 @@ def pytest_runtest_makereport(item, call):
 
 
 # Test modules that load the op library (lowered models, op tests); they run last (see above).
+# Ctrl-C: a suite started with SIGINT ignored (a background job, nohup, some CI runners)
+# inherits SIG_IGN, which Python keeps; the tests of run interruption assume Python's default
+# handler, as an interactive start has, so the process gets it whatever started it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 OP_LIBRARY_MODULES = frozenset(
     {
         "test_backend",
