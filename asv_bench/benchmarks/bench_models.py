@@ -167,7 +167,8 @@ class OpLibraryCold:
         lines = process_preamble(True)
         lines += [
             "from rtsoa.ops.library import compile_jobs, op_library",
-            f"module = op_library({'compile_jobs()' if jobs == 'cores' else '1'})",
-            "assert callable(module.run_op)",
+            "from rtsoa.ops.registry import compiled_op_names",
+            f"addresses = op_library({'compile_jobs()' if jobs == 'cores' else '1'})",
+            "assert sorted(addresses) == sorted(compiled_op_names()) and all(addresses.values())",
         ]
         return "\n".join(lines) + "\n"

@@ -338,13 +338,11 @@ def _input_kind(graph, node):
 
 
 def op_library(jobs=None):
-    """Load every registered op's entry (compiling what is cold, on `jobs` processes); returns
-    the `rtsoa.ops.entry` module (`run_op`)."""
-    from rtsoa.ops import entry
+    """Load every registered op's generic entry (compiling what is cold, on `jobs`
+    processes); returns {op name: entry address}."""
     from rtsoa.ops.registry import compiled_op_names
 
-    load_ops(compiled_op_names(), jobs)
-    return entry
+    return load_ops(compiled_op_names(), jobs)
 
 
 def shares(names, jobs):
