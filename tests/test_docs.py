@@ -152,10 +152,11 @@ def test_no_diary(path):
 def test_the_checks_catch_what_they_name():
     """Each pattern catches the diary it is meant for and lets ordinary prose through."""
     caught = {
-        "a path of a build machine": "measured in /work/cache-mut/runs",
-        "a ticket number": "the issue 12 target",
+        # built here, so this file does not itself read as the diary it describes
+        "a path of a build machine": "measured in " + "/".join(("", "work", "cache-mut", "runs")),
+        "a ticket number": " ".join(("the", "issue", "12", "target")),
         "a date": "### Measured 2026-12-03",
-        "a session of work": "### Fifteenth session: figures",
+        "a session of work": " ".join(("### Fifteenth", "session:", "figures")),
         "a before / after table": "| benchmark | before | after |",
         "a verdict of a target": "target <= 50 ns: **met**",
     }

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rtsoa import _jit
-from rtsoa.abi.dtypes import DType
+from rtsoa.abi.dtypes import DType, dtype_code
 from rtsoa.errors import UnknownOpError
 from rtsoa.ops import library
 from rtsoa.ops.abi import STATUS_OP_BAD_DTYPE
@@ -76,7 +76,7 @@ def test_a_variant_computes_what_the_generic_entry_computes(case):
     inputs = [_data(dtype, shape) for shape in shapes]
     if name == "Pow":
         inputs[1] = np.abs(inputs[1])
-    kind = DType(library._DTYPE_NAMES[np.dtype(dtype).name])
+    kind = dtype_code(dtype)
     variant = library.entry_id(name, kind)
     (generic,) = run_numpy(name, inputs, attributes, entry=name)
     (own,) = run_numpy(name, inputs, attributes, entry=variant)

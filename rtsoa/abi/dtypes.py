@@ -74,6 +74,7 @@ for _info in DTYPES.values():
 NUMPY_DTYPES = {info.dtype: info.numpy for info in DTYPES.values()}
 DTYPE_OF_NUMPY = {np.dtype(info.numpy): info.dtype for info in DTYPES.values()}
 DTYPE_OF_ONNX = {info.onnx: info.dtype for info in DTYPES.values()}
+DTYPE_OF_NAME = {info.name: info.dtype for info in DTYPES.values()}
 
 
 def dtype_code(numpy_dtype):

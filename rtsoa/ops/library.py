@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from rtsoa._jit import cache_dir, jit_out_of_line
-from rtsoa.abi.dtypes import DTYPES
+from rtsoa.abi.dtypes import DTYPE_OF_NAME, DTYPES
 from rtsoa.errors import RtsoaError, UnknownOpError
 from rtsoa.graph.atomic_save import write_text
 from rtsoa.ops.abi import COL_DTYPE, MAX_OPERANDS, ROW_WIDTH
@@ -50,7 +50,6 @@ from rtsoa.ops.call import call_entry
 _guard = threading.Lock()  # threads of one process (the flock is per open file)
 _addresses = {}  # entry id (op name, or `<op>[<dtype>]`) -> its address in this process
 _VARIANT = re.compile(r"(?P<op>[^\[\]]+)\[(?P<dtype>\w+)\]")
-_DTYPE_NAMES = {row.name: code for code, row in DTYPES.items()}
 _POLL_SECONDS = 0.25  # how often the progress bar counts the helpers' markers
 
 
@@ -127,7 +126,7 @@ def _parse(entry):
     if match is None:
         return _definition(entry), None
     definition = _definition(match["op"])
-    kind = _DTYPE_NAMES.get(match["dtype"])
+    kind = DTYPE_OF_NAME.get(match["dtype"])
     if kind is None:
         raise UnknownOpError(f"entry {entry!r}: {match['dtype']!r} is not an rtsoa dtype")
     try:
@@ -288,53 +287,66 @@ def graph_entries(graph):
 
 def _launch_kinds(graph, nodes, rows):
     """{ops row: set of DType codes} of input 0 at the OpLaunch nodes of each row
-    (`_input_kind`); a row without launches is absent."""
+    (`_input_kinds`); a row without launches is absent."""
     if "OpLaunch" not in graph.kernel_names or nodes.shape[0] == 0:
         return {}
-    launch = graph.kernel_names.index("OpLaunch")
+    launches = graph.node_kernel[nodes] == graph.kernel_names.index("OpLaunch")
+    rows = rows[launches]
+    pairs = np.unique(np.stack([rows, _input_kinds(graph, nodes[launches])]), axis=1)
     kinds = {}
-    for node, row in zip(nodes.tolist(), rows.tolist(), strict=True):
-        if int(graph.node_kernel[node]) == launch:
-            kinds.setdefault(row, set()).add(_input_kind(graph, node))
+    for row, kind in pairs.T.tolist():
+        kinds.setdefault(row, set()).add(kind)
     return kinds
 
 
-def _input_kind(graph, node):
-    """The DType code of input 0 of OpLaunch `node` (its first (MEMORY_BLOCK, SHAPE) pair), or
-    -1 where the graph does not say it for sure. A weight's block holds raw bytes (UINT8): its
-    dtype is the ConstTensor attribute of its SHAPE value. Otherwise the block's own dtype,
-    trusted only for a graph input or an AllocMemory output (what lowering types); any other
-    producer (a branch's select, a graph built by hand), or an index outside the graph's
-    tables (an unvalidated file), gives -1, so the op runs its generic entry."""
-    offsets, values = graph.input_offsets, graph.input_values
-    if not 0 <= node < offsets.shape[0] - 1:
-        return -1
-    start, end = int(offsets[node]), int(offsets[node + 1])
-    if not 0 <= start <= end - 2 <= len(values) - 2:
-        return -1
-    block, shape = int(values[start]), int(values[start + 1])
+def _input_kinds(graph, launches):
+    """The DType code of input 0 of each OpLaunch node `launches` (its first (MEMORY_BLOCK,
+    SHAPE) pair), or -1 where the graph does not say it for sure. A weight's block holds raw
+    bytes (UINT8): its dtype is the ConstTensor attribute of its SHAPE value. Otherwise the
+    block's own dtype, trusted only for a graph input or an AllocMemory output (what lowering
+    types); any other producer (a branch's select, a graph built by hand), or an index outside
+    the graph's tables (an unvalidated file), gives -1, so the op runs its generic entry."""
+    offsets = np.asarray(graph.input_offsets, dtype=np.int64)
+    values = np.asarray(graph.input_values, dtype=np.int64)
+    inside = (launches >= 0) & (launches < offsets.shape[0] - 1)
+    start = np.where(inside, offsets[np.where(inside, launches, 0)], -1)
+    end = np.where(inside, offsets[np.where(inside, launches + 1, 0)], -1)
+    ok = (start >= 0) & (start + 2 <= end) & (start + 2 <= values.shape[0])
+    block = np.where(ok, values[np.where(ok, start, 0)], -1)
+    shape = np.where(ok, values[np.where(ok, start + 1, 0)], -1)
     count = graph.value_dtype.shape[0]
-    if not (0 <= block < count and 0 <= shape < count):
-        return -1
-    names = graph.kernel_names
+    ok &= (block >= 0) & (block < count) & (shape >= 0) & (shape < count)
+    block, shape = np.where(ok, block, 0), np.where(ok, shape, 0)
+    shape_producer, shape_kernel = _producers(graph, shape)
+    block_producer, block_kernel = _producers(graph, block)
+    kinds = np.where(
+        ok & ((block_producer < 0) | (block_kernel == _kernel_index(graph, "AllocMemory"))),
+        graph.value_dtype[block].astype(np.int64),
+        -1,
+    )
+    weight = ok & (shape_kernel == _kernel_index(graph, "ConstTensor"))
+    attr_offsets, pool = graph.attr_offsets, graph.attr_pool
+    first = np.where(weight, attr_offsets[np.where(weight, shape_producer, 0)], 0)
+    following = np.where(weight, attr_offsets[np.where(weight, shape_producer + 1, 0)], 0)
+    has_dtype = weight & (first < following) & (first < pool.shape[0])
+    kinds = np.where(weight, -1, kinds)
+    kinds[has_dtype] = pool[first[has_dtype]]
+    return kinds
 
-    def producer_kernel(value):
-        producer = int(graph.value_producer[value])
-        if not 0 <= producer < graph.node_kernel.shape[0]:
-            return producer, None
-        kernel = int(graph.node_kernel[producer])
-        return producer, names[kernel] if 0 <= kernel < len(names) else None
 
-    producer, kernel = producer_kernel(shape)
-    if kernel == "ConstTensor":
-        first = int(graph.attr_offsets[producer])
-        if first < int(graph.attr_offsets[producer + 1]) and first < graph.attr_pool.shape[0]:
-            return int(graph.attr_pool[first])
-        return -1
-    producer, kernel = producer_kernel(block)
-    if producer < 0 or kernel == "AllocMemory":
-        return int(graph.value_dtype[block])
-    return -1
+def _producers(graph, values):
+    """(producer node, its kernel id) of each of `values`: the producer as the graph says (-1:
+    no node makes it), the kernel -1 where there is none or it lies outside the tables."""
+    producer = np.asarray(graph.value_producer, dtype=np.int64)[values]
+    valid = (producer >= 0) & (producer < graph.node_kernel.shape[0])
+    kernel = np.where(valid, graph.node_kernel[np.where(valid, producer, 0)], -1).astype(np.int64)
+    kernel = np.where((kernel >= 0) & (kernel < len(graph.kernel_names)), kernel, -1)
+    return producer, kernel
+
+
+def _kernel_index(graph, name):
+    """The kernels-table row of kernel `name` in `graph` (-2, matching no node, if absent)."""
+    return graph.kernel_names.index(name) if name in graph.kernel_names else -2
 
 
 def op_library(jobs=None):
