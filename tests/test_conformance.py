@@ -113,3 +113,28 @@ def test_the_subset_is_stable_and_cases_are_named_by_their_op():
     chosen = {case.name for case in cases if conformance.in_subset(case)}
     assert chosen == {case.name for case in reversed(cases) if conformance.in_subset(case)}
     assert 0.2 < len(chosen) / len(cases) < 0.3  # about 1 in SUBSET_SHARE
+
+
+def test_updating_the_table_rewrites_only_the_cases_run(tmp_path):
+    table = tmp_path / "known.csv"
+    table.write_text(
+        "case,status,reason\n"
+        "node/test_a,refused,op 'A' is not supported\n"
+        "node/test_b,refused,op 'B' is not supported\n"
+        "node/test_c,error,run: KernelError\n"
+    )
+    ran = [
+        conformance.CaseResult("node", "test_a", "A", True, PASS, "", "", ""),
+        conformance.CaseResult("node", "test_c", "C", True, WRONG, "y differs", "", ""),
+        conformance.CaseResult("node", "test_d", "D", False, "refused", "op 'D'", "", ""),
+    ]
+    conformance.write_known(ran, table, keep=conformance.read_known(table))
+    want = {
+        "node/test_b": ("refused", "op 'B' is not supported"),
+        "node/test_c": ("wrong", "y differs"),
+        "node/test_d": ("refused", "op 'D'"),
+    }
+    assert conformance.read_known(table) == want
+    # through the command line: a run of no case keeps every row
+    conformance.main(["--case", "no-such-case", "--quiet", "--update-known", str(table)])
+    assert conformance.read_known(table) == want

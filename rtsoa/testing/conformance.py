@@ -238,14 +238,19 @@ def read_known(path=KNOWN_TABLE):
         return {row["case"]: (row["status"], row["reason"]) for row in csv.DictReader(handle)}
 
 
-def write_known(results, path=KNOWN_TABLE):
-    """Write the known-failures table: every case of `results` that does not pass in rtsoa."""
+def write_known(results, path=KNOWN_TABLE, keep=None):
+    """Write the known-failures table: every case of `results` that does not pass in rtsoa,
+    and the rows of `keep` ({key: (status, reason)}) for cases `results` did not run."""
+    rows = {key: row for key, row in (keep or {}).items()}
+    for result in results:
+        rows.pop(result.key, None)
+        if result.status != PASS:
+            rows[result.key] = (result.status, result.reason)
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["case", "status", "reason"])
-        for result in sorted(results, key=lambda r: r.key):
-            if result.status != PASS:
-                writer.writerow([result.key, result.status, result.reason])
+        for key in sorted(rows):
+            writer.writerow([key, *rows[key]])
 
 
 def differences(results, known):
@@ -351,6 +356,10 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--markdown", help="write the report here")
     parser.add_argument("--write-known", help="write the known-failures table here")
+    parser.add_argument(
+        "--update-known",
+        help="rewrite the rows of the cases run in this known-failures table, keep the others",
+    )
     parser.add_argument("--quiet", action="store_true", help="print only the totals")
     args = parser.parse_args(argv)
     start = time.monotonic()
@@ -374,6 +383,8 @@ def main(argv=None):
             handle.write(markdown(results, command.strip()))
     if args.write_known:
         write_known(results, args.write_known)
+    if args.update_known:
+        write_known(results, args.update_known, keep=read_known(args.update_known))
     return 0
 
 
