@@ -19,7 +19,7 @@ from numba.core.registry import CPUDispatcher
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
 from rtsoa.device import bits
-from rtsoa.executors.atomics import atomic_load
+from rtsoa.device.atomics import atomic_load
 from rtsoa.kernels.clock import monotonic_ns
 
 

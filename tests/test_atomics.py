@@ -1,4 +1,4 @@
-"""The atomics the multithread executor is built on (rtsoa/executors/atomics.py): adds,
+"""The atomics the multithread executor is built on (rtsoa/device/atomics.py): adds,
 compare-and-swap, exchange, loads and stores from several threads, and a spin lock test that
 can fail (it catches a lock without an atomic test-and-set)."""
 
@@ -9,7 +9,7 @@ import pytest
 from figures import report
 from numba import njit
 
-from rtsoa.executors.atomics import (
+from rtsoa.device.atomics import (
     atomic_add,
     atomic_cas,
     atomic_exchange,

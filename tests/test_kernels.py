@@ -66,6 +66,11 @@ def test_builtins_registered_in_a_stable_order():
     assert REGISTRY["LaunchKernel"].worker == WorkerClass.LAUNCH
     assert REGISTRY["AllocMemory"].critical_section == "memory"
     assert REGISTRY["SwitchNotify"].control_flow
+    # the launches lock the device around their device calls only; allocations whole
+    locks = {info.name for info in REGISTRY.entries() if info.locks_device}
+    assert {"LaunchKernel", "OpLaunch"} <= locks and "AllocMemory" not in locks
+    tables = REGISTRY.tables()
+    assert tables.locks_device.tolist() == [info.locks_device for info in REGISTRY.entries()]
 
 
 def test_bind_maps_names_and_rejects_unknown():
@@ -83,6 +88,8 @@ def test_register_rejects_bad_metadata_and_duplicates():
         registry.register("X", builtin.noop, critical_section="io")
     with pytest.raises(ValueError, match="requirement"):
         registry.register("X", builtin.noop, requires={"colour": 1})
+    with pytest.raises(ValueError, match="locks_device needs a critical_section"):
+        registry.register("X", builtin.noop, locks_device=True)
     with pytest.raises(TypeError):
         registry.register("X", lambda rt, node: 0)
     registry.register("X", builtin.noop)

@@ -17,7 +17,7 @@ from rtsoa.kernels import expected_checksum
 from rtsoa.kernels.relations import remove_launch_free_edges
 
 THREADS = (2, 3, 4, 8)  # 8: more workers than cores
-SHARINGS = ("classes", "host")  # who runs the host work (MultithreadExecutor.sharing)
+SHARINGS = ("classes", "host", "launches")  # who runs what (MultithreadExecutor.sharing)
 # Peak allocated device bytes, multithread / sequential, that the window must keep. The
 # measured factors (docs/multithread.md) are well below it; the limit leaves room
 # for timing (which op is allocated when differs from run to run).

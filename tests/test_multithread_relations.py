@@ -16,7 +16,7 @@ from rtsoa.kernels.relations import remove_launch_free_edges
 
 THREADS = (2, 3, 4)
 LIVENESS_THREADS = (2, 3, 4, 8)  # liveness and hazards: also more workers than cores
-SHARINGS = ("classes", "host")
+SHARINGS = ("classes", "host", "launches")
 REPEATS = 3
 
 

@@ -22,7 +22,9 @@
   on 2 cores.
 - `InceptionBranches.track_*`: a lowered Inception-v1 (`rtsoa.testing.cnn.inception`, narrow
   and small: four parallel branches per block) run by the model API on multithread with 2
-  threads against the sequential executor (1 thread): the speed-up (target > 1).
+  threads against the sequential executor (1 thread): the speed-up of each sharing ("classes",
+  "host", "launches": independent op launches computing at once) and of "auto" after its
+  calibration runs (target > 1).
 
 Every setup warms the JIT and asserts that each executor runs every node with the checksum
 NumPy computes independently (`expected_checksum`). Print the table with
@@ -52,7 +54,7 @@ BUSY_NANOSECONDS = 5_000
 BUSY_OPS = 2_000  # ops of the busy-work graph (4 nodes each)
 HOST_NODES = 2_000  # host kernels of the host DAG
 HOST_NANOSECONDS = 14_000
-CALIBRATION = 4  # runs that let sharing="auto" time both plans (2 each) and choose
+CALIBRATION = 6  # runs that let sharing="auto" time every plan (2 each, up to 3) and choose
 
 
 def _interleaved(runs, repeats=REPEATS):
@@ -235,9 +237,11 @@ class HostDag:
 
 
 class InceptionBranches:
-    """A lowered Inception-v1 (four parallel branches per block): 2 threads against 1."""
+    """A lowered Inception-v1 (four parallel branches per block): 2 threads against 1, with
+    each sharing of the work and with "auto"."""
 
     timeout = 1800
+    SHARINGS = ("classes", "host", "launches", "auto")
 
     def setup(self):
         from rtsoa.lowering import lower
@@ -248,12 +252,15 @@ class InceptionBranches:
         rng = np.random.default_rng(0)
         self.inputs = {"x": rng.standard_normal((1, 3, 64, 64)).astype(np.float32)}
         graph = lower(proto)
-        self.models = {
-            name: load_model(graph, executor=name) for name in ("sequential", "multithread")
-        }
+        self.models = {"sequential": load_model(graph, executor="sequential")}
+        for sharing in self.SHARINGS:
+            model = load_model(graph, executor="multithread")
+            for executor in model.executors:
+                executor.sharing = sharing
+            self.models[sharing] = model
         want = self.models["sequential"].execute_sync(self.inputs)["y"]
         for name, model in self.models.items():
-            for _ in range(CALIBRATION):
+            for _ in range(1 + CALIBRATION):  # Main, then "auto" times the plans of the reruns
                 got = model.execute_sync(self.inputs)["y"]
                 assert np.array_equal(got, want), name  # no op is split: the same bits
         self.seconds = None
@@ -268,17 +275,32 @@ class InceptionBranches:
                 (lambda model=model: model.execute_sync(self.inputs))
                 for model in self.models.values()
             ]
-            self.seconds = _interleaved(runs, repeats=9)
+            self.seconds = dict(zip(self.models, _interleaved(runs, repeats=9), strict=True))
         return self.seconds
 
+    def _speedup(self, sharing):
+        seconds = self._measure()
+        return seconds["sequential"] / seconds[sharing]
+
     def track_speedup_two_threads(self):
-        sequential, multithread = self._measure()
-        return sequential / multithread
+        return self._speedup("auto")
+
+    def track_speedup_by_classes(self):
+        return self._speedup("classes")
+
+    def track_speedup_host_sharing(self):
+        return self._speedup("host")
+
+    def track_speedup_shared_launches(self):
+        return self._speedup("launches")
 
     def track_sequential_ms(self):
-        return self._measure()[0] * 1e3
+        return self._measure()["sequential"] * 1e3
 
     track_speedup_two_threads.unit = "x"
+    track_speedup_by_classes.unit = "x"
+    track_speedup_host_sharing.unit = "x"
+    track_speedup_shared_launches.unit = "x"
     track_sequential_ms.unit = "ms"
 
 
@@ -352,9 +374,16 @@ def main():
     print(f"  auto chose {chosen!r}; target: host sharing >= 1.8x ({verdict})")
     inception = InceptionBranches()
     inception.setup()
-    speedup = inception.track_speedup_two_threads()
     print("Inception-v1 (width 0.25, 64 x 64, 4 blocks), model API")
-    print(f"  sequential {inception.track_sequential_ms():8.2f} ms; 2 threads {speedup:5.2f}x")
+    print(f"  sequential              {inception.track_sequential_ms():8.2f} ms")
+    for name in InceptionBranches.SHARINGS:
+        print(f"  2 threads, {name:8} speed-up {inception._speedup(name):5.2f}x")
+    model = inception.models["launches"]
+    model.execute_sync(inception.inputs)
+    print(f"  nodes per worker and class, shared launches: {model.executors[-1].nodes_per_class}")
+    speedup = inception.track_speedup_two_threads()
+    verdict = "met" if speedup > 1 else "NOT met"
+    print(f"  target: auto, 2 threads faster than 1: {speedup:.2f}x ({verdict})")
     inception.teardown()
     print(_load())
     print(_steal(ticks))

@@ -139,6 +139,12 @@ CNT_QUICK_FLUSHES = 19  # quick-list flushes (their blocks merged and listed bef
 CNT_LEAKED_BLOCKS = 20  # blocks executor runs left allocated at their end (reclaimed then)
 NUM_COUNTERS = 21
 
+# The device lock (`DeviceState.lock`, `rtsoa.device.lock`): its word and, a cache line away,
+# whether the run in progress has several workers calling into the device at once
+LOCK_HELD = 0
+LOCK_SHARED = 8
+LOCK_WORDS = 16
+
 # ---- per-placement statistics (int64 array `stats`, one row per arena) ---------------------
 # Each tracked quantity has current / peak / allocated-total columns; the freed total is
 # derived (allocated - current) by `stats.placement_stats`, so a free updates one column.

@@ -44,6 +44,7 @@ from rtsoa.device.layout import (
     HANDLE_SLOT_MASK,
     HANDLE_TAG_COUNT,
     HIST_TASK,
+    LOCK_WORDS,
     MAX_STREAMS,
     MAX_UNIT_BYTES,
     NUM_BINS,
@@ -122,6 +123,8 @@ _FIELDS = {
     "trace_extra": (np.int64, ("trace_capacity", NUM_EXTRA_COLUMNS), True),
     "hazards": (np.int64, ("hazard_capacity", NUM_HAZARD_COLUMNS), True),
     "hazard_time": (np.float64, ("hazard_capacity", 2), True),
+    # the device lock of a run whose workers call into the device at once (`device.lock`)
+    "lock": (np.int64, (LOCK_WORDS,), True),
 }
 
 
@@ -229,6 +232,7 @@ def create_state(
         trace_extra=aligned_zeros((trace_capacity, NUM_EXTRA_COLUMNS), np.int64),
         hazards=np.zeros((hazard_capacity, NUM_HAZARD_COLUMNS), dtype=np.int64),
         hazard_time=np.zeros((hazard_capacity, 2), dtype=np.float64),
+        lock=aligned_zeros((LOCK_WORDS,), np.int64),
     )
     check_state(state)
     return state

@@ -41,7 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm
-from rtsoa.executors.atomics import atomic_cas, atomic_load, atomic_store
+from rtsoa.device.atomics import atomic_cas, atomic_load, atomic_store
 from rtsoa.executors.heap import node_keys
 from rtsoa.graph.csr import in_degrees
 from rtsoa.graph.schema import WorkerClass

@@ -39,8 +39,8 @@ import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_out_of_line
 from rtsoa.abi.status import STATUS_CANCELLED, STATUS_OK, STATUS_STEP_LIMIT
+from rtsoa.device.atomics import atomic_load
 from rtsoa.errors import RunCancelled, RunInterrupted, RunTimeout
-from rtsoa.executors.atomics import atomic_load
 from rtsoa.kernels.abi import line_zeros
 from rtsoa.kernels.clock import monotonic_ns
 

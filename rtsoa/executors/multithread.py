@@ -21,8 +21,10 @@ docs/multithread.md. This file is the loop and the executor; the map of the rest
 - `relation_state.py`: exact Free -> Launch relations, one wait word per Free tagged with
   the run's generation: `relation_state` (prepare), `on_free_ready`, `on_launch_submitted`.
 - `worker_threads.py`: the process-wide pool of worker threads kept between runs.
-- Shared with the other loops: `atomics.py` (CPU atomics, spin locks), `heap.py` (the binary
-  heap), `steps.py` (released edges, the step record), `cancel.py` (the cancellation poll).
+- Shared with the other loops: `heap.py` (the binary heap), `steps.py` (released edges, the
+  step record), `cancel.py` (the cancellation poll); from the device layer,
+  `rtsoa/device/atomics.py` (CPU atomics, spin locks) and `rtsoa/device/lock.py` (the device
+  lock: held around critical kernels, or by a launch itself around its device calls).
 
 Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 (`runs_control_flow = False`), so `auto` never picks this executor for such graphs.
@@ -37,6 +39,15 @@ import numpy as np
 
 from rtsoa._jit import entry_point
 from rtsoa.abi.status import STATUS_CANCELLED, STATUS_NO_PROGRESS, STATUS_OK, STATUS_QUEUE_OVERFLOW
+from rtsoa.device.atomics import (
+    atomic_add,
+    atomic_load,
+    atomic_store,
+    atomic_store_release,
+    atomic_sub,
+    cpu_yield,
+)
+from rtsoa.device.lock import lock_device, share_device, unlock_device
 from rtsoa.executors.admission import (
     DEFAULT_WINDOW,
     LOW,
@@ -46,16 +57,6 @@ from rtsoa.executors.admission import (
     release_keys,
     reset_epochs,
 )
-from rtsoa.executors.atomics import (
-    atomic_add,
-    atomic_load,
-    atomic_store,
-    atomic_store_release,
-    atomic_sub,
-    cpu_yield,
-    spin_lock,
-    spin_unlock,
-)
 from rtsoa.executors.base import Executor, register_executor
 from rtsoa.executors.cancel import cancel_requested, step_poll
 from rtsoa.executors.heap import TIE_MASK
@@ -63,9 +64,9 @@ from rtsoa.executors.plans import RunState, make_plan
 from rtsoa.executors.ready_queues import (
     ABORTED,
     CONTROL_SIZE,
-    DEVICE_LOCK,
     DONE,
     EPOCH,
+    IDLE,
     LAST_PARKED,
     LINE,
     MAX_WORKERS,
@@ -145,6 +146,8 @@ def run_multithread(rt, worker, run, cancel, record):
     admission = worker.admission
     alone = worker.alone
     straight = worker.straight
+    hands_off = worker.hands_off
+    by_class = worker.by_class
     order = run.order
     ranks = run.ranks
     keys = run.keys
@@ -171,6 +174,7 @@ def run_multithread(rt, worker, run, cancel, record):
     cursor = np.int64(0)  # the private batch: no rank below word `cursor` is set in `bits`
     mine = np.int64(0)  # nodes in it
     node = np.int64(-1)  # a shared-queue successor this worker continues with, or -1
+    waiting = False  # counted in control[IDLE]
     while atomic_load(control, ABORTED) == 0:
         if straight:
             if next_rank >= admission.count:
@@ -204,6 +208,9 @@ def run_multithread(rt, worker, run, cancel, record):
                 if atomic_load(control, DONE) != 0:
                     break
                 if idle == 0:
+                    if hands_off and not waiting:
+                        atomic_add(control, IDLE, 1)
+                        waiting = True
                     if cancel_requested(cancel):  # e.g. every other worker in a long kernel
                         abort_run(control, STATUS_CANCELLED, np.int64(-1))
                         break
@@ -229,6 +236,9 @@ def run_multithread(rt, worker, run, cancel, record):
                 continue
         idle = 0
         stalled = 0
+        if waiting:
+            atomic_sub(control, IDLE, 1)
+            waiting = False
         if (
             has_relations
             and is_related_free(relations, node)
@@ -251,13 +261,14 @@ def run_multithread(rt, worker, run, cancel, record):
             start = monotonic_ns()
         critical = node_critical[node]
         if critical:
-            spin_lock(control, DEVICE_LOCK)
+            lock_device(rt.device)
         status = dispatch(rt, node_dispatch[node], node)
         if critical:
-            spin_unlock(control, DEVICE_LOCK)
+            unlock_device(rt.device)
         if record is not None:
             record_step(record, step, node, start, monotonic_ns())
         ran += 1
+        by_class[node_queue[node]] += 1
         if has_relations:  # progress the no-progress detector sees (this worker's own line)
             atomic_store_release(control, PROGRESS + worker.index * LINE, ran)
         first, last, stop = released_edges(rt, status, node, cancel)
@@ -298,7 +309,10 @@ def run_multithread(rt, worker, run, cancel, record):
                 cursor, mine = keep_private(np.int64(ranks[target]), bits, cursor, mine)
                 continue
             queued = np.int64(target)
-            if serves[queue] and (node < 0 or keys[target] < keys[node]):
+            keep = serves[queue] and (node < 0 or keys[target] < keys[node])
+            if keep and hands_off:
+                keep = atomic_load(control, IDLE) == 0  # else an idle worker takes it
+            if keep:
                 queued = node  # the best shared successor this worker serves runs next, here
                 node = np.int64(target)
             if queued >= 0 and not push_ready(queued, keys, node_queue, heaps, control, False):
@@ -312,13 +326,17 @@ class MultithreadExecutor(Executor):
     """Worker classes in nogil threads over lock-free-on-the-hot-path queues; no control flow.
 
     `threads` (>= 2, default `default_threads()`): worker threads, the calling one included.
-    `sharing` (an attribute, settable after prepare): how the host (NORMAL) work is shared,
-    "classes" (only the NORMAL workers run it; the reference's design), "host" (every worker
-    runs it, by rank, beside its own class's work: independent host nodes use every core) or
-    "auto" (the default: the first CALIBRATION_RUNS plain runs alternate both, timed, and the
-    faster is kept; the same answer either way). `workers` holds each worker's WorkerState
-    and `run_state` the RunState they share, of the plan in use (docs/multithread.md);
-    `nodes_per_worker`, how many nodes each worker ran in the last run.
+    `sharing` (an attribute, settable after prepare): how the work is shared, "classes" (only
+    the NORMAL workers run host work, one device worker the launches; the reference's
+    design), "host" (every worker runs host work, by rank, beside its own class's work:
+    independent host nodes use every core), "launches" (every worker runs host work and
+    launches: independent op launches compute at once, each holding the device lock only
+    around its device calls, `rtsoa.device.lock`) or "auto" (the default: the first
+    CALIBRATION_RUNS plain runs of each plan alternate, timed, and the fastest is kept; the
+    same answer, bit for bit, either way: no op is split). `workers` holds each worker's
+    WorkerState and `run_state` the RunState they share, of the plan in use
+    (docs/multithread.md); `nodes_per_worker`, how many nodes each worker ran in the last run,
+    and `nodes_per_class` (int64[threads, 3]), how many of each class (NORMAL, MEMORY, LAUNCH).
     """
 
     name = "multithread"
@@ -335,7 +353,8 @@ class MultithreadExecutor(Executor):
 
     @property
     def sharing(self):
-        """How the host work is shared: "classes", "host" or "auto" (the class docstring)."""
+        """How the work is shared: "classes", "host", "launches" or "auto" (the class
+        docstring)."""
         return self._sharing
 
     @sharing.setter
@@ -371,9 +390,10 @@ class MultithreadExecutor(Executor):
             )
         self.threads = int(threads)
         self._sharing = "auto"
-        self._trials = {"classes": [], "host": []}  # seconds of the calibration runs
+        self._trials = {}  # plan -> seconds of its calibration runs
         self._chosen = None  # the plan "auto" settled on
         self.nodes_per_worker = []  # of the last run (see _execute)
+        self.nodes_per_class = np.zeros((threads, QUEUES), dtype=np.int64)
         graph = self.graph
         n = graph.num_nodes
         tables = self.registry.tables()
@@ -418,15 +438,24 @@ class MultithreadExecutor(Executor):
         self.plans = {"classes": self._plan("classes", shared, admission)}
         if counts[WorkerClass.NORMAL]:  # host work to share: a plan where every worker runs it
             self.plans["host"] = self._plan("host", shared, admission)
+        if self._launches_lock_device():  # launches that compute outside the device lock
+            self.plans["launches"] = self._plan("launches", shared, admission)
         self.admission = self.plans["classes"].workers[1].admission  # the MEMORY worker's
         self._compiled = {}
         self._owners = ()  # the run state objects `_compiled` was checked against
         plan = self.plans["classes"]
         return (plan.workers[0], plan.run_state, self.cancel_words)
 
+    def _launches_lock_device(self):
+        """Whether a root node's kernel takes the device lock itself (an op launch): sharing
+        the launches then lets their computations run at once."""
+        locks = self.registry.tables().locks_device[self.runtime.graph.node_dispatch]
+        return bool(locks[self.nodes].any())
+
     def _plan(self, sharing, shared, admission):
         """The Plan of `sharing` over the `shared` RunState arrays (`plans.make_plan`)."""
-        section = self.registry.tables().critical_section[self.runtime.graph.node_dispatch] != 0
+        tables = self.registry.tables()
+        node_dispatch = self.runtime.graph.node_dispatch
         return make_plan(
             self.graph,
             self.nodes,
@@ -434,31 +463,31 @@ class MultithreadExecutor(Executor):
             sharing,
             shared,
             admission,
-            section,
+            tables.critical_section[node_dispatch] != 0,
+            tables.locks_device[node_dispatch],
             self.straight,
         )
 
     def _plan_name(self, calibrating):
         """The plan of the next run (see `chosen_sharing`); `calibrating`: a plain run that
         may be timed for "auto"."""
-        if "host" not in self.plans:
+        if len(self.plans) == 1:
             return "classes"
         if self._sharing != "auto":
-            return self._sharing
+            return self._sharing if self._sharing in self.plans else "classes"
         if self._chosen is not None:
             return self._chosen
-        classes, host = len(self._trials["classes"]), len(self._trials["host"])
         if not calibrating:
             return "classes"
-        return "classes" if classes <= host else "host"
+        return min(self.plans, key=lambda name: len(self._trials.get(name, ())))
 
     def _timed(self, plan, seconds):
         """A plain run of `plan` under "auto" calibration took `seconds`: keep it, and choose
         once every plan has CALIBRATION_RUNS (the fastest run of each decides)."""
-        trials = self._trials[plan]
-        trials.append(seconds)
-        if all(len(each) >= CALIBRATION_RUNS for each in self._trials.values()):
-            self._chosen = min(self._trials, key=lambda name: min(self._trials[name]))
+        self._trials.setdefault(plan, []).append(seconds)
+        trials = [self._trials.get(name, ()) for name in self.plans]
+        if all(len(each) >= CALIBRATION_RUNS for each in trials):
+            self._chosen = min(self.plans, key=lambda name: min(self._trials[name]))
 
     def _checksum(self):
         sums = np.array([int(rt.worker.checksum[0]) for rt in self._runtimes], dtype=np.uint64)
@@ -504,6 +533,7 @@ class MultithreadExecutor(Executor):
         """Per-run reset of the shared state before any worker starts."""
         for worker in plan.workers:  # an aborted run may leave nodes in a private batch
             worker.bits[:] = 0
+            worker.by_class[:] = 0
         run = plan.run_state
         admissions = [worker.admission for each in self.plans.values() for worker in each.workers]
         if run.control[EPOCH] >= MAX_EPOCH:  # the wait words keep 32 bits of it: start again
@@ -531,6 +561,7 @@ class MultithreadExecutor(Executor):
         for rt in self._runtimes[1:]:
             reset_worker(rt.worker)
         self._arm(plan)
+        share_device(self.device.state, plan.shares_device)
         control = plan.run_state.control
         results = [None] * self.threads
         errors = []
@@ -555,11 +586,13 @@ class MultithreadExecutor(Executor):
                 if lost is not None:
                     errors.append(lost)
             POOL.release(workers)
+            share_device(self.device.state, False)
         seconds = time.perf_counter() - start
         if errors:
             raise errors[0]
         # the nodes each worker ran (0 for a worker not started): how the work was shared
         self.nodes_per_worker = [0 if result is None else int(result[2]) for result in results]
+        self.nodes_per_class = np.array([worker.by_class for worker in plan.workers])
         executed = sum(self.nodes_per_worker)
         if record is not None:
             # A worker claims its row, then reads the clock: one preempted in between starts
@@ -570,6 +603,6 @@ class MultithreadExecutor(Executor):
             rows[:] = rows[np.argsort(rows[:, 1], kind="stable")]
         if control[ABORTED]:
             return int(control[STATUS]), int(control[NODE]), executed
-        if timed and "host" in self.plans:
+        if timed and len(self.plans) > 1:
             self._timed(plan.sharing, seconds)
         return STATUS_OK, -1, executed

@@ -29,6 +29,11 @@ class WorkerState(NamedTuple):
     admission: Admission  # its admission window: one all workers share, or its own
     alone: np.bool_  # it alone runs every root node, the single writer of every in-degree
     straight: np.bool_  # alone and no relations: it runs the rank order, rank by rank
+    # while another worker idles, it queues a shared successor it released rather than run
+    # it next itself ("launches": the memory worker hands the launches its allocations
+    # release to idle workers and stays free for the next allocation)
+    hands_off: np.bool_
+    by_class: np.ndarray  # int64[QUEUES]: the nodes of each class queue it ran in this run
 
 
 class RunState(NamedTuple):
@@ -51,16 +56,18 @@ class Plan(NamedTuple):
     """One way to share the work among the workers: what each serves and the state that
     follows from it (`MultithreadExecutor._plan`)."""
 
-    sharing: str  # "classes" or "host" (see MultithreadExecutor)
+    sharing: str  # "classes", "host" or "launches" (see MultithreadExecutor)
     workers: list  # WorkerState per worker
     run_state: RunState  # shares every array but `plain` and `node_critical` with other plans
     working: list  # bool per worker: does it serve a queue holding a node of the root?
+    shares_device: bool  # several workers call into the device: its lock is taken (device.lock)
 
 
-def make_plan(graph, nodes, threads, sharing, shared, admission, section, straight):
+def make_plan(graph, nodes, threads, sharing, shared, admission, section, locks, straight):
     """The Plan of `sharing` for `threads` workers running `nodes` (the root) of `graph`,
     over the `shared` RunState's arrays. `admission`: the window all workers would share
-    (`release_keys`); `section`: bool per node, its kernel has a critical section;
+    (`release_keys`); `section`: bool per node, its kernel has a critical section; `locks`:
+    bool per node, its kernel takes the device lock itself (`KernelInfo.locks_device`);
     `straight`: let a worker alone run the rank order straight (`MultithreadExecutor`)."""
     n = graph.num_nodes
     nodes = np.ascontiguousarray(nodes, dtype=np.int32)
@@ -104,17 +111,21 @@ def make_plan(graph, nodes, threads, sharing, shared, admission, section, straig
                 admission=admissions[index],
                 alone=np.bool_(alone),
                 straight=np.bool_(alone and straight and not has_relations),
+                hands_off=np.bool_(sharing == "launches"),
+                by_class=line_zeros(QUEUES, np.int64),
             )
         )
     # a worker that serves no queue holding a node of the root never has work: it is not
     # started (a spinning thread would only take its core, or its core's sibling, from
     # the others)
     working = [index == 0 or bool(serves[index, root_queues].any()) for index in range(len(serves))]
-    # The device lock orders critical sections run by different workers; where one worker
-    # serves every class queue holding a critical node (two threads: the device worker),
-    # they never overlap and the lock is not taken.
+    # The device lock orders the device calls of different workers; where one worker serves
+    # every class queue holding a critical node (two threads by classes: the device worker),
+    # they never overlap and the lock is not taken. Where it is, the executor holds it around
+    # a critical kernel, but a kernel that locks the device itself (an op launch) holds it
+    # only around its device calls.
     critical_queues = np.unique(classes[nodes][section[nodes]])
-    if int(serves[:, critical_queues].any(axis=1).sum()) <= 1:
-        section = np.zeros_like(section)
+    shares_device = int(serves[:, critical_queues].any(axis=1).sum()) > 1
+    section = section & ~locks if shares_device else np.zeros_like(section)
     run_state = shared._replace(node_critical=read_only(section), plain=read_only(plain))
-    return Plan(sharing, workers, run_state, working)
+    return Plan(sharing, workers, run_state, working, shares_device)

@@ -14,9 +14,7 @@ a worker (`rtsoa.executors.multithread` runs the loop over them).
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_out_of_line
-from rtsoa.device.bits import lowest_bit
-from rtsoa.executors.admission import admitted
-from rtsoa.executors.atomics import (
+from rtsoa.device.atomics import (
     atomic_add,
     atomic_cas,
     atomic_load,
@@ -25,6 +23,8 @@ from rtsoa.executors.atomics import (
     spin_lock,
     spin_unlock,
 )
+from rtsoa.device.bits import lowest_bit
+from rtsoa.executors.admission import admitted
 from rtsoa.executors.heap import TIE_BITS, TIE_MASK, heap_pop, heap_push
 
 QUEUES = 3  # one ready queue per WorkerClass (NORMAL, MEMORY, LAUNCH)
@@ -36,7 +36,7 @@ STATUS = 1 * LINE  # the kept status
 NODE = 2 * LINE  # its node
 STEPS = 3 * LINE  # steps claimed (the step limit and the record's row numbers)
 OUTSTANDING = 4 * LINE  # units of work left (see run_multithread)
-DEVICE_LOCK = 5 * LINE  # held around every kernel with a critical section
+IDLE = 5 * LINE  # workers idling now (`WorkerState.hands_off`)
 QUEUE_LOCK = 6 * LINE  # + queue * LINE: the spin lock of each ready queue
 QUEUE_SIZE = QUEUE_LOCK + QUEUES * LINE  # + queue * LINE: each heap's size
 EPOCH = QUEUE_SIZE + QUEUES * LINE  # this run's generation (kept across runs, bumped by arm_run)

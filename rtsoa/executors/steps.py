@@ -17,7 +17,7 @@ from rtsoa.abi.status import (
     STATUS_OK,
     STATUS_RESERVED_NOT_REGISTERED,
 )
-from rtsoa.executors.atomics import atomic_load
+from rtsoa.device.atomics import atomic_load
 from rtsoa.executors.cancel import REASON
 
 

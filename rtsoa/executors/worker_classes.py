@@ -9,10 +9,11 @@ from rtsoa._jit import jit
 from rtsoa.executors.ready_queues import QUEUES
 from rtsoa.graph.schema import WorkerClass
 
-# How host (NORMAL) work is shared: "classes", by the NORMAL workers alone (the reference's
-# design); "host", by every worker beside its own class's work; "auto", measured per graph
-# (`MultithreadExecutor.sharing`).
-SHARINGS = ("auto", "classes", "host")
+# How the work is shared: "classes", host (NORMAL) work by the NORMAL workers alone (the
+# reference's design); "host", host work by every worker beside its own class's work;
+# "launches", host work and launches by every worker (memory work stays with the memory
+# worker); "auto", measured per graph (`MultithreadExecutor.sharing`).
+SHARINGS = ("auto", "classes", "host", "launches")
 
 
 def default_threads():
@@ -24,7 +25,8 @@ def default_threads():
 def queues_served(threads, sharing="classes"):
     """bool[threads, QUEUES]: which class queues each worker pops from. Worker 1 is the
     MEMORY worker, worker 2 the LAUNCH worker (with two threads worker 1 serves both), the
-    others NORMAL; with `sharing` "host" every worker serves the NORMAL queue too."""
+    others NORMAL; with `sharing` "host" every worker serves the NORMAL queue too, with
+    "launches" the NORMAL and the LAUNCH queues."""
     serves = np.zeros((threads, QUEUES), dtype=np.bool_)
     serves[:, WorkerClass.NORMAL] = True
     serves[1, :] = False
@@ -34,8 +36,10 @@ def queues_served(threads, sharing="classes"):
         serves[2, WorkerClass.LAUNCH] = True
     else:
         serves[1, WorkerClass.LAUNCH] = True
-    if sharing == "host":
+    if sharing in ("host", "launches"):
         serves[:, WorkerClass.NORMAL] = True
+    if sharing == "launches":
+        serves[:, WorkerClass.LAUNCH] = True
     return serves
 
 

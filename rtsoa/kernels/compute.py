@@ -39,6 +39,7 @@ from rtsoa.abi.status import (
 from rtsoa.device import block_location, device_access, launch_begin
 from rtsoa.device.arena import resolve_placement
 from rtsoa.device.layout import PLACEMENT_HBM
+from rtsoa.device.lock import device_enter, device_exit
 from rtsoa.graph.schema import MAX_RANK, DType, Placement, ValueKind
 from rtsoa.kernels.abi import (
     SHAPE_DIMS,
@@ -242,10 +243,13 @@ def op_infer_shape_kept(rt, node):
     worker="launch",
     critical_section="launch",
     requires={"attributes": HEADER},
+    locks_device=True,
 )
 def op_launch(rt, node):
     """Compute one op on the device arena: declares its reads and writes to the hazard checker
-    and advances its stream by the cost model (bytes moved, the op's flop estimate)."""
+    and advances its stream by the cost model (bytes moved, the op's flop estimate). Only those
+    device calls hold the device lock (`rtsoa.device.lock`): a multithread run computes
+    several launches at once."""
     code, n_in, n_out, present, data, status = _header(rt, node, 2, 0, 2)
     if status != 0:
         return status
@@ -281,18 +285,21 @@ def op_launch(rt, node):
                 return np.int32(STATUS_SHAPE_CHANGED)
     flops = max(check[MAX_OPERANDS, 0], np.int64(0))
     stream = np.int64(rt.graph.node_stream[node])
+    device_enter(rt.device)  # the device calls only: the computation runs outside the lock
     task = launch_begin(rt.device, stream, moved, flops)
-    if task < 0:
-        return np.int32(-task)
+    status = np.int32(0) if task >= 0 else np.int32(-task)
     k = 0
     for row in range(n_in + n_out):
+        if status != 0:
+            break
         if row < n_in and (present >> row) & 1 == 0:
             continue
         handle = rt.values.slots[input_value(rt, node, k)]
-        status = device_access(rt.device, stream, handle, row >= n_in)
+        status = np.int32(device_access(rt.device, stream, handle, row >= n_in))
         k += 2
-        if status != 0:
-            return np.int32(status)
+    device_exit(rt.device)
+    if status != 0:
+        return status
     status = call_entry(address, 1, code, arena, table, attrs, fattrs, n_in, n_out)
     if status != 0:
         return status

@@ -21,6 +21,7 @@ from rtsoa.device import (
     launch_begin,
     stream_wait_event,
 )
+from rtsoa.device.lock import device_enter, device_exit
 from rtsoa.graph.schema import DType, Placement, ValueKind
 from rtsoa.kernels.abi import attribute, input_count, input_value, output_value
 from rtsoa.kernels.checksum import FOLD_SALTS, fold
@@ -84,17 +85,29 @@ def alloc_memory(rt, node):
     return fold(rt, node, _ALLOC_SALT)
 
 
-@kernel("LaunchKernel", worker="launch", critical_section="launch", requires={"attributes": 2})
+@kernel(
+    "LaunchKernel",
+    worker="launch",
+    critical_section="launch",
+    requires={"attributes": 2},
+    locks_device=True,
+)
 def launch_kernel(rt, node):
-    """attrs [bytes_moved, flops]; inputs: its own block (written), then producers' (read)."""
+    """attrs [bytes_moved, flops]; inputs: its own block (written), then producers' (read).
+    Holds the device lock itself (`rtsoa.device.lock`): a kernel that wraps it with work of
+    its own runs that work outside the lock when the launches are shared."""
     stream = np.int64(rt.graph.node_stream[node])
+    device_enter(rt.device)
     task = launch_begin(rt.device, stream, attribute(rt, node, 0), attribute(rt, node, 1))
-    if task < 0:
-        return np.int32(-task)
+    status = np.int32(0) if task >= 0 else np.int32(-task)
     for k in range(input_count(rt, node)):
-        status = device_access(rt.device, stream, rt.values.slots[input_value(rt, node, k)], k == 0)
         if status != 0:
-            return np.int32(status)
+            break
+        handle = rt.values.slots[input_value(rt, node, k)]
+        status = np.int32(device_access(rt.device, stream, handle, k == 0))
+    device_exit(rt.device)
+    if status != 0:
+        return status
     return fold(rt, node, _LAUNCH_SALT)
 
 

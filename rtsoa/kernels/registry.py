@@ -56,6 +56,7 @@ class KernelTables(NamedTuple):
     critical_section: np.ndarray
     control_flow: np.ndarray
     ends_sequence: np.ndarray
+    locks_device: np.ndarray
 
 
 class KernelInfo(NamedTuple):
@@ -73,6 +74,9 @@ class KernelInfo(NamedTuple):
     control_flow: bool  # switch / pivot / loop kernels: the graph needs a queue executor
     ends_sequence: bool  # may return STATUS_END_OF_SEQUENCE (obeyed from no other kernel)
     constants: tuple = ()  # numpy scalars passed after (rt, node): run(rt, node, *constants)
+    # it takes the device lock itself around its device calls (`rtsoa.device.lock`), so a
+    # multithread run runs it outside the lock: its computation beside other launches
+    locks_device: bool = False
 
 
 _CONSTANT_TYPES = (np.int64, np.uint64, np.float64)
@@ -126,7 +130,8 @@ class KernelRegistry:
         """Per dispatch id, as arrays for vectorized and jitted use at prepare (memoized):
         `requires` int64[k, 4] (inputs, outputs, attributes, successors), `worker` int8
         (WorkerClass), `critical_section` int8 (CRITICAL_SECTIONS code, which the multi-thread
-        executor serialises on), `control_flow` bool, `ends_sequence` bool."""
+        executor serialises on), `control_flow` bool, `ends_sequence` bool, `locks_device` bool
+        (the kernel holds the device lock itself, only around its device calls)."""
         if self._tables is None:
             entries = self._sorted
             self._tables = KernelTables(
@@ -140,6 +145,7 @@ class KernelRegistry:
                 ),
                 control_flow=np.array([info.control_flow for info in entries], dtype=bool),
                 ends_sequence=np.array([info.ends_sequence for info in entries], dtype=bool),
+                locks_device=np.array([info.locks_device for info in entries], dtype=bool),
             )
         return self._tables
 
@@ -167,6 +173,7 @@ class KernelRegistry:
         control_flow=False,
         ends_sequence=False,
         constants=(),
+        locks_device=False,
     ):
         """Add (or re-register from the same place) a kernel; returns its KernelInfo.
 
@@ -179,6 +186,10 @@ class KernelRegistry:
         it (`check_kernels`). Reserved statuses are obeyed only from kernels registered for
         them: `notify(k)` from `control_flow` kernels, STATUS_END_OF_SEQUENCE from
         `ends_sequence` ones; from any other kernel they stop the run as failures.
+
+        `locks_device=True` (a kernel with a critical section only): the kernel wraps every
+        device call in `rtsoa.device.lock.device_enter` / `device_exit` itself, so the
+        multithread executor does not hold the device lock around the whole kernel.
         """
         check_name(name)
         if not is_dispatcher(function):
@@ -187,6 +198,8 @@ class KernelRegistry:
             raise ValueError(f"kernel {name!r}: worker must be one of {sorted(_WORKERS)}")
         if critical_section not in CRITICAL_SECTIONS:
             raise ValueError(f"kernel {name!r}: critical_section must be None, memory or launch")
+        if locks_device and critical_section is None:
+            raise ValueError(f"kernel {name!r}: locks_device needs a critical_section")
         requires = dict(requires or {})
         unknown = sorted(set(requires) - set(_REQUIREMENTS))
         if unknown:
@@ -206,6 +219,7 @@ class KernelRegistry:
             control_flow=bool(control_flow),
             ends_sequence=bool(ends_sequence),
             constants=constants,
+            locks_device=bool(locks_device),
         )
         if "<locals>" in py_func.__qualname__:
             raise ValueError(f"kernel {name!r} must be a module-level function")
@@ -313,6 +327,7 @@ def kernel(
     allocates=False,
     ends_sequence=False,
     constants=(),
+    locks_device=False,
 ):
     """Decorator: jit `run(rt, node) -> int32` (unless already jitted) and register it
     (`run(rt, node, *constants)` with `constants`, see the module docstring).
@@ -322,8 +337,9 @@ def kernel(
     which with the device's arrays in it costs ~50x the kernel itself. A kernel that creates
     arrays (np.empty, ...) must say `allocates=True`; reading, writing and slicing do not count.
     An already-jitted function keeps the options it was compiled with. `control_flow=True`
-    lets the kernel's `notify(k)` be obeyed, `ends_sequence=True` its STATUS_END_OF_SEQUENCE
-    (see `KernelRegistry.register`).
+    lets the kernel's `notify(k)` be obeyed, `ends_sequence=True` its STATUS_END_OF_SEQUENCE,
+    `locks_device=True` holds the device lock only around its device calls (see
+    `KernelRegistry.register`).
     """
 
     def decorate(function):
@@ -348,6 +364,7 @@ def kernel(
             control_flow=control_flow,
             ends_sequence=ends_sequence,
             constants=constants,
+            locks_device=locks_device,
         )
         return function
 

@@ -273,6 +273,13 @@ class ModelExecutor:
         """The Main graph's executor."""
         return self._main
 
+    @property
+    def executors(self):
+        """Every executor a run may use: Main's, and the one of reruns that keep the shapes of
+        the run before (`rtsoa.runtime.kept_shapes`) where the model has one; set an option
+        such as a multithread executor's `sharing` on each."""
+        return [executor for executor in (self._main, self._kept) if executor is not None]
+
     # -- queries -----------------------------------------------------------------------------
     def describe(self):
         """The model description: stream / event / notify counts, inputs and outputs with
