@@ -161,3 +161,17 @@ def test_an_initializer_whose_data_does_not_fit_its_dims_is_named():
     proto.graph.initializer[0].dims[1] = 5  # 10 elements declared, 6 stored
     with pytest.raises(LoweringError, match="initializer 'W': unreadable tensor data"):
         lower(proto)
+
+
+@pytest.mark.parametrize(
+    "node, message",
+    [
+        # a MatMul with a second output (the fusions used to see it before any count check)
+        (helper.make_node("MatMul", ["x", "w"], ["y", "extra"]), "gives 1..1 outputs, 2"),
+        (helper.make_node("Relu", ["x", "x"], ["y"]), "takes 1..1 inputs, got 2"),
+    ],
+)
+def test_an_op_call_with_counts_the_op_does_not_have_is_refused_naming_the_node(node, message):
+    proto = chain(node, initializers=[("w", np.eye(3, dtype=np.float32))])
+    with pytest.raises(LoweringError, match=rf"{node.op_type} node \(#0\).*{message}"):
+        lower(proto)

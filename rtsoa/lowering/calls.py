@@ -53,11 +53,18 @@ def op_call(graph, op, inputs, outputs, attributes, node_index):
         count -= 1  # trailing absent optional inputs
     inputs = list(inputs[:count])
     if count < low or (high is not None and count > high):
-        raise LoweringError(f"op {op} takes {low}..{high} inputs, got {count}")
+        where = _where(graph, op, node_index)
+        raise LoweringError(f"{where}: op {op} takes {low}..{high} inputs, got {count}")
+    low, high = definition.outputs
+    if len(outputs) < low or (high is not None and len(outputs) > high):
+        where = _where(graph, op, node_index)
+        raise LoweringError(
+            f"{where}: op {op} gives {low}..{high} outputs, {len(outputs)} asked for"
+        )
     if len(inputs) + len(outputs) > MAX_OP_OPERANDS:
         raise LoweringError(
-            f"op {op} with {len(inputs)} inputs and {len(outputs)} outputs exceeds "
-            f"{MAX_OP_OPERANDS} operands"
+            f"{_where(graph, op, node_index)}: op {op} with {len(inputs)} inputs and "
+            f"{len(outputs)} outputs exceeds {MAX_OP_OPERANDS} operands"
         )
     for name in inputs + list(outputs):
         if name:
@@ -71,6 +78,11 @@ def op_call(graph, op, inputs, outputs, attributes, node_index):
 
 def describe_call(graph, call):
     """How errors name `call`: its compute node, op and opset."""
-    node = graph.nodes[call.node] if 0 <= call.node < len(graph.nodes) else None
-    where = node.describe(call.node) if node is not None else f"op {call.op}"
-    return f"{where} (op {call.op}, opset {graph.opset('')})"
+    return _where(graph, call.op, call.node)
+
+
+def _where(graph, op, index):
+    """Compute node `index` of `graph` running op `op`, as errors name it."""
+    node = graph.nodes[index] if 0 <= index < len(graph.nodes) else None
+    where = node.describe(index) if node is not None else f"op {op}"
+    return f"{where} (op {op}, opset {graph.opset('')})"
