@@ -15,6 +15,8 @@ from rtsoa.ops.host import run_numpy
 
 DEPTHWISE_CASES = [
     ((1, 4, 9, 9), (4, 1, 3, 3), True, {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((1, 32, 14, 14), (32, 1, 3, 3), True, {"group": 32, "pads": [1, 1, 1, 1]}),  # MobileNet
+    ((1, 16, 15, 15), (16, 1, 3, 3), False, {"group": 16, "strides": [2, 2], "pads": [0, 0, 1, 1]}),
     ((2, 3, 11, 10), (6, 1, 3, 3), True, {"group": 3, "strides": [2, 2], "pads": [1, 0, 2, 1]}),
     ((1, 4, 12, 13), (8, 1, 3, 2), False, {"group": 4, "strides": [3, 2], "dilations": [2, 3]}),
     ((1, 5, 7, 7), (5, 1, 5, 5), True, {"group": 5, "auto_pad": "SAME_UPPER"}),
@@ -34,6 +36,46 @@ def test_depthwise_conv_matches_onnxruntime(x_shape, w_shape, bias, attributes):
 def test_depthwise_conv_float64():
     inputs = [random((1, 3, 8, 8), np.float64), random((6, 1, 3, 3), np.float64)]
     check("Conv", inputs, {"group": 3, "strides": [2, 1], "pads": [1, 1, 0, 2]})
+
+
+def _taps_in_order(x, w, strides, pads, multiplier):
+    """A 2-D depthwise convolution summed as the kernels sum it: per element, from +0, the
+    products of the taps inside the input in (kh, kw) order, each rounded in x's dtype."""
+    n, c, t_h, t_w = x.shape
+    k_h, k_w = w.shape[2:]
+    n_h = (t_h + pads[0] + pads[2] - k_h) // strides[0] + 1
+    n_w = (t_w + pads[1] + pads[3] - k_w) // strides[1] + 1
+    y = np.zeros((n, c * multiplier, n_h, n_w), x.dtype)
+    for image, out, oh, ow in np.ndindex(y.shape):
+        acc = x.dtype.type(0)
+        for kh, kw in np.ndindex(k_h, k_w):
+            ih, iw = oh * strides[0] - pads[0] + kh, ow * strides[1] - pads[1] + kw
+            if 0 <= ih < t_h and 0 <= iw < t_w:
+                acc = acc + w[out, 0, kh, kw] * x[image, out // multiplier, ih, iw]
+        y[image, out, oh, ow] = acc
+    return y
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_depthwise_3x3_sums_the_taps_in_order_bit_for_bit(seed):
+    """The 3 x 3 kernel (`_depthwise_3x3`: interior columns in registers, checked taps near
+    the padding) over random strides, pads, small planes (down to 1 x 1, smaller than the
+    kernel) and channel multipliers: exactly the in-order sums."""
+    rng = np.random.default_rng(seed)
+    for _ in range(8):
+        strides = [int(v) for v in rng.integers(1, 4, 2)]
+        pads = [int(v) for v in rng.integers(0, 3, 4)]
+        multiplier = int(rng.integers(1, 3))
+        c = int(rng.integers(2, 5))  # one group is a plain conv (im2col + GEMM)
+        shape = (int(rng.integers(1, 3)), c, int(rng.integers(1, 10)), int(rng.integers(1, 12)))
+        if shape[2] + pads[0] + pads[2] < 3 or shape[3] + pads[1] + pads[3] < 3:
+            continue  # no output
+        dtype = np.float32 if rng.random() < 0.75 else np.float64
+        x, w = random(shape, dtype), random((c * multiplier, 1, 3, 3), dtype)
+        attributes = {"group": c, "strides": strides, "pads": pads}
+        (got,) = run_numpy("Conv", [x, w], attributes)
+        want = _taps_in_order(x, w, strides, pads, multiplier)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (shape, attributes)
 
 
 def _random_window(rng, spatial):
