@@ -9,7 +9,7 @@ random geometries.
 
 import numpy as np
 import pytest
-from test_ops_nn import check, random
+from test_ops_nn import check, onnxruntime_outputs, random
 
 from rtsoa.ops.host import run_numpy
 
@@ -36,6 +36,29 @@ def test_depthwise_conv_matches_onnxruntime(x_shape, w_shape, bias, attributes):
 def test_depthwise_conv_float64():
     inputs = [random((1, 3, 8, 8), np.float64), random((6, 1, 3, 3), np.float64)]
     check("Conv", inputs, {"group": 3, "strides": [2, 1], "pads": [1, 1, 0, 2]})
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attributes",
+    [
+        ((1, 64, 32, 32), (8, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+        ((2, 128, 47, 45), (6, 64, 3, 3), {"group": 2, "strides": [2, 1], "pads": [0, 1, 2, 1]}),
+        ((1, 8, 128, 130), (4, 8, 5, 5), {"pads": [2, 2, 2, 2], "dilations": [1, 2]}),
+    ],
+)
+def test_convs_whose_im2col_leaves_the_cache_run_in_row_tiles(x_shape, w_shape, attributes):
+    """Column matrices over `conv.TILE_BYTES` (2 MB) are built a tile of output rows at a
+    time (uneven last tiles, groups, two images, strides, pads, dilations): onnxruntime's
+    answers."""
+    from rtsoa.ops.conv import TILE_BYTES
+
+    inputs = [random(x_shape), random(w_shape), random(w_shape[0])]
+    (y,) = run_numpy("Conv", inputs, attributes)
+    k = w_shape[1] * w_shape[2] * w_shape[3]
+    assert k * y.shape[2] * y.shape[3] * 4 > TILE_BYTES  # the whole matrix would not fit
+    (want,) = onnxruntime_outputs("Conv", inputs, attributes)
+    # sums of hundreds of products of magnitude ~1, in another order than onnxruntime's
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
 
 
 def _taps_in_order(x, w, strides, pads, multiplier):
