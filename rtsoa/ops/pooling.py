@@ -174,21 +174,25 @@ def _row_range(start, step, size, count):
 @jit_with_nrt.keeping_literals("op")
 def _pool_rows(op, x, y, geo, include_pad):
     """MaxPool without Indices, or AveragePool, one output row at a time: each tap is a
-    strided pass over the row, which LLVM vectorises (the per-window loop of `_pool_run`
-    branches on every tap). The same taps in the same order per output, accumulated in
-    float64 as `_pool_run` does, so the results are identical."""
+    strided pass over the row, which LLVM vectorises where the stride is 1 (the per-window
+    loop of `_pool_run` branches on every tap). The same taps in the same order per output,
+    accumulated in float64 as `_pool_run` does, so the results are identical."""
     in_d, in_h, in_w = geo[G_IN], geo[G_IN + 1], geo[G_IN + 2]
     out_d, out_h, out_w = geo[G_OUT], geo[G_OUT + 1], geo[G_OUT + 2]
     k_d, k_h, k_w = geo[G_K], geo[G_K + 1], geo[G_K + 2]
     d_d, d_h, d_w = geo[G_D], geo[G_D + 1], geo[G_D + 2]
     step = geo[G_S + 2]
+    stride = np.uint64(step)
     plane = in_d * in_h * in_w
     row = np.empty(out_w, dtype=np.float64)  # AveragePool's sums, in float64 as `_pool_run`
     top = np.empty(out_w, dtype=x.dtype)  # MaxPool's maxima (exact in the input's dtype)
     taps_w = np.zeros(out_w, dtype=np.int64)  # taps inside the input, per output column
-    for kw in range(k_w):
+    lows = np.empty(k_w, dtype=np.int64)  # per kw, the output columns whose tap is inside
+    highs = np.empty(k_w, dtype=np.int64)  # (computed once: two divisions per tap and row
+    for kw in range(k_w):  # cost more than a short row's compares)
         low, high = _row_range(kw * d_w - geo[G_PB + 2], step, in_w, out_w)
         taps_w[low:high] += 1
+        lows[kw], highs[kw] = low, high
     o = np.int64(0)
     for p in range(geo[G_N] * geo[G_C]):
         x_p = p * plane
@@ -198,30 +202,33 @@ def _pool_rows(op, x, y, geo, include_pad):
             for oh in range(out_h):
                 s_h = oh * geo[G_S + 1] - geo[G_PB + 1]
                 first_h, last_h = _taps_inside(s_h, k_h, d_h, in_h)
-                row[:] = 0.0
-                top[:] = -np.inf
+                for j in range(out_w):
+                    row[j] = 0.0
+                    top[j] = -np.inf
                 for kd in range(first_d, last_d):
                     for kh in range(first_h, last_h):
                         base = x_p + ((s_d + kd * d_d) * in_h + s_h + kh * d_h) * in_w
                         for kw in range(k_w):
                             w0 = kw * d_w - geo[G_PB + 2]
-                            low, high = _row_range(w0, step, in_w, out_w)
-                            if high <= low:
-                                continue
-                            # views, so the loops index from 0 and LLVM vectorises
-                            at = base + w0 + low * step
-                            source = x[at : at + (high - low - 1) * step + 1]
+                            low, high = lows[kw], highs[kw]
+                            # unsigned indices, no views (their reference counting cost more
+                            # than a short row): no negative-index wrap, LLVM vectorises
+                            at = np.uint64(base + w0 + low * step)
+                            first = np.uint64(low)
                             if op == MAX:
-                                best = top[low:high]
-                                for j in range(best.shape[0]):
-                                    v = source[j * step]
-                                    best[j] = v if v > best[j] or v != v else best[j]
+                                for j in range(high - low):
+                                    at_j = np.uint64(j)
+                                    v = x[at + at_j * stride]
+                                    best = top[first + at_j]
+                                    # no short-circuit `or`: a select LLVM vectorises
+                                    top[first + at_j] = v if (v > best) | (v != v) else best
                             else:
-                                target = row[low:high]
-                                for j in range(target.shape[0]):
-                                    target[j] += source[j * step]
+                                for j in range(high - low):
+                                    at_j = np.uint64(j)
+                                    row[first + at_j] += x[at + at_j * stride]
                 if op == MAX:
-                    y[o : o + out_w] = top
+                    for j in range(out_w):
+                        y[o + j] = top[j]
                 else:
                     taps_dh = (last_d - first_d) * (last_h - first_h)
                     for j in range(out_w):
