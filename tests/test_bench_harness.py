@@ -57,3 +57,19 @@ def test_fresh_process_code_checks_the_checksum(saved_workload):
     wrong = common.fresh_process_code(saved_workload, "sequential", expected ^ 1)
     with pytest.raises(AssertionError):
         exec(wrong, {})
+
+
+def test_the_cnn_layer_table_matches_both_runtimes_layers(capsys):
+    """benchmarks/cnn_layers.py on a small MobileNetV2: every rtsoa layer is one node of the
+    lowered model's ops, convs keyed by input and weight shapes on both sides, and the table
+    names the depthwise and pointwise convs with their counts."""
+    layers = importlib.import_module("rtsoa_asv_benchmarks.cnn_layers")
+    assert layers._key("FusedConv", (1, 8, 4, 4), (8, 1, 3, 3)) == "Conv 8x4x4 w8x1x3x3"
+    assert layers._key("MaxPool", (1, 8, 4, 4), ()) == "MaxPool 8x4x4"
+    assert layers._key("Relu", (1, 8), ()) == "Relu"
+    layers.main(["mobilenet_v2", "--size", "32", "--runs", "1", "--top", "40"])
+    out = capsys.readouterr().out
+    assert "| Conv 32x16x16 w32x1x3x3 | 1 |" in out  # the first depthwise conv
+    assert "**total**" in out
+    rows = [line for line in out.splitlines() if line.startswith("| Conv ")]
+    assert sum(float(row.split("|")[3]) > 0 for row in rows) > 10  # rtsoa's ms column

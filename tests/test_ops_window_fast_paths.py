@@ -101,6 +101,18 @@ def test_depthwise_3x3_sums_the_taps_in_order_bit_for_bit(seed):
         assert got.dtype == want.dtype and np.array_equal(got, want), (shape, attributes)
 
 
+@pytest.mark.parametrize("plane", [(3, 3), (3, 7), (7, 7), (14, 14), (9, 4), (2, 5)])
+@pytest.mark.parametrize("multiplier", [1, 2])
+def test_depthwise_3x3_same_padding_bit_for_bit(plane, multiplier):
+    """Stride 1 and one element of padding all round (the flat interior loop, from 3 x 3
+    up; a 2-row plane takes the row path): exactly the in-order sums, two images."""
+    x = random((2, 3) + plane)
+    w = random((3 * multiplier, 1, 3, 3))
+    pads = [1, 1, 1, 1]
+    (got,) = run_numpy("Conv", [x, w], {"group": 3, "pads": pads})
+    assert np.array_equal(got, _taps_in_order(x, w, [1, 1], pads, multiplier))
+
+
 def _random_window(rng, spatial):
     kernel = [int(k) for k in rng.integers(1, 4, spatial)]
     attributes = {
