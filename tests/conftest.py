@@ -119,6 +119,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_positional",
         "test_ops_recurrent",
         "test_ops_resize",
+        "test_ops_scan",
         "test_ops_shape",
         "test_ops_table",
         "test_op_library",

@@ -7,6 +7,7 @@ from rtsoa.lowering import (
     recurrent,  # noqa: F401  (registers the LSTM / GRU / RNN converters)
     reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     resampling,  # noqa: F401  (registers the Resize / Upsample converters)
+    scan,  # noqa: F401  (registers the Scan converter)
     sequences,  # noqa: F401  (registers the sequence op converters)
 )
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
