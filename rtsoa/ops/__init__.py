@@ -10,6 +10,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     attention,
     bitwise,
     conv,
+    cumulative,
     elementwise,
     grid_sample,
     indexing,
