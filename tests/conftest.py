@@ -123,6 +123,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_scan",
         "test_ops_shape",
         "test_ops_table",
+        "test_ops_topk",
         "test_op_library",
     }
 )

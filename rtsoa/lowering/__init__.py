@@ -8,6 +8,7 @@ from rtsoa.lowering import (
     reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     resampling,  # noqa: F401  (registers the Resize / Upsample converters)
     scan,  # noqa: F401  (registers the Scan converter)
+    selection,  # noqa: F401  (registers the CumProd / TopK converters)
     sequences,  # noqa: F401  (registers the sequence op converters)
 )
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor

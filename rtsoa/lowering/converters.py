@@ -271,5 +271,3 @@ register_converter("PRelu", since=7)(one_to_one)
 register_converter("Cast", since=28)(one_to_one)
 register_converter("Range", since=27)(one_to_one)
 register_converter("Mod", since=28)(one_to_one)
-# CumProd is defined from opset 26 on (rtsoa.ops.cumulative implements that definition).
-register_converter("CumProd", since=26)(one_to_one)

@@ -27,6 +27,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     resize,
     shape,
     softmax,
+    topk,
 )
 from rtsoa.ops.registry import (
     OPS,

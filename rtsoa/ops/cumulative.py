@@ -80,6 +80,19 @@ def cumulative_infer(arena, table, n_in, n_out, attrs, fattrs):
     return OK
 
 
+@jit_inline_ir
+def axis_split(table, row, axis):
+    """(outer, length, inner): operand `row` as outer x length x inner elements in C order,
+    `length` along `axis`."""
+    outer = np.int64(1)
+    for a in range(axis):
+        outer *= dim(table, row, a)
+    inner = np.int64(1)
+    for a in range(axis + 1, rank(table, row)):
+        inner *= dim(table, row, a)
+    return outer, dim(table, row, axis), inner
+
+
 @jit_with_nrt
 def _cumulate(x, out, outer, length, inner, exclusive, reverse, product, start):
     """out along the axis (outer x length x inner in C order): the running sum / product from
@@ -102,16 +115,10 @@ def _cumulate(x, out, outer, length, inner, exclusive, reverse, product, start):
 def _run_as(arena, table, n_in, attrs, axis, product, kind):
     x = view(arena, table, 0, kind)
     out = view(arena, table, n_in, kind)
-    r = rank(table, 0)
-    outer = np.int64(1)
-    for a in range(axis):
-        outer *= dim(table, 0, a)
-    inner = np.int64(1)
-    for a in range(axis + 1, r):
-        inner *= dim(table, 0, a)
+    outer, length, inner = axis_split(table, 0, axis)
     start = kind(1) if product else kind(0)
     exclusive, reverse = attrs[0] == 1, attrs[1] == 1
-    _cumulate(x, out, outer, dim(table, 0, axis), inner, exclusive, reverse, product, start)
+    _cumulate(x, out, outer, length, inner, exclusive, reverse, product, start)
 
 
 @jit_with_nrt.keeping_literals("op", "kind")
