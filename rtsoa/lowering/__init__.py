@@ -10,6 +10,7 @@ from rtsoa.lowering import (
     scan,  # noqa: F401  (registers the Scan converter)
     selection,  # noqa: F401  (registers the CumProd / TopK converters)
     sequences,  # noqa: F401  (registers the sequence op converters)
+    signal,  # noqa: F401  (registers the window converters)
 )
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
 from rtsoa.lowering.converters import find_converter, register_converter

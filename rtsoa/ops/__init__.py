@@ -11,6 +11,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     bitwise,
     conv,
     cumulative,
+    determinant,
     elementwise,
     grid_sample,
     indexing,
@@ -25,7 +26,9 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     reduce,
     reshape,
     resize,
+    rotary,
     shape,
+    signal,
     softmax,
     topk,
 )

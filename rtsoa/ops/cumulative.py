@@ -44,20 +44,28 @@ TYPES = NUMBERS | {DType.UINT32, DType.UINT64}
 
 
 @jit_with_nrt
+def integer_scalar(arena, table, row, takes_int32):
+    """(status, value) of input `row`: an int64 (or, if `takes_int32`, int32) scalar or
+    one-element 1-D tensor whose data is available (CumSum's axis, TopK's k, a window's
+    size)."""
+    kind = dtype(table, row)
+    if kind != I64 and (kind != I32 or not takes_int32):
+        return np.int32(STATUS_OP_BAD_DTYPE), np.int64(0)
+    if rank(table, row) > 1 or numel(table, row) != 1:
+        return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0)
+    if not has_data(table, row) or not holds(table, row):
+        return np.int32(STATUS_OP_NEEDS_DATA), np.int64(0)
+    return OK, int_data(arena, table, row, 0)
+
+
+@jit_with_nrt
 def _axis(arena, table):
     """(status, the axis in 0 .. rank - 1) from input 1."""
-    kind = dtype(table, 1)
-    if kind != I32 and kind != I64:
-        return np.int32(STATUS_OP_BAD_DTYPE), np.int64(0)
-    if rank(table, 1) > 1 or numel(table, 1) != 1:
-        return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0)
-    if not has_data(table, 1) or not holds(table, 1):
-        return np.int32(STATUS_OP_NEEDS_DATA), np.int64(0)
+    status, axis = integer_scalar(arena, table, 1, True)
     r = rank(table, 0)
-    axis = int_data(arena, table, 1, 0)
-    if axis < -r or axis >= r:
-        return np.int32(STATUS_OP_BAD_ATTRIBUTE), np.int64(0)
-    return OK, axis + r if axis < 0 else axis
+    if status == 0 and (axis < -r or axis >= r):
+        status = np.int32(STATUS_OP_BAD_ATTRIBUTE)
+    return status, axis + r if axis < 0 else axis
 
 
 @jit_with_nrt

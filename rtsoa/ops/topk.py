@@ -22,38 +22,22 @@ from rtsoa.ops.abi import (
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
     STATUS_OP_BAD_SHAPE,
-    STATUS_OP_NEEDS_DATA,
     U32,
     U64,
     DType,
     dim,
     dtype,
-    has_data,
-    int_data,
-    numel,
     rank,
     set_dim,
     set_output,
     view,
 )
 from rtsoa.ops.copying import holds
-from rtsoa.ops.cumulative import TYPES, axis_split
+from rtsoa.ops.cumulative import TYPES, axis_split, integer_scalar
 from rtsoa.ops.lists import attr_axis
 from rtsoa.ops.registry import register_op
 
 OK = np.int32(0)
-
-
-@jit_with_nrt
-def _k(arena, table):
-    """(status, k) from input 1."""
-    if dtype(table, 1) != I64:
-        return np.int32(STATUS_OP_BAD_DTYPE), np.int64(0)
-    if rank(table, 1) > 1 or numel(table, 1) != 1:
-        return np.int32(STATUS_OP_BAD_SHAPE), np.int64(0)
-    if not has_data(table, 1) or not holds(table, 1):
-        return np.int32(STATUS_OP_NEEDS_DATA), np.int64(0)
-    return OK, int_data(arena, table, 1, 0)
 
 
 @jit_with_nrt
@@ -68,7 +52,7 @@ def topk_infer(arena, table, n_in, n_out, attrs, fattrs):
     axis = attr_axis(attrs, 0, r, False)
     if axis < 0:
         return np.int32(STATUS_OP_BAD_ATTRIBUTE)
-    status, k = _k(arena, table)
+    status, k = integer_scalar(arena, table, 1, False)
     if status != 0:
         return status
     if k < 0 or k > dim(table, 0, axis):
@@ -118,7 +102,7 @@ def topk_compute(arena, table, n_in, n_out, attrs, fattrs, kind):
         if row != 1 and not holds(table, row):
             return np.int32(STATUS_OP_BAD_SHAPE)
     axis = attr_axis(attrs, 0, rank(table, 0), False)
-    _, k = _k(arena, table)
+    _, k = integer_scalar(arena, table, 1, False)
     largest = attrs[1] == 1
     if kind == F32:
         _run_as(arena, table, n_in, n_out, axis, k, largest, np.float32)
