@@ -112,6 +112,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_cumulative",
         "test_ops_determinant",
         "test_ops_dtypes",
+        "test_ops_einsum",
         "test_ops_elementwise",
         "test_ops_fast_paths",
         "test_ops_grid_sample",

@@ -12,6 +12,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     conv,
     cumulative,
     determinant,
+    einsum,
     elementwise,
     grid_sample,
     indexing,
