@@ -94,12 +94,14 @@ def test_run_node_builds_a_one_node_model():
 
 
 def test_what_rtsoa_cannot_run_is_refused_when_prepared():
-    node = helper.make_node("Det", ["x"], ["y"], name="determinant")
+    # an op of a domain no converter knows: unsupported whatever ops rtsoa adds
+    node = helper.make_node("Determinant", ["x"], ["y"], name="determinant", domain="com.example")
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [])
     graph = helper.make_graph([node], "det", [x], [y])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    with pytest.raises(LoweringError, match="determinant.*'Det' is not supported"):
+    opsets = [helper.make_opsetid("", 14), helper.make_opsetid("com.example", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    with pytest.raises(LoweringError, match="determinant.*'Determinant' is not supported"):
         rtsoa.backend.prepare(model)
 
 

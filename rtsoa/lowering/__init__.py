@@ -4,9 +4,14 @@ from rtsoa.lowering import (
     attention,  # noqa: F401  (registers the Attention converter)
     composed,  # noqa: F401  (registers the converters of ops made of others)
     control_flow,  # noqa: F401  (registers the If / Loop converters)
+    einsum,  # noqa: F401  (registers the Einsum converter)
+    recurrent,  # noqa: F401  (registers the LSTM / GRU / RNN converters)
     reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     resampling,  # noqa: F401  (registers the Resize / Upsample converters)
+    scan,  # noqa: F401  (registers the Scan converter)
+    selection,  # noqa: F401  (registers the CumProd / TopK converters)
     sequences,  # noqa: F401  (registers the sequence op converters)
+    signal,  # noqa: F401  (registers the window converters)
 )
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
 from rtsoa.lowering.converters import find_converter, register_converter
