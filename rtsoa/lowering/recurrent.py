@@ -12,7 +12,7 @@ Opset 1's `output_sequence` only says Y may be left out, which changes nothing c
 
 from rtsoa.errors import LoweringError
 from rtsoa.lowering.converters import register_converter
-from rtsoa.ops.recurrent import (
+from rtsoa.ops.recurrent_attributes import (
     ACTIVATION_FUNCTIONS,
     CELLS,
     DIRECTIONS,
