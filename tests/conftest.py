@@ -118,6 +118,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_nn",
         "test_ops_positional",
         "test_ops_resize",
+        "test_ops_scatter",
         "test_ops_shape",
         "test_ops_table",
         "test_op_library",

@@ -23,6 +23,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     reduce,
     reshape,
     resize,
+    scatter,
     shape,
     softmax,
 )

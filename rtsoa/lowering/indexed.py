@@ -1,0 +1,60 @@
+"""ScatterElements, the old Scatter, ScatterND and TensorScatter onto the scatter ops
+(`rtsoa.ops.scatter`), once their reduction (or mode) is one the ops implement for the data's
+element type; other values are refused here, naming the attribute."""
+
+from rtsoa.errors import LoweringError
+from rtsoa.graph.schema import DType
+from rtsoa.lowering.converters import register_converter
+from rtsoa.ops.scatter import MODES, REDUCIBLE, REDUCTIONS
+
+
+def _checked_reduction(ctx, node):
+    """The node's reduction name, refused by name when the op does not implement it."""
+    value = node.attributes.get("reduction", "none")
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    if value not in REDUCTIONS:
+        listed = ", ".join(REDUCTIONS)
+        raise LoweringError(
+            f"{ctx.describe(node)}: reduction {value!r} is not supported (one of {listed})"
+        )
+    data = ctx.tensor(node.inputs[0]).dtype
+    if value != "none" and data != DType.UNDEFINED and data not in REDUCIBLE:
+        raise LoweringError(
+            f"{ctx.describe(node)}: reduction {value!r} on element type "
+            f"{DType(data).name.lower()} is not supported (only reduction 'none' is)"
+        )
+    return value
+
+
+@register_converter("ScatterElements", since=11)
+def scatter_elements(ctx, node):
+    """ScatterElements: the op itself once its reduction is checked."""
+    _checked_reduction(ctx, node)
+    ctx.emit("ScatterElements", node.inputs, node.outputs[:1], node.attributes)
+
+
+@register_converter("Scatter", since=9)
+def scatter(ctx, node):
+    """Scatter (opsets 9-10, deprecated by ScatterElements) is ScatterElements without a
+    reduction."""
+    attributes = {"axis": int(node.attributes.get("axis", 0))}
+    ctx.emit("ScatterElements", node.inputs, node.outputs[:1], attributes)
+
+
+@register_converter("ScatterND", since=11)
+def scatter_nd(ctx, node):
+    """ScatterND: the op itself once its reduction is checked."""
+    _checked_reduction(ctx, node)
+    ctx.emit("ScatterND", node.inputs, node.outputs[:1], node.attributes)
+
+
+@register_converter("TensorScatter", since=24)
+def tensor_scatter(ctx, node):
+    """TensorScatter: the op itself once its mode is checked."""
+    value = node.attributes.get("mode", "linear")
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    if value not in MODES:
+        raise LoweringError(
+            f"{ctx.describe(node)}: mode {value!r} is not supported (one of linear, circular)"
+        )
+    ctx.emit("TensorScatter", node.inputs, node.outputs[:1], node.attributes)
