@@ -106,6 +106,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_models",
         "test_models_control_flow",
         "test_models_sequences",
+        "test_ops_activations",
         "test_ops_attention",
         "test_ops_bitwise",
         "test_ops_copying",

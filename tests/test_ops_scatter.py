@@ -6,12 +6,11 @@ refusals at lowering naming the op, the node and what is wrong.
 
 import numpy as np
 import pytest
+from one_node import one_node_model, refused
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 from test_ops_dtypes import ELEMENT
 
-from rtsoa.errors import LoweringError
-from rtsoa.lowering import lower
 from rtsoa.ops.abi import (
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
@@ -25,23 +24,6 @@ from tests.model_checks import run_and_compare
 rng = np.random.default_rng(20261206)
 REDUCTIONS = ["none", "add", "mul", "max", "min"]
 NUMERIC = [np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint64]
-
-
-def one_node_model(op, inputs, attributes, opset):
-    """A model of one node whose inputs are graph inputs (None: absent)."""
-    names = [f"x{k}" if x is not None else "" for k, x in enumerate(inputs)]
-    node = helper.make_node(op, names, ["y"], name="the_node", **attributes)
-    graph_inputs = [
-        helper.make_tensor_value_info(name, ELEMENT[x.dtype], x.shape)
-        for name, x in zip(names, inputs, strict=True)
-        if x is not None
-    ]
-    output = helper.make_tensor_value_info("y", ELEMENT[inputs[0].dtype], None)
-    graph = helper.make_graph([node], "one", graph_inputs, [output])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    feeds = {name: x for name, x in zip(names, inputs, strict=True) if x is not None}
-    return model, feeds
 
 
 def check(op, inputs, attributes, opset, judge="reference"):
@@ -61,16 +43,6 @@ def failure(status, op, inputs, attributes):
         run_numpy(op, inputs, attributes, 1)
     assert caught.value.status == status
     assert str(caught.value).startswith(f"{op}: ")
-
-
-def refused(op, inputs, attributes, opset, named):
-    """Lowering the one-node model fails naming the op, the node and `named`."""
-    model, _ = one_node_model(op, inputs, attributes, opset)
-    with pytest.raises(LoweringError) as caught:
-        lower(model)
-    message = str(caught.value)
-    assert op in message and "the_node" in message
-    assert named in message, message
 
 
 def data(shape, kind):

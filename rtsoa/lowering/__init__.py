@@ -1,6 +1,7 @@
 """Lowering real models: ONNX import, converters, and the passes to an ExecuteGraph."""
 
 from rtsoa.lowering import (
+    activations,  # noqa: F401  (registers the Gelu / Celu converters)
     attention,  # noqa: F401  (registers the Attention converter)
     composed,  # noqa: F401  (registers the converters of ops made of others)
     control_flow,  # noqa: F401  (registers the If / Loop converters)

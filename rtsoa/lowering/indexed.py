@@ -8,15 +8,22 @@ from rtsoa.lowering.converters import register_converter
 from rtsoa.ops.scatter import MODES, REDUCIBLE, REDUCTIONS
 
 
+def checked_choice(ctx, node, name, known, default):
+    """The node's STRING attribute `name` (`default` if absent), refused by name when it is
+    not one of `known`."""
+    value = node.attributes.get(name, default)
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    if value not in known:
+        listed = ", ".join(known)
+        raise LoweringError(
+            f"{ctx.describe(node)}: {name} {value!r} is not supported (one of {listed})"
+        )
+    return value
+
+
 def _checked_reduction(ctx, node):
     """The node's reduction name, refused by name when the op does not implement it."""
-    value = node.attributes.get("reduction", "none")
-    value = value.decode() if isinstance(value, bytes) else str(value)
-    if value not in REDUCTIONS:
-        listed = ", ".join(REDUCTIONS)
-        raise LoweringError(
-            f"{ctx.describe(node)}: reduction {value!r} is not supported (one of {listed})"
-        )
+    value = checked_choice(ctx, node, "reduction", REDUCTIONS, "none")
     data = ctx.tensor(node.inputs[0]).dtype
     if value != "none" and data != DType.UNDEFINED and data not in REDUCIBLE:
         raise LoweringError(
@@ -51,10 +58,5 @@ def scatter_nd(ctx, node):
 @register_converter("TensorScatter", since=24)
 def tensor_scatter(ctx, node):
     """TensorScatter: the op itself once its mode is checked."""
-    value = node.attributes.get("mode", "linear")
-    value = value.decode() if isinstance(value, bytes) else str(value)
-    if value not in MODES:
-        raise LoweringError(
-            f"{ctx.describe(node)}: mode {value!r} is not supported (one of linear, circular)"
-        )
+    checked_choice(ctx, node, "mode", MODES, "linear")
     ctx.emit("TensorScatter", node.inputs, node.outputs[:1], node.attributes)
