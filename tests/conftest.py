@@ -120,6 +120,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_positional",
         "test_ops_resize",
         "test_ops_scatter",
+        "test_ops_selection",
         "test_ops_shape",
         "test_ops_table",
         "test_op_library",

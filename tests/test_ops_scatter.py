@@ -6,9 +6,8 @@ refusals at lowering naming the op, the node and what is wrong.
 
 import numpy as np
 import pytest
-from one_node import one_node_model, refused
+from one_node import check, failure, one_node_model, refused
 from onnx import helper
-from onnx.reference import ReferenceEvaluator
 from test_ops_dtypes import ELEMENT
 
 from rtsoa.ops.abi import (
@@ -17,32 +16,12 @@ from rtsoa.ops.abi import (
     STATUS_OP_BAD_INDEX,
     STATUS_OP_BAD_SHAPE,
 )
-from rtsoa.ops.host import OpError, run_numpy
-from rtsoa.testing.models import run_onnxruntime
+from rtsoa.ops.host import run_numpy
 from tests.model_checks import run_and_compare
 
 rng = np.random.default_rng(20261206)
 REDUCTIONS = ["none", "add", "mul", "max", "min"]
 NUMERIC = [np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint64]
-
-
-def check(op, inputs, attributes, opset, judge="reference"):
-    """rtsoa's op against onnx.reference (or onnxruntime): dtype, shape and every element."""
-    model, feeds = one_node_model(op, inputs, attributes, opset)
-    if judge == "onnxruntime":
-        want = run_onnxruntime(model, feeds)["y"]
-    else:
-        want = ReferenceEvaluator(model).run(None, feeds)[0]
-    (got,) = run_numpy(op, [x for x in inputs if x is not None], attributes, 1)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-
-
-def failure(status, op, inputs, attributes):
-    with pytest.raises(OpError) as caught:
-        run_numpy(op, inputs, attributes, 1)
-    assert caught.value.status == status
-    assert str(caught.value).startswith(f"{op}: ")
 
 
 def data(shape, kind):

@@ -1,10 +1,13 @@
 """ScatterElements, the old Scatter, ScatterND and TensorScatter onto the scatter ops
 (`rtsoa.ops.scatter`), once their reduction (or mode) is one the ops implement for the data's
-element type; other values are refused here, naming the attribute."""
+element type; other values are refused here, naming the attribute. EyeLike's dtype attribute
+must name an element type rtsoa has. OneHot-28, Compress-28 and ReverseSequence-28 only add
+bfloat16 to the types of the earlier definitions: lowering refuses bfloat16 by dtype, so they
+are registered as implemented."""
 
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
-from rtsoa.lowering.converters import register_converter
+from rtsoa.lowering.converters import one_to_one, register_converter
 from rtsoa.ops.scatter import MODES, REDUCIBLE, REDUCTIONS
 
 
@@ -60,3 +63,21 @@ def tensor_scatter(ctx, node):
     """TensorScatter: the op itself once its mode is checked."""
     checked_choice(ctx, node, "mode", MODES, "linear")
     ctx.emit("TensorScatter", node.inputs, node.outputs[:1], node.attributes)
+
+
+@register_converter("EyeLike", since=9)
+def eye_like(ctx, node):
+    """EyeLike: the op itself once its dtype attribute names an element type rtsoa has."""
+    from rtsoa.abi.dtypes import DTYPE_OF_ONNX
+
+    onnx_type = int(node.attributes.get("dtype", 0))
+    if onnx_type and onnx_type not in DTYPE_OF_ONNX:
+        raise LoweringError(
+            f"{ctx.describe(node)}: dtype {onnx_type} (ONNX TensorProto code) is not an element "
+            "type rtsoa runs"
+        )
+    one_to_one(ctx, node)
+
+
+for _op in ("OneHot", "Compress", "ReverseSequence"):
+    register_converter(_op, since=28)(one_to_one)

@@ -11,6 +11,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     bitwise,
     conv,
     elementwise,
+    generated,
     grid_sample,
     indexing,
     linalg,
@@ -24,6 +25,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     reshape,
     resize,
     scatter,
+    selection,
     shape,
     softmax,
 )
