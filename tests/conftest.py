@@ -117,6 +117,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_loss",
         "test_ops_math_functions",
         "test_ops_nn",
+        "test_ops_normalizing",
         "test_ops_positional",
         "test_ops_resize",
         "test_ops_scatter",

@@ -6,6 +6,7 @@ from rtsoa.lowering import (
     composed,  # noqa: F401  (registers the converters of ops made of others)
     control_flow,  # noqa: F401  (registers the If / Loop converters)
     indexed,  # noqa: F401  (registers the scatter converters)
+    normalizing,  # noqa: F401  (registers MeanVarianceNormalization, LpNormalization, Hardmax)
     reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     resampling,  # noqa: F401  (registers the Resize / Upsample converters)
     sequences,  # noqa: F401  (registers the sequence op converters)

@@ -1,13 +1,15 @@
 """ScatterElements, the old Scatter, ScatterND and TensorScatter onto the scatter ops
 (`rtsoa.ops.scatter`), once their reduction (or mode) is one the ops implement for the data's
 element type; other values are refused here, naming the attribute. EyeLike's dtype attribute
-must name an element type rtsoa has. OneHot-28, Compress-28 and ReverseSequence-28 only add
-bfloat16 to the types of the earlier definitions: lowering refuses bfloat16 by dtype, so they
-are registered as implemented."""
+must name an element type rtsoa has, DepthToSpace's and SpaceToDepth's mode be DCR or CRD.
+DepthToSpace-28, OneHot-28, Compress-28 and ReverseSequence-28 only add bfloat16 to the types
+of the earlier definitions (lowering refuses bfloat16 by dtype), and SpaceToDepth-28 the mode,
+so they are registered as implemented."""
 
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.converters import one_to_one, register_converter
+from rtsoa.ops.blocks import MODES as BLOCK_MODES
 from rtsoa.ops.scatter import MODES, REDUCIBLE, REDUCTIONS
 
 
@@ -79,5 +81,15 @@ def eye_like(ctx, node):
     one_to_one(ctx, node)
 
 
+def blocks(ctx, node):
+    """DepthToSpace / SpaceToDepth: the op itself once its mode is DCR or CRD (SpaceToDepth
+    takes a mode from opset 28; before, it is DCR)."""
+    checked_choice(ctx, node, "mode", BLOCK_MODES, "DCR")
+    one_to_one(ctx, node)
+
+
+for _since in (1, 28):
+    register_converter("DepthToSpace", since=_since)(blocks)
+    register_converter("SpaceToDepth", since=_since)(blocks)
 for _op in ("OneHot", "Compress", "ReverseSequence"):
     register_converter(_op, since=28)(one_to_one)
