@@ -10,6 +10,7 @@ from rtsoa.lowering import (
     reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     resampling,  # noqa: F401  (registers the Resize / Upsample converters)
     sequences,  # noqa: F401  (registers the sequence op converters)
+    spatial,  # noqa: F401  (registers CenterCropPad and LpPool)
 )
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
 from rtsoa.lowering.converters import find_converter, register_converter
