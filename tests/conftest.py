@@ -110,6 +110,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_attention",
         "test_ops_bitwise",
         "test_ops_copying",
+        "test_ops_detection",
         "test_ops_dtypes",
         "test_ops_elementwise",
         "test_ops_fast_paths",

@@ -11,6 +11,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     bitwise,
     blocks,
     conv,
+    detection,
     elementwise,
     generated,
     grid_sample,
