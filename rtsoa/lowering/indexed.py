@@ -6,6 +6,7 @@ DepthToSpace-28, OneHot-28, Compress-28 and ReverseSequence-28 only add bfloat16
 of the earlier definitions (lowering refuses bfloat16 by dtype), and SpaceToDepth-28 the mode,
 so they are registered as implemented."""
 
+from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.converters import one_to_one, register_converter
@@ -70,8 +71,6 @@ def tensor_scatter(ctx, node):
 @register_converter("EyeLike", since=9)
 def eye_like(ctx, node):
     """EyeLike: the op itself once its dtype attribute names an element type rtsoa has."""
-    from rtsoa.abi.dtypes import DTYPE_OF_ONNX
-
     onnx_type = int(node.attributes.get("dtype", 0))
     if onnx_type and onnx_type not in DTYPE_OF_ONNX:
         raise LoweringError(

@@ -15,6 +15,7 @@ input's shape, one on diagonal k (column - row = k), zero elsewhere.
 import numpy as np
 
 from rtsoa._jit import jit_with_nrt
+from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.ops.abi import (
     BOOL,
     F16,
@@ -232,8 +233,6 @@ def encode_one_hot(attributes, inputs):
 def encode_eye_like(attributes, inputs):
     """EyeLike slots: the dtype attribute as a DType code (0: the input's; -1 for a type rtsoa
     does not have, which the op refuses), k."""
-    from rtsoa.abi.dtypes import DTYPE_OF_ONNX
-
     onnx_type = int(attributes.get("dtype", 0))
     kind = int(DTYPE_OF_ONNX.get(onnx_type, -1)) if onnx_type else 0
     return [kind, int(attributes.get("k", 0))]
