@@ -125,6 +125,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_selection",
         "test_ops_shape",
         "test_ops_spatial",
+        "test_ops_unique",
         "test_ops_table",
         "test_op_library",
     }

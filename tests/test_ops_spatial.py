@@ -1,16 +1,17 @@
-"""CenterCropPad, LpPool and GroupNormalization, composed at lowering, through lowered one-node
-models whose inputs are all given at run time: judged by onnxruntime (single thread) on float32
-and by onnx.reference on the other element types; the refusals at lowering naming the op, the
-node and what is wrong.
+"""CenterCropPad, LpPool and GroupNormalization (composed at lowering) and AffineGrid through
+lowered one-node models whose inputs are all given at run time: judged by onnxruntime (single
+thread) on float32 and by onnx.reference or numpy on the other element types; the refusals at
+lowering naming the op, the node and what is wrong.
 """
 
 import numpy as np
 import pytest
-from one_node import one_node_model, refused
+from one_node import failure, one_node_model, refused
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from rtsoa.lowering import lower
+from rtsoa.ops.abi import STATUS_OP_BAD_ATTRIBUTE, STATUS_OP_BAD_SHAPE
 from tests.model_checks import run_and_compare, run_clean
 
 rng = np.random.default_rng(20261206)
@@ -142,3 +143,76 @@ def test_group_normalization_bad_attributes_are_refused():
     inputs = group_inputs(6, np.float32)
     refused("GroupNormalization", inputs, {"num_groups": 0}, 21, "num_groups")
     refused("GroupNormalization", inputs, {"num_groups": 2, "stash_type": 0}, 21, "stash_type 0")
+
+
+# -- AffineGrid -----------------------------------------------------------------------------------
+
+
+def affine_grid_in_numpy(theta, size, align_corners):
+    """The grid by its definition, in float64."""
+
+    def positions(n):
+        if align_corners:
+            return np.array([-1.0]) if n == 1 else np.linspace(-1.0, 1.0, n)
+        return -1.0 + (2.0 * np.arange(n) + 1.0) / n
+
+    axes = [positions(int(n)) for n in size[2:]][::-1]  # x (width) first
+    mesh = np.meshgrid(*axes[::-1], indexing="ij")[::-1]
+    points = np.stack([*mesh, np.ones_like(mesh[0])], axis=-1)
+    return np.einsum("nrj,...j->n...r", theta.astype(np.float64), points)
+
+
+@pytest.mark.parametrize("align_corners", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 1, 1, 3], [2, 1, 3, 2, 4]])
+def test_affine_grid_against_onnxruntime_and_its_definition(align_corners, size):
+    spatial = len(size) - 2
+    theta = rng.standard_normal((size[0], spatial, spatial + 1)).astype(np.float32)
+    inputs = [theta, np.array(size, np.int64)]
+    model, feeds = one_node_model("AffineGrid", inputs, {"align_corners": align_corners}, 20)
+    if not (align_corners and 1 in size[2:]):  # onnxruntime puts a lone point at 1, not -1
+        run_and_compare(model, [feeds])
+    want = affine_grid_in_numpy(theta, size, align_corners)
+    got = run_clean(lower(model), feeds)["y"]
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+def test_affine_grid_float64_is_the_definition_rounded_once():
+    theta = rng.standard_normal((2, 2, 3))
+    size = np.array([2, 1, 3, 4], np.int64)
+    model, feeds = one_node_model("AffineGrid", [theta, size], {}, 20)
+    got = run_clean(lower(model), feeds)["y"]
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, affine_grid_in_numpy(theta, size, 0), rtol=1e-15, atol=1e-15)
+
+
+def test_affine_grid_then_grid_sample():
+    """The spatial transformer pattern: AffineGrid feeding GridSample, against onnxruntime."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 6])
+    theta = helper.make_tensor_value_info("theta", TensorProto.FLOAT, [2, 2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    size = helper.make_tensor("size", TensorProto.INT64, [4], [2, 3, 4, 4])
+    nodes = [
+        helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=0),
+        helper.make_node("GridSample", ["x", "grid"], ["y"], mode="linear"),
+    ]
+    graph = helper.make_graph(nodes, "transformer", [x, theta], [y], [size])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    feeds = {
+        "x": rng.standard_normal((2, 3, 5, 6)).astype(np.float32),
+        "theta": (np.eye(2, 3) + rng.standard_normal((2, 2, 3)) * 0.2).astype(np.float32),
+    }
+    run_and_compare(model, [feeds])
+
+
+def test_affine_grid_bad_inputs_fail():
+    theta = np.zeros((2, 2, 3), np.float32)
+    failure(STATUS_OP_BAD_SHAPE, "AffineGrid", [theta, np.array([2, 1, 3], np.int64)], {})
+    failure(STATUS_OP_BAD_SHAPE, "AffineGrid", [theta, np.array([3, 1, 3, 3], np.int64)], {})
+    failure(STATUS_OP_BAD_SHAPE, "AffineGrid", [theta, np.array([2, 1, 3, 3, 3], np.int64)], {})
+    failure(
+        STATUS_OP_BAD_ATTRIBUTE,
+        "AffineGrid",
+        [theta, np.array([2, 1, 3, 3], np.int64)],
+        {"align_corners": 2},
+    )

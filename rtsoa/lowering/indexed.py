@@ -2,9 +2,9 @@
 (`rtsoa.ops.scatter`), once their reduction (or mode) is one the ops implement for the data's
 element type; other values are refused here, naming the attribute. EyeLike's dtype attribute
 must name an element type rtsoa has, DepthToSpace's and SpaceToDepth's mode be DCR or CRD.
-DepthToSpace-28, OneHot-28, Compress-28 and ReverseSequence-28 only add bfloat16 to the types
-of the earlier definitions (lowering refuses bfloat16 by dtype), and SpaceToDepth-28 the mode,
-so they are registered as implemented."""
+DepthToSpace-28, OneHot-28, Compress-28, ReverseSequence-28 and Unique-28 only add bfloat16 to
+the types of the earlier definitions (lowering refuses bfloat16 by dtype), and SpaceToDepth-28
+the mode, so they are registered as implemented."""
 
 from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.errors import LoweringError
@@ -90,5 +90,5 @@ def blocks(ctx, node):
 for _since in (1, 28):
     register_converter("DepthToSpace", since=_since)(blocks)
     register_converter("SpaceToDepth", since=_since)(blocks)
-for _op in ("OneHot", "Compress", "ReverseSequence"):
+for _op in ("OneHot", "Compress", "ReverseSequence", "Unique"):
     register_converter(_op, since=28)(one_to_one)

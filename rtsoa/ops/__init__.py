@@ -7,6 +7,7 @@ op that kernels call, `library` for when entries compile.
 
 from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     activations,
+    affine_grid,
     attention,
     bitwise,
     blocks,
@@ -30,6 +31,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     selection,
     shape,
     softmax,
+    unique,
 )
 from rtsoa.ops.registry import (
     OPS,
