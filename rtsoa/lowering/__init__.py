@@ -1,10 +1,13 @@
 """Lowering real models: ONNX import, converters, and the passes to an ExecuteGraph."""
 
 from rtsoa.lowering import (
+    activations,  # noqa: F401  (registers the Gelu / Celu converters)
     attention,  # noqa: F401  (registers the Attention converter)
     composed,  # noqa: F401  (registers the converters of ops made of others)
     control_flow,  # noqa: F401  (registers the If / Loop converters)
     einsum,  # noqa: F401  (registers the Einsum converter)
+    indexed,  # noqa: F401  (registers the scatter converters)
+    normalizing,  # noqa: F401  (registers MeanVarianceNormalization, LpNormalization, Hardmax)
     recurrent,  # noqa: F401  (registers the LSTM / GRU / RNN converters)
     reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     resampling,  # noqa: F401  (registers the Resize / Upsample converters)
@@ -12,6 +15,7 @@ from rtsoa.lowering import (
     selection,  # noqa: F401  (registers the CumProd / TopK converters)
     sequences,  # noqa: F401  (registers the sequence op converters)
     signal,  # noqa: F401  (registers the window converters)
+    spatial,  # noqa: F401  (registers CenterCropPad and LpPool)
 )
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
 from rtsoa.lowering.converters import find_converter, register_converter

@@ -7,13 +7,17 @@ op that kernels call, `library` for when entries compile.
 
 from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     activations,
+    affine_grid,
     attention,
     bitwise,
+    blocks,
     conv,
     cumulative,
+    detection,
     determinant,
     einsum,
     elementwise,
+    generated,
     grid_sample,
     indexing,
     linalg,
@@ -28,10 +32,13 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     reshape,
     resize,
     rotary,
+    scatter,
+    selection,
     shape,
     signal,
     softmax,
     topk,
+    unique,
 )
 from rtsoa.ops.registry import (
     OPS,

@@ -1,5 +1,13 @@
-"""Activations with parameters: PRelu, Elu, Selu, HardSigmoid, Softplus, Clip; float32 /
-float64 (formulas evaluated in float64, rounded once to the output dtype).
+"""Activations with parameters: PRelu, Elu, Selu, HardSigmoid, Softplus, Clip, Gelu, Swish,
+ThresholdedRelu, Celu, HardSwish, Mish; float32 / float64 (formulas evaluated in float64,
+rounded once to the output dtype).
+
+Gelu's `approximate` is slot 0 as 0.0 (none: x / 2 (1 + erf(x / sqrt 2))) or 1.0 (tanh:
+x / 2 (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))); any other value fails the op with
+STATUS_OP_BAD_ATTRIBUTE (the converter refuses an unknown name first). Swish is
+x sigmoid(alpha x), ThresholdedRelu x where x > alpha (else 0), Celu
+max(0, x) + min(0, alpha (exp(x / alpha) - 1)), HardSwish x max(0, min(1, x / 6 + 1 / 2)),
+Mish x tanh(softplus(x)).
 
 PRelu's slope broadcasts (numpy rules) to X's shape. Clip takes its bounds from the optional
 scalar inputs 1 and 2 (opset 11+; read in compute, so they may be computed tensors), or from
@@ -8,6 +16,8 @@ says (so +-inf is clipped to them). With min > max every value
 becomes max, as onnxruntime does (y = min(max(x, lo), hi)); NaN stays NaN.
 """
 
+import math
+
 import numpy as np
 
 from rtsoa._jit import jit_with_nrt
@@ -15,6 +25,7 @@ from rtsoa.ops.abi import (
     COL_RANK,
     F32,
     FLOATS,
+    STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_SHAPE,
     STATUS_OP_MISSING_INPUT,
     copy_shape,
@@ -30,6 +41,14 @@ from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count, float_inputs, holds
 
 PRELU, ELU, SELU, HARD_SIGMOID, SOFTPLUS, CLIP = range(6)
+GELU, SWISH, THRESHOLDED_RELU, CELU, HARD_SWISH, MISH = range(6, 12)
+GELU_APPROXIMATIONS = {"none": 0.0, "tanh": 1.0}
+
+
+@jit_with_nrt
+def _softplus(v):
+    """log(1 + exp(v)) without overflow for large v."""
+    return v + np.log1p(np.exp(-v)) if v > 0 else np.log1p(np.exp(v))
 
 
 @jit_with_nrt.keeping_literals("op")
@@ -58,8 +77,35 @@ def _activation_run(op, x, y, slope, slope_map, p0, p1):
             y[i] = v if v != v else max(0.0, min(1.0, v))  # NaN stays NaN
     elif op == SOFTPLUS:
         for i in range(n):
+            y[i] = _softplus(np.float64(x[i]))
+    elif op == GELU:
+        for i in range(n):
             v = np.float64(x[i])
-            y[i] = v + np.log1p(np.exp(-v)) if v > 0 else np.log1p(np.exp(v))
+            if p0 == 0.0:
+                y[i] = 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0)))
+            else:
+                inner = math.sqrt(2.0 / math.pi) * (v + 0.044715 * v * v * v)
+                y[i] = 0.5 * v * (1.0 + math.tanh(inner))
+    elif op == SWISH:
+        for i in range(n):
+            v = np.float64(x[i])
+            y[i] = v / (1.0 + np.exp(-p0 * v))
+    elif op == THRESHOLDED_RELU:
+        for i in range(n):
+            v = np.float64(x[i])
+            y[i] = v if v > p0 else 0.0
+    elif op == CELU:
+        for i in range(n):
+            v = np.float64(x[i])
+            y[i] = v if v >= 0 else p0 * (np.exp(v / p0) - 1.0)  # NaN stays NaN
+    elif op == HARD_SWISH:
+        for i in range(n):
+            v = np.float64(x[i])
+            y[i] = v * max(0.0, min(1.0, v / 6.0 + 0.5))
+    elif op == MISH:
+        for i in range(n):
+            v = np.float64(x[i])
+            y[i] = v * math.tanh(_softplus(v))
     else:
         for i in range(n):
             v = np.float64(x[i])
@@ -139,6 +185,8 @@ def activation(arena, table, n_in, n_out, attrs, fattrs, op, element):
             slope_map = index_map(table, 1, n_in)
     p0 = fattrs[0] if attrs.shape[0] > 0 else 0.0
     p1 = fattrs[1] if attrs.shape[0] > 1 else 0.0
+    if op == GELU and p0 != 0.0 and p0 != 1.0:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
     if op == CLIP:
         if attrs.shape[0] < 4:
             return np.int32(STATUS_OP_BAD_SHAPE)
@@ -192,6 +240,14 @@ def encode_clip(attributes, inputs):
     ]
 
 
+def encode_gelu(attributes, inputs):
+    """Gelu slots: approximate as 0.0 (none) or 1.0 (tanh); -1.0 for another name, which the
+    op refuses."""
+    value = attributes.get("approximate", "none")
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    return [GELU_APPROXIMATIONS.get(value, -1.0)]
+
+
 # a family: one compute, the op's constant then input 0's dtype after the six arguments
 _FAMILY = {"dtypes": {0: FLOATS}, "variants": True}
 register_op("PRelu", prelu_infer, activation, inputs=(2, 2), constants=(PRELU,), **_FAMILY)
@@ -229,3 +285,12 @@ register_op(
     constants=(CLIP,),
     **_FAMILY,
 )
+register_op("Gelu", float_unary_infer, activation, encode=encode_gelu, constants=(GELU,), **_FAMILY)
+for _name, _op, _encode in (
+    ("Swish", SWISH, _floats(("alpha", 1.0))),
+    ("ThresholdedRelu", THRESHOLDED_RELU, _floats(("alpha", 1.0))),
+    ("Celu", CELU, _floats(("alpha", 1.0))),
+    ("HardSwish", HARD_SWISH, _floats()),
+    ("Mish", MISH, _floats()),
+):
+    register_op(_name, float_unary_infer, activation, encode=_encode, constants=(_op,), **_FAMILY)
