@@ -4,6 +4,7 @@ from rtsoa.lowering import (
     attention,  # noqa: F401  (registers the Attention converter)
     composed,  # noqa: F401  (registers the converters of ops made of others)
     control_flow,  # noqa: F401  (registers the If / Loop converters)
+    quantized,  # noqa: F401  (registers the quantisation converters)
     reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     resampling,  # noqa: F401  (registers the Resize / Upsample converters)
     sequences,  # noqa: F401  (registers the sequence op converters)

@@ -20,6 +20,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     pad,
     pooling,
     positional,
+    quantize,
     reduce,
     reshape,
     resize,
