@@ -23,7 +23,7 @@ from rtsoa.abi.dtypes import DTYPE_OF_ONNX, DTYPES
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.converters import register_converter
-from rtsoa.ops.quantize import DEQUANTIZE_SOURCES, QUANTIZE_SOURCES, QUANTIZED, SCALES
+from rtsoa.ops.quantize import DEQUANTIZE_SOURCES, NARROW, QUANTIZE_SOURCES, QUANTIZED, SCALES
 
 _ONNX = {kind: DTYPES[kind].onnx for kind in (DType.FLOAT32, DType.FLOAT16, DType.FLOAT64)}
 _PRECISIONS = set(_ONNX.values())
@@ -105,7 +105,7 @@ def _linear(ctx, node, sources, targets, check_precision):
     _check_dtype(ctx, node, scale, SCALES | {DType.INT32} if check_precision else SCALES, "scale")
     target = _attribute_type(ctx, node, "output_dtype", targets)
     if zero:
-        kind = _check_dtype(ctx, node, zero, QUANTIZED if check_precision else sources, "zero")
+        kind = _check_dtype(ctx, node, zero, targets if check_precision else sources, "zero")
         if target is not None and kind not in (DType.UNDEFINED, target):
             raise LoweringError(
                 f"{ctx.describe(node)}: output_dtype {target.name.lower()} differs from the "
@@ -129,13 +129,14 @@ def _linear(ctx, node, sources, targets, check_precision):
 
 
 def quantize_linear(ctx, node):
-    """QuantizeLinear to uint8 / int8 / uint16 / int16 (`saturate` concerns float8 outputs
-    only; those types are refused at import)."""
-    _linear(ctx, node, QUANTIZE_SOURCES, QUANTIZED, True)
+    """QuantizeLinear to 8- and 16-bit integers and the narrow types (4- and 2-bit integers,
+    float8 with `saturate`, float4)."""
+    _linear(ctx, node, QUANTIZE_SOURCES, QUANTIZED | NARROW, True)
 
 
 def dequantize_linear(ctx, node):
-    """DequantizeLinear of uint8 / int8 / uint16 / int16 / int32 to float / float16 / double."""
+    """DequantizeLinear of 8-, 16- and 32-bit integers and the narrow types to float / float16 /
+    double."""
     _linear(ctx, node, DEQUANTIZE_SOURCES, SCALES, False)
 
 

@@ -9,6 +9,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     activations,
     attention,
     bitwise,
+    cast,
     conv,
     elementwise,
     grid_sample,

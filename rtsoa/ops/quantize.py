@@ -1,4 +1,5 @@
-"""Linear quantisation ops on 8- and 16-bit integers: QuantizeLinear, DequantizeLinear,
+"""Linear quantisation ops on 8- and 16-bit integers and the narrow types (4- and 2-bit
+integers, float8, float4; `rtsoa.ops.narrow_types`): QuantizeLinear, DequantizeLinear,
 DynamicQuantizeLinear, and QLinearRequantize, the last step of QLinearMatMul and QLinearConv
 (which `rtsoa.lowering.quantized` composes from Cast, Sub, MatMul / Conv and this op).
 
@@ -11,14 +12,16 @@ type (for an int32 x with a zero point the reference rounds x to float32 before 
 rtsoa subtracts first, as onnxruntime does). Out-of-range results saturate to the output
 type's range (NaN gives its lowest value, as the reference's conversion does). Values are
 read into float64 / int64 arrays first, so one compiled loop serves every element type.
+Float8 outputs round x / scale to nearest even (saturating unless `saturate` is 0) and ignore
+the zero point, float4 outputs add it first and always saturate, as the reference does; a
+float8 DequantizeLinear needs a zero point of 0 (the reference's rule), a float4 one ignores
+it.
 
 Scale and zero point: one element (per tensor), a 1-D tensor of x.shape[axis] elements (per
 axis), or, with `block_size` B > 0, x's shape but ceil(x.shape[axis] / B) at `axis` (blocked).
 Attribute slots (QuantizeLinear / DequantizeLinear): [axis, block_size, output DType code
-(0: from the zero point, else the default), precision DType code (0: none)].
+(0: from the zero point, else the default), precision DType code (0: none), saturate].
 """
-
-import math
 
 import numpy as np
 
@@ -48,53 +51,25 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import broadcast_rows, index_map
+from rtsoa.ops.cast import F4, is_float, read_float, read_int, small_float_row, small_int_kind
 from rtsoa.ops.copying import holds
-from rtsoa.ops.elementwise_loops import half_value
+from rtsoa.ops.narrow_types import half_bits, round_to_half, small_float_code, small_int_from_int
 from rtsoa.ops.registry import register_op
 
 # The integer types a quantised tensor may have, and what may be quantised / scale it.
 QUANTIZED = frozenset({DType.UINT8, DType.INT8, DType.UINT16, DType.INT16})
+# the narrow types (`rtsoa.ops.narrow_types`): 4- and 2-bit integers, float8 and float4
+NARROW = frozenset(
+    {DType.UINT4, DType.INT4, DType.UINT2, DType.INT2, DType.FLOAT4E2M1}
+    | {DType.FLOAT8E4M3FN, DType.FLOAT8E4M3FNUZ, DType.FLOAT8E5M2, DType.FLOAT8E5M2FNUZ}
+)
 QUANTIZE_SOURCES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.FLOAT64, DType.INT32})
 SCALES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.FLOAT64})
-DEQUANTIZE_SOURCES = QUANTIZED | {DType.INT32}
+DEQUANTIZE_SOURCES = QUANTIZED | NARROW | {DType.INT32}
 OK = np.int32(0)
 
 
 # -- element conversions --------------------------------------------------------------------------
-
-
-@jit_inline_llvm
-def round_to_half(value):
-    """`value` rounded to the nearest float16 (halves to even), as a float64; beyond float16's
-    range it is an infinity, as numpy's conversion has it."""
-    magnitude = abs(value)
-    if magnitude != magnitude or magnitude == np.inf:
-        return value
-    if magnitude < 2.0**-14:
-        quantum = 2.0**-24  # subnormals: a fixed step
-    else:
-        exponent = math.frexp(magnitude)[1] - 1
-        quantum = 2.0 ** (exponent - 10)
-    rounded = np.rint(value / quantum) * quantum
-    if abs(rounded) > 65504.0:
-        return np.inf if value > 0 else -np.inf
-    return rounded
-
-
-@jit_inline_llvm
-def half_bits(value):
-    """The float16 bits of `value`, a float64 that is a float16 value (see round_to_half)."""
-    sign = 0x8000 if value < 0 or (value == 0 and math.copysign(1.0, value) < 0) else 0
-    magnitude = abs(value)
-    if magnitude != magnitude:
-        return np.uint16(0x7E00)
-    if magnitude == np.inf:
-        return np.uint16(sign | 0x7C00)
-    if magnitude < 2.0**-14:
-        return np.uint16(sign | int(magnitude * 2.0**24))
-    exponent = math.frexp(magnitude)[1] - 1
-    mantissa = int((magnitude * 2.0**-exponent - 1.0) * 1024.0)
-    return np.uint16(sign | ((exponent + 15) << 10) | mantissa)
 
 
 @jit_inline_llvm
@@ -107,59 +82,12 @@ def round_to(value, kind):
     return value
 
 
-@jit_with_nrt
-def as_float64(arena, table, row, n):
-    """The first `n` elements of a float32 / float16 / float64 / int32 row as float64."""
-    kind = dtype(table, row)
-    out = np.empty(n, dtype=np.float64)
-    if kind == F32:
-        source32 = view(arena, table, row, np.float32)
-        for i in range(n):
-            out[i] = source32[i]
-    elif kind == F16:
-        bits = view(arena, table, row, np.uint16)
-        for i in range(n):
-            out[i] = half_value(bits[i])
-    elif kind == F64:
-        out[:] = view(arena, table, row, np.float64)[:n]
-    else:
-        source_int = view(arena, table, row, np.int32)
-        for i in range(n):
-            out[i] = source_int[i]
-    return out
-
-
-@jit_with_nrt
-def as_int64(arena, table, row, n):
-    """The first `n` elements of a uint8 / int8 / uint16 / int16 / int32 row as int64."""
-    kind = dtype(table, row)
-    out = np.empty(n, dtype=np.int64)
-    if kind == U8:
-        source_u8 = view(arena, table, row, np.uint8)
-        for i in range(n):
-            out[i] = source_u8[i]
-    elif kind == I8:
-        source_i8 = view(arena, table, row, np.int8)
-        for i in range(n):
-            out[i] = source_i8[i]
-    elif kind == U16:
-        source_u16 = view(arena, table, row, np.uint16)
-        for i in range(n):
-            out[i] = source_u16[i]
-    elif kind == I16:
-        source_i16 = view(arena, table, row, np.int16)
-        for i in range(n):
-            out[i] = source_i16[i]
-    else:
-        source_i32 = view(arena, table, row, np.int32)
-        for i in range(n):
-            out[i] = source_i32[i]
-    return out
-
-
 @jit_inline_llvm
 def quantized_range(kind):
-    """(lowest, highest) of quantised type `kind`."""
+    """(lowest, highest) of integer quantised type `kind`."""
+    bits, signed = small_int_kind(kind)
+    if bits > 0:
+        return (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1) - 1) if signed else (0.0, 2.0**bits - 1)
     if kind == U8:
         return 0.0, 255.0
     if kind == I8:
@@ -171,15 +99,28 @@ def quantized_range(kind):
 
 @jit_inline_llvm
 def is_quantized(kind):
+    """Is `kind` an 8- or 16-bit integer type?"""
     return kind == U8 or kind == I8 or kind == U16 or kind == I16
+
+
+@jit_inline_llvm
+def is_narrow(kind):
+    """Is `kind` a 4- or 2-bit integer, float8 or float4 type?"""
+    return small_int_kind(kind)[0] > 0 or small_float_row(kind) >= 0
 
 
 @jit_with_nrt
 def store_quantized(arena, table, row, values):
-    """Write integral float64 `values` (already in range) into quantised output `row`."""
+    """Write integral float64 `values` (already in range) into quantised output `row`; for a
+    float8 / float4 row, `values` are its codes."""
     kind = dtype(table, row)
     n = values.shape[0]
-    if kind == U8:
+    bits = small_int_kind(kind)[0]
+    if bits > 0 or small_float_row(kind) >= 0:
+        codes = view(arena, table, row, np.uint8)
+        for i in range(n):
+            codes[i] = small_int_from_int(np.int64(values[i]), 8 if bits == 0 else bits)
+    elif kind == U8:
         out_u8 = view(arena, table, row, np.uint8)
         for i in range(n):
             out_u8[i] = np.uint8(values[i])
@@ -283,7 +224,8 @@ def _like_input(table, n_in, attrs, target):
     if status != 0:
         return status
     if n_in > 2 and present(table, 2) and not _same_shape_rows(table, 1, 2):
-        return np.int32(STATUS_OP_BAD_SHAPE)
+        if numel(table, 1) != 1 or numel(table, 2) != 1:  # a scalar and a [1] agree
+            return np.int32(STATUS_OP_BAD_SHAPE)
     copy_shape(table, 0, n_in)
     table[n_in, 2] = target
     table[RESULT_ROW, 0] = numel(table, 0)
@@ -300,9 +242,17 @@ def _parameters(arena, table, n_in, attrs):
     if not held or (with_zero and not holds(table, 2)):
         empty = np.zeros(1, np.float64)
         return np.int32(STATUS_OP_BAD_SHAPE), with_zero, mode, size, inner, blocks, empty, empty
-    scale = as_float64(arena, table, 1, numel(table, 1))
-    zero = as_int64(arena, table, 2, numel(table, 2)) if with_zero else np.zeros(1, np.int64)
-    return OK, with_zero, mode, size, inner, blocks, scale, zero.astype(np.float64)
+    scale = read_any(arena, table, 1, numel(table, 1))
+    zero = read_any(arena, table, 2, numel(table, 2)) if with_zero else np.zeros(1)
+    return OK, with_zero, mode, size, inner, blocks, scale, zero
+
+
+@jit_with_nrt
+def read_any(arena, table, row, n):
+    """The first `n` elements of row `row`, of any castable type, as float64."""
+    if is_float(dtype(table, row)):
+        return read_float(arena, table, row, n)
+    return read_int(arena, table, row, n).astype(np.float64)
 
 
 # -- QuantizeLinear -------------------------------------------------------------------------------
@@ -335,7 +285,7 @@ def quantize_infer(arena, table, n_in, n_out, attrs, fattrs):
         target = dtype(table, 2)
     elif target == 0:
         target = U8
-    if not is_quantized(target):
+    if not (is_quantized(target) or is_narrow(target)):
         return np.int32(STATUS_OP_BAD_DTYPE)
     precision = attrs[3]
     if precision != 0 and precision != F32 and precision != F16 and precision != F64:
@@ -354,15 +304,23 @@ def quantize_compute(arena, table, n_in, n_out, attrs, fattrs):
     if status != 0:
         return status
     n = numel(table, 0)
-    x = as_float64(arena, table, 0, n)
+    x = read_any(arena, table, 0, n)
     # both operands in the division's type first (exact unless `precision` narrows them)
     kind = _division_type(dtype(table, 0), dtype(table, 1), attrs[3])
-    lowest, highest = quantized_range(dtype(table, n_in))
+    target = dtype(table, n_in)
+    small = small_float_row(target)
+    float4 = target == F4
+    lowest, highest = quantized_range(target)
     out = np.empty(n, dtype=np.float64)
     for i in range(n):
         k = parameter_index(i, mode, size, inner, blocks, attrs[1])
-        quotient = round_to(x[i], kind) / round_to(scale[k], kind)
-        value = np.rint(round_to(quotient, kind))
+        quotient = round_to(round_to(x[i], kind) / round_to(scale[k], kind), kind)
+        if small >= 0:  # float8 ignores its zero point (the reference's), float4 adds it
+            if float4 and with_zero:
+                quotient = round_to(quotient + zero[k], kind)
+            out[i] = small_float_code(small, quotient, attrs[4] != 0 or float4)
+            continue
+        value = np.rint(quotient)
         if with_zero:
             value += zero[k]
         out[i] = saturate(value, lowest, highest)
@@ -376,7 +334,7 @@ def quantize_compute(arena, table, n_in, n_out, attrs, fattrs):
 @jit_with_nrt
 def dequantize_infer(arena, table, n_in, n_out, attrs, fattrs):
     x_kind = dtype(table, 0)
-    if not (is_quantized(x_kind) or x_kind == I32):
+    if not (is_quantized(x_kind) or is_narrow(x_kind) or x_kind == I32):
         return np.int32(STATUS_OP_BAD_DTYPE)
     if n_in > 2 and present(table, 2) and dtype(table, 2) != x_kind:
         return np.int32(STATUS_OP_BAD_DTYPE)
@@ -400,7 +358,14 @@ def dequantize_compute(arena, table, n_in, n_out, attrs, fattrs):
     if status != 0:
         return status
     n = numel(table, 0)
-    x = as_int64(arena, table, 0, n)
+    x = read_any(arena, table, 0, n)
+    small = small_float_row(dtype(table, 0))
+    if small >= 0:  # float4's zero point is ignored, float8's must be zero (the reference's)
+        with_zero = False
+        if dtype(table, 0) != F4:
+            for k in range(zero.shape[0]):
+                if zero[k] != 0:
+                    return np.int32(STATUS_OP_BAD_ATTRIBUTE)
     # the exact difference made float32 (the reference's float32(x) - zero point for 8- and
     # 16-bit x; onnxruntime's for int32, where the reference rounds x first), times the scale
     # in float32 unless the scale is float64
@@ -419,8 +384,9 @@ def dequantize_compute(arena, table, n_in, n_out, attrs, fattrs):
 
 
 def encode_quantize(attributes, inputs):
-    """[axis, block_size, output DType code (0: none), precision DType code (0: none)]; an ONNX
-    type rtsoa has no code for becomes -1, which shape inference refuses."""
+    """[axis, block_size, output DType code (0: none), precision DType code (0: none),
+    saturate (float8 outputs; 1 by default)]; an ONNX type rtsoa has no code for becomes -1,
+    which shape inference refuses."""
     from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 
     def code(name):
@@ -432,6 +398,7 @@ def encode_quantize(attributes, inputs):
         int(attributes.get("block_size", 0)),
         code("output_dtype"),
         code("precision"),
+        int(attributes.get("saturate", 1)),
     ]
 
 
@@ -527,13 +494,13 @@ def requantize_compute(arena, table, n_in, n_out, attrs, fattrs):
     n = numel(table, 0)
     acc = view(arena, table, 0, np.int32)
     kind = dtype(table, 1)
-    a_scale = as_float64(arena, table, 1, numel(table, 1))
-    b_scale = as_float64(arena, table, 2, numel(table, 2))
-    y_scale = as_float64(arena, table, 3, numel(table, 3))
+    a_scale = read_any(arena, table, 1, numel(table, 1))
+    b_scale = read_any(arena, table, 2, numel(table, 2))
+    y_scale = read_any(arena, table, 3, numel(table, 3))
     ai = index_map(table, 1, n_in)
     bi = index_map(table, 2, n_in)
     yi = index_map(table, 3, n_in)
-    zero = as_int64(arena, table, 4, numel(table, 4)) if with_zero else np.zeros(1, np.int64)
+    zero = read_int(arena, table, 4, numel(table, 4)) if with_zero else np.zeros(1, np.int64)
     zi = index_map(table, 4, n_in) if with_zero else np.zeros(n, np.int64)
     lowest, highest = quantized_range(dtype(table, n_in))
     out = np.empty(n, dtype=np.float64)
@@ -559,7 +526,7 @@ register_op(
     quantize_compute,
     encode=encode_quantize,
     inputs=(2, 3),
-    dtypes={0: QUANTIZE_SOURCES, 1: SCALES | {DType.INT32}, 2: QUANTIZED},
+    dtypes={0: QUANTIZE_SOURCES, 1: SCALES | {DType.INT32}, 2: QUANTIZED | NARROW},
 )
 register_op(
     "DequantizeLinear",
