@@ -116,6 +116,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_grid_sample",
         "test_ops_loss",
         "test_ops_math_functions",
+        "test_ops_narrow_types",
         "test_ops_nn",
         "test_ops_positional",
         "test_ops_quantize",
