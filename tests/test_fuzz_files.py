@@ -441,7 +441,7 @@ def test_mutated_files_load_correctly_or_raise_graph_format_error(originals, tmp
         ("output_values", -1),
         ("relation_targets", 999),
         ("value_kind", 6),
-        ("value_dtype", 13),
+        ("value_dtype", 23),
         ("value_placement", 4),
         ("value_producer", 999),
         ("graph_kind", 6),

@@ -26,6 +26,7 @@ Attribute slots (QuantizeLinear / DequantizeLinear): [axis, block_size, output D
 import numpy as np
 
 from rtsoa._jit import jit_inline_llvm, jit_with_nrt
+from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.ops.abi import (
     F16,
     F32,
@@ -387,7 +388,6 @@ def encode_quantize(attributes, inputs):
     """[axis, block_size, output DType code (0: none), precision DType code (0: none),
     saturate (float8 outputs; 1 by default)]; an ONNX type rtsoa has no code for becomes -1,
     which shape inference refuses."""
-    from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 
     def code(name):
         value = int(attributes.get(name, 0) or 0)
