@@ -137,10 +137,12 @@ def test_the_dtype_table_agrees_with_numpy_and_onnx():
 
 
 def test_cast_refuses_only_what_the_table_has_and_it_cannot_convert():
-    from rtsoa.ops.shape import ONNX_TO_DTYPE
+    from rtsoa.ops.cast import CASTABLE, encode_cast
 
-    missing = set(dtypes.DTYPE_OF_ONNX.values()) - set(ONNX_TO_DTYPE.values())
-    assert missing == {dtypes.DType.FLOAT16}
+    assert set(dtypes.DTYPES) - CASTABLE == {dtypes.DType.UINT64}
+    for code, info in dtypes.DTYPES.items():
+        expected = int(code) if code in CASTABLE else -1
+        assert encode_cast({"to": info.onnx}, []) == [expected, 1]
 
 
 def test_the_operand_layout_fits_the_worker_tables():

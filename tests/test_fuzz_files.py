@@ -41,12 +41,12 @@ MIN_REFUSED = 0.3
 MIN_LOADED = 0.05
 
 # Enum sizes as the format documents them (docs/graph-format.md): worker classes normal /
-# memory / launch; value kinds tensor, shape, int, memory block, event, float; thirteen dtypes;
+# memory / launch; value kinds tensor, shape, int, memory block, event, float; 23 dtypes;
 # placements HBM, P2P, host, following; graph kinds Init, Main, DeInit, branch, loop
 # condition, loop body.
 WORKER_CLASSES = 3
 VALUE_KINDS = 6
-DTYPES = 13  # rtsoa.abi.dtypes.DType: 0 .. 12
+DTYPES = 23  # rtsoa.abi.dtypes.DType: 0 .. 22
 PLACEMENTS = 4
 GRAPH_KINDS = 6
 INT32_MAX = 2**31 - 1
@@ -441,7 +441,7 @@ def test_mutated_files_load_correctly_or_raise_graph_format_error(originals, tmp
         ("output_values", -1),
         ("relation_targets", 999),
         ("value_kind", 6),
-        ("value_dtype", 13),
+        ("value_dtype", 23),
         ("value_placement", 4),
         ("value_producer", 999),
         ("graph_kind", 6),

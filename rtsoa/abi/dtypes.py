@@ -3,11 +3,18 @@
 `DType` codes are stable across graph format versions (they are stored in graph files).
 Everything else rtsoa knows about an element type is derived from `DTYPES`: the item sizes
 jitted code indexes by code (`ITEMSIZE`), the numpy types, the ONNX `TensorProto` codes.
+
+The narrow types numpy lacks (bfloat16, the float8 and float4 formats, the 4- and 2-bit
+integers) are `ml_dtypes`' numpy types, as `onnx.numpy_helper` reads them: one element a byte
+(two for bfloat16) in memory, the 4- and 2-bit integers in the byte's low bits. ONNX packs the
+4- and 2-bit types two / four to a byte in its files; `onnx.numpy_helper` packs and unpacks
+them at the model boundary.
 """
 
 import enum
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 
@@ -27,6 +34,16 @@ class DType(enum.IntEnum):
     UINT16 = 10
     UINT32 = 11
     UINT64 = 12
+    BFLOAT16 = 13
+    FLOAT8E4M3FN = 14
+    FLOAT8E4M3FNUZ = 15
+    FLOAT8E5M2 = 16
+    FLOAT8E5M2FNUZ = 17
+    UINT4 = 18
+    INT4 = 19
+    FLOAT4E2M1 = 20
+    UINT2 = 21
+    INT2 = 22
 
 
 class DTypeInfo(NamedTuple):
@@ -54,6 +71,16 @@ DTYPES = {
         DTypeInfo(DType.UINT16, np.uint16, 4, 2, "uint16"),
         DTypeInfo(DType.UINT32, np.uint32, 12, 4, "uint32"),
         DTypeInfo(DType.UINT64, np.uint64, 13, 8, "uint64"),
+        DTypeInfo(DType.BFLOAT16, ml_dtypes.bfloat16, 16, 2, "bfloat16"),
+        DTypeInfo(DType.FLOAT8E4M3FN, ml_dtypes.float8_e4m3fn, 17, 1, "float8_e4m3fn"),
+        DTypeInfo(DType.FLOAT8E4M3FNUZ, ml_dtypes.float8_e4m3fnuz, 18, 1, "float8_e4m3fnuz"),
+        DTypeInfo(DType.FLOAT8E5M2, ml_dtypes.float8_e5m2, 19, 1, "float8_e5m2"),
+        DTypeInfo(DType.FLOAT8E5M2FNUZ, ml_dtypes.float8_e5m2fnuz, 20, 1, "float8_e5m2fnuz"),
+        DTypeInfo(DType.UINT4, ml_dtypes.uint4, 21, 1, "uint4"),
+        DTypeInfo(DType.INT4, ml_dtypes.int4, 22, 1, "int4"),
+        DTypeInfo(DType.FLOAT4E2M1, ml_dtypes.float4_e2m1fn, 23, 1, "float4_e2m1fn"),
+        DTypeInfo(DType.UINT2, ml_dtypes.uint2, 25, 1, "uint2"),
+        DTypeInfo(DType.INT2, ml_dtypes.int2, 26, 1, "int2"),
     )
 }
 

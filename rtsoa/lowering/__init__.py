@@ -8,6 +8,7 @@ from rtsoa.lowering import (
     einsum,  # noqa: F401  (registers the Einsum converter)
     indexed,  # noqa: F401  (registers the scatter converters)
     normalizing,  # noqa: F401  (registers MeanVarianceNormalization, LpNormalization, Hardmax)
+    quantized,  # noqa: F401  (registers the quantisation converters)
     recurrent,  # noqa: F401  (registers the LSTM / GRU / RNN converters)
     reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     resampling,  # noqa: F401  (registers the Resize / Upsample converters)

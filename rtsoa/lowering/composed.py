@@ -6,6 +6,7 @@ ONNX shape inference); a LoweringError names the node when one is not."""
 
 import numpy as np
 
+from rtsoa.abi.dtypes import DTYPES
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.converters import register_converter
@@ -23,13 +24,11 @@ def _known_dtype(ctx, node, name, role):
 
 @register_converter("CastLike", since=15)
 def cast_like(ctx, node):
-    """CastLike(x, like) = Cast(x, to = like's element type)."""
-    from onnx.helper import np_dtype_to_tensor_dtype
-
+    """CastLike(x, like) = Cast(x, to = like's element type, the same `saturate`)."""
     x, like = node.inputs[:2]
     dtype = _known_dtype(ctx, node, like, "input")
-    to = np_dtype_to_tensor_dtype(np.dtype(NUMPY_DTYPES[dtype]))
-    ctx.emit("Cast", [x], node.outputs[:1], {"to": int(to)})
+    attributes = {"to": DTYPES[dtype].onnx, "saturate": int(node.attributes.get("saturate", 1))}
+    ctx.emit("Cast", [x], node.outputs[:1], attributes)
 
 
 @register_converter("Size")

@@ -1,16 +1,13 @@
-"""Shape and misc ops: Shape, ConstantOfShape, Range, Cast, Not, And, Or, Xor.
-
-Cast converts through one wide type: float sources are read as float64, integer and bool
-sources as int64, then written to the target type (numpy `astype` semantics: float to integer
-truncates toward zero, anything to bool is `!= 0`; an int64 above 2**53 cast to float32 may
-round twice). That keeps the compiled conversion loops to one per source and one per target
-dtype instead of one per pair. FLOAT16 and string tensors are refused.
+"""Shape and misc ops: Shape, ConstantOfShape, Range, Not, And, Or, Xor; and the conversions
+through one wide type that Cast (`rtsoa.ops.cast`) and the reductions share: float sources read
+as float64, integer and bool sources as int64 (`as_float64`, `as_int64`), written back to a
+type with numpy's `astype` semantics (`narrow_to`).
 """
 
 import numpy as np
 
 from rtsoa._jit import jit_with_nrt
-from rtsoa.abi.dtypes import DTYPE_OF_ONNX, DType, dtype_code
+from rtsoa.abi.dtypes import DType, dtype_code
 from rtsoa.ops.abi import (
     BOOL,
     F32,
@@ -26,7 +23,6 @@ from rtsoa.ops.abi import (
     STATUS_OP_MISSING_INPUT,
     STATUS_OP_NEEDS_DATA,
     STATUS_OP_TOO_LARGE,
-    copy_shape,
     dim,
     dtype,
     has_data,
@@ -268,34 +264,7 @@ def range_compute(arena, table, n_in, n_out, attrs, fattrs):
     return OK
 
 
-# -- Cast -----------------------------------------------------------------------------------------
-
-# ONNX TensorProto.DataType -> rtsoa DType, for the types Cast converts (`castable`: every
-# type of the dtype table but FLOAT16).
-ONNX_TO_DTYPE = {code: kind for code, kind in DTYPE_OF_ONNX.items() if kind != DType.FLOAT16}
-
-
-@jit_with_nrt
-def castable(kind):
-    return (
-        kind == F32
-        or kind == F64
-        or kind == I8
-        or kind == I16
-        or kind == I32
-        or (kind == I64 or kind == U8 or kind == BOOL)
-    )
-
-
-@jit_with_nrt
-def cast_infer(arena, table, n_in, n_out, attrs, fattrs):
-    if attrs.shape[0] < 1 or not castable(attrs[0]):
-        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
-    if not castable(dtype(table, 0)):
-        return np.int32(STATUS_OP_BAD_DTYPE)
-    copy_shape(table, 0, n_in)
-    table[n_in, 2] = attrs[0]
-    return OK
+# -- conversions through a wide type (Cast, reductions) --------------------------------------------
 
 
 @jit_with_nrt
@@ -314,21 +283,6 @@ def narrow(x, out):
 def to_bool(x, out):
     for i in range(out.shape[0]):
         out[i] = 1 if x[i] != 0 else 0
-
-
-@jit_with_nrt
-def cast_compute(arena, table, n_in, n_out, attrs, fattrs):
-    status = cast_infer(arena, table, n_in, n_out, attrs, fattrs)
-    if status != 0:
-        return status
-    source = dtype(table, 0)
-    target = attrs[0]
-    n = numel(table, 0)
-    if not holds(table, 0) or not holds(table, n_in) or numel(table, n_in) != n:
-        return np.int32(STATUS_OP_BAD_SHAPE)
-    if source == F32 or source == F64:
-        return narrow_to(arena, table, n_in, target, as_float64(arena, table, 0, n), n)
-    return narrow_to(arena, table, n_in, target, as_int64(arena, table, 0, n), n)
 
 
 @jit_with_nrt
@@ -381,11 +335,6 @@ def narrow_to(arena, table, row, target, wide, n):
     else:
         narrow(wide, view(arena, table, row, np.uint8)[:n])
     return OK
-
-
-def encode_cast(attributes, inputs):
-    """[rtsoa DType code of `to`] (-1 for a type rtsoa cannot convert: infer refuses it)."""
-    return [int(ONNX_TO_DTYPE.get(int(attributes.get("to", -1)), -1))]
 
 
 # -- Not / And / Or / Xor ---------------------------------------------------------------------
@@ -479,7 +428,6 @@ register_op(
     data_inputs=(0, 1, 2),
     dtypes={0: NUMBERS, 1: NUMBERS, 2: NUMBERS},
 )
-register_op("Cast", cast_infer, cast_compute, encode=encode_cast)
 register_op("Not", logic_infer, not_compute)
 for _name, _compute in (("And", and_compute), ("Or", or_compute), ("Xor", xor_compute)):
     register_op(_name, logic_infer, _compute, inputs=(2, 2))
