@@ -268,16 +268,16 @@ def run_multithread(rt, worker, run, cancel, record):
         if record is not None:
             record_step(record, step, node, start, monotonic_ns())
         ran += 1
-        by_class[node_queue[node]] += 1
         if has_relations:  # progress the no-progress detector sees (this worker's own line)
             atomic_store_release(control, PROGRESS + worker.index * LINE, ran)
         first, last, stop = released_edges(rt, status, node, cancel)
         if stop != STATUS_OK:
             abort_run(control, stop, node)
             break
-        if straight:
+        if straight:  # its classes are those of the ranks it ran (`nodes_per_class`)
             node = np.int64(-1)
             continue
+        by_class[node_queue[node]] += 1
         if has_relations and is_related_launch(relations, node):
             count = on_launch_submitted(relations, node, epoch, released)
             for i in range(count):
@@ -370,6 +370,26 @@ class MultithreadExecutor(Executor):
         return self._plan_name(calibrating=False)
 
     @property
+    def nodes_per_class(self):
+        """int64[threads, 3]: the nodes of each class (NORMAL, MEMORY, LAUNCH) each worker ran
+        in the last run (zeros before one). A worker running the rank order straight does not
+        count them as it goes (one load less per node): its classes are those of the first
+        ranks, as many as it ran."""
+        counts = np.zeros((self.threads, QUEUES), dtype=np.int64)
+        plan = self._last_plan
+        if plan is None:
+            return counts
+        run = plan.run_state
+        for index, worker in enumerate(plan.workers):
+            ran = self.nodes_per_worker[index]
+            if worker.straight and ran:
+                ranks = np.asarray(run.order)[:ran]
+                counts[index] = np.bincount(np.asarray(run.node_queue)[ranks], minlength=QUEUES)
+            else:
+                counts[index] = worker.by_class
+        return counts
+
+    @property
     def workers(self):
         """The WorkerState of each worker, in the plan runs use now."""
         return self.plans[self.chosen_sharing].workers
@@ -393,7 +413,7 @@ class MultithreadExecutor(Executor):
         self._trials = {}  # plan -> seconds of its calibration runs
         self._chosen = None  # the plan "auto" settled on
         self.nodes_per_worker = []  # of the last run (see _execute)
-        self.nodes_per_class = np.zeros((threads, QUEUES), dtype=np.int64)
+        self._last_plan = None  # the plan of the last run
         graph = self.graph
         n = graph.num_nodes
         tables = self.registry.tables()
@@ -592,7 +612,7 @@ class MultithreadExecutor(Executor):
             raise errors[0]
         # the nodes each worker ran (0 for a worker not started): how the work was shared
         self.nodes_per_worker = [0 if result is None else int(result[2]) for result in results]
-        self.nodes_per_class = np.array([worker.by_class for worker in plan.workers])
+        self._last_plan = plan
         executed = sum(self.nodes_per_worker)
         if record is not None:
             # A worker claims its row, then reads the clock: one preempted in between starts
