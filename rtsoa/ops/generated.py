@@ -251,5 +251,8 @@ register_op(
     eye_like_infer,
     eye_like_compute,
     encode=encode_eye_like,
-    dtypes={0: frozenset(DType) - {DType.UNDEFINED, DType.FLOAT16}},
+    # not float16, nor the narrow types (bfloat16 and below: stored and cast, not compared)
+    dtypes={
+        0: frozenset(DType(code) for code in range(DType.FLOAT32, DType.BFLOAT16)) - {DType.FLOAT16}
+    },
 )
