@@ -365,8 +365,9 @@ class MultithreadExecutor(Executor):
 
     @property
     def chosen_sharing(self):
-        """The plan runs use now: `sharing`, or under "auto" the one calibration chose
-        ("classes" until it has; "classes" always where "host" would change nothing)."""
+        """The plan runs use now: `sharing` (or "classes" where the executor has no such plan:
+        "host" needs host work in the root, "launches" a launch that locks the device
+        itself), or under "auto" the one calibration chose ("classes" until it has)."""
         return self._plan_name(calibrating=False)
 
     @property
