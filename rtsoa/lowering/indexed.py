@@ -10,6 +10,7 @@ from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.converters import one_to_one, register_converter
+from rtsoa.ops import OPS
 from rtsoa.ops.blocks import MODES as BLOCK_MODES
 from rtsoa.ops.scatter import MODES, REDUCIBLE, REDUCTIONS
 
@@ -72,7 +73,8 @@ def tensor_scatter(ctx, node):
 def eye_like(ctx, node):
     """EyeLike: the op itself once its dtype attribute names an element type rtsoa has."""
     onnx_type = int(node.attributes.get("dtype", 0))
-    if onnx_type and onnx_type not in DTYPE_OF_ONNX:
+    runs = OPS["EyeLike"].dtypes[0]  # the types it writes ones of (not the narrow ones)
+    if onnx_type and (onnx_type not in DTYPE_OF_ONNX or DTYPE_OF_ONNX[onnx_type] not in runs):
         raise LoweringError(
             f"{ctx.describe(node)}: dtype {onnx_type} (ONNX TensorProto code) is not an element "
             "type rtsoa runs"
