@@ -6,25 +6,15 @@ docs/multithread.md. This file is the loop and the executor; the map of the rest
 
 - `multithread.py` (this file): `run_multithread`, one worker's loop, and
   `MultithreadExecutor`: prepare (a plan per sharing), the choice of plan (`sharing`, "auto"
-  timing both), the per-run arming, the threads, the result.
-- `plans.py`: the loop's state as two bundles, `WorkerState` (one per worker) and
-  `RunState` (shared by all), and `make_plan`, which builds them for one way of sharing the
-  work (`Plan`).
-- `worker_classes.py`: which class queues each worker serves (by classes, or with the host
-  work shared by every worker: `sharing`), the default thread count, the nodes whose
-  in-degree one worker alone decrements. Read at prepare, once per plan.
-- `ready_queues.py`: the control words (a cache line each), the class heaps under spin
-  locks and the private batch (a bitmap of ranks): `arm_run` (per run), `push_ready`,
-  `take_ready`, `keep_private`, `private_head`, `shared_waiting`, `abort_run` (the loop).
-- `admission.py`: the ranks (the release order) and the admission window: `release_keys`,
-  `private_admissions` (prepare), `admitted`, `finish_rank`, `advance_low` (the loop).
-- `relation_state.py`: exact Free -> Launch relations, one wait word per Free tagged with
-  the run's generation: `relation_state` (prepare), `on_free_ready`, `on_launch_submitted`.
-- `worker_threads.py`: the process-wide pool of worker threads kept between runs.
-- Shared with the other loops: `heap.py` (the binary heap), `steps.py` (released edges, the
-  step record), `cancel.py` (the cancellation poll); from the device layer,
-  `rtsoa/device/atomics.py` (CPU atomics, spin locks) and `rtsoa/device/lock.py` (the device
-  lock: held around critical kernels, or by a launch itself around its device calls).
+  timing each), the per-run arming, the threads, the result.
+- `plans.py`: the loop's state (`WorkerState`, `RunState`) for one way of sharing the work
+  (`make_plan`, `Plan`); `worker_classes.py`: who serves which class queue.
+- `ready_queues.py`: the control words, the class heaps and the private batches;
+  `admission.py`: ranks and the admission window; `relation_state.py`: Free -> Launch wait
+  words; `worker_threads.py`: the thread pool kept between runs.
+- Shared: `heap.py`, `steps.py`, `cancel.py`; from the device layer `rtsoa/device/atomics.py`
+  and `rtsoa/device/lock.py` (the device lock: held around critical kernels, or by a launch
+  itself around its device calls).
 
 Control flow (switch / pivot / loop kernels, subgraphs) is refused at prepare
 (`runs_control_flow = False`), so `auto` never picks this executor for such graphs.
@@ -60,7 +50,7 @@ from rtsoa.executors.admission import (
 from rtsoa.executors.base import Executor, register_executor
 from rtsoa.executors.cancel import cancel_requested, step_poll
 from rtsoa.executors.heap import TIE_MASK
-from rtsoa.executors.plans import RunState, make_plan
+from rtsoa.executors.plans import RunState, make_plan, nodes_per_class
 from rtsoa.executors.ready_queues import (
     ABORTED,
     CONTROL_SIZE,
@@ -373,22 +363,8 @@ class MultithreadExecutor(Executor):
     @property
     def nodes_per_class(self):
         """int64[threads, 3]: the nodes of each class (NORMAL, MEMORY, LAUNCH) each worker ran
-        in the last run (zeros before one). A worker running the rank order straight does not
-        count them as it goes (one load less per node): its classes are those of the first
-        ranks, as many as it ran."""
-        counts = np.zeros((self.threads, QUEUES), dtype=np.int64)
-        plan = self._last_plan
-        if plan is None:
-            return counts
-        run = plan.run_state
-        for index, worker in enumerate(plan.workers):
-            ran = self.nodes_per_worker[index]
-            if worker.straight and ran:
-                ranks = np.asarray(run.order)[:ran]
-                counts[index] = np.bincount(np.asarray(run.node_queue)[ranks], minlength=QUEUES)
-            else:
-                counts[index] = worker.by_class
-        return counts
+        in the last run (zeros before one; `plans.nodes_per_class`)."""
+        return nodes_per_class(self._last_plan, self.nodes_per_worker, self.threads)
 
     @property
     def workers(self):
@@ -456,38 +432,33 @@ class MultithreadExecutor(Executor):
             relations=relations,
             max_steps=np.int64(self.max_steps),
         )
-        self.plans = {"classes": self._plan("classes", shared, admission)}
+        # per node: its kernel has a critical section; it takes the device lock itself
+        section = tables.critical_section[node_dispatch] != 0
+        locks = tables.locks_device[node_dispatch]
+        sharings = ["classes"]
         if counts[WorkerClass.NORMAL]:  # host work to share: a plan where every worker runs it
-            self.plans["host"] = self._plan("host", shared, admission)
-        if self._launches_lock_device():  # launches that compute outside the device lock
-            self.plans["launches"] = self._plan("launches", shared, admission)
+            sharings.append("host")
+        if locks[self.nodes].any():  # launches whose computations may run at once
+            sharings.append("launches")
+        self.plans = {
+            sharing: make_plan(
+                graph,
+                self.nodes,
+                self.threads,
+                sharing,
+                shared,
+                admission,
+                section,
+                locks,
+                self.straight,
+            )
+            for sharing in sharings
+        }
         self.admission = self.plans["classes"].workers[1].admission  # the MEMORY worker's
         self._compiled = {}
         self._owners = ()  # the run state objects `_compiled` was checked against
         plan = self.plans["classes"]
         return (plan.workers[0], plan.run_state, self.cancel_words)
-
-    def _launches_lock_device(self):
-        """Whether a root node's kernel takes the device lock itself (an op launch): sharing
-        the launches then lets their computations run at once."""
-        locks = self.registry.tables().locks_device[self.runtime.graph.node_dispatch]
-        return bool(locks[self.nodes].any())
-
-    def _plan(self, sharing, shared, admission):
-        """The Plan of `sharing` over the `shared` RunState arrays (`plans.make_plan`)."""
-        tables = self.registry.tables()
-        node_dispatch = self.runtime.graph.node_dispatch
-        return make_plan(
-            self.graph,
-            self.nodes,
-            self.threads,
-            sharing,
-            shared,
-            admission,
-            tables.critical_section[node_dispatch] != 0,
-            tables.locks_device[node_dispatch],
-            self.straight,
-        )
 
     def _plan_name(self, calibrating):
         """The plan of the next run (see `chosen_sharing`); `calibrating`: a plain run that

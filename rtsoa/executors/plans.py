@@ -129,3 +129,22 @@ def make_plan(graph, nodes, threads, sharing, shared, admission, section, locks,
     section = section & ~locks if shares_device else np.zeros_like(section)
     run_state = shared._replace(node_critical=read_only(section), plain=read_only(plain))
     return Plan(sharing, workers, run_state, working, shares_device)
+
+
+def nodes_per_class(plan, nodes_per_worker, threads):
+    """int64[threads, QUEUES]: the nodes of each class queue each worker of `plan` ran in its
+    last run (`nodes_per_worker` each; zeros without a plan). A worker running the rank order
+    straight does not count them as it goes (one load less per node): its classes are those
+    of the first ranks, as many as it ran."""
+    counts = np.zeros((threads, QUEUES), dtype=np.int64)
+    if plan is None:
+        return counts
+    run = plan.run_state
+    for index, worker in enumerate(plan.workers):
+        ran = nodes_per_worker[index]
+        if worker.straight and ran:
+            ranks = np.asarray(run.order)[:ran]
+            counts[index] = np.bincount(np.asarray(run.node_queue)[ranks], minlength=QUEUES)
+        else:
+            counts[index] = worker.by_class
+    return counts
