@@ -5,6 +5,8 @@ import ast
 import importlib
 import inspect
 import pathlib
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -23,7 +25,7 @@ from rtsoa.abi.status import (
     RuntimeStatus,
     describe,
 )
-from rtsoa.abi.views import array_over, itemsize
+from rtsoa.abi.views import array_over, itemsize, move_elements
 
 PACKAGE = pathlib.Path(rtsoa.__file__).parent
 BOUNDS = {
@@ -178,3 +180,54 @@ def test_a_view_with_keep_zero_is_empty_and_writes_nothing():
     shape, _, size, _ = _write_through_view(buffer, 8, np.int64(0))
     assert shape == (0, 0) and size == 0
     assert not buffer.any()
+
+
+@numba.njit
+def _move(dst, d, src, s, n):
+    move_elements(dst, d, src, s, n)
+
+
+@pytest.mark.parametrize("kind", [np.uint8, np.float32, np.int64])
+def test_move_elements_is_a_slice_assignment_that_may_overlap(kind):
+    source = np.arange(1, 17).astype(kind)
+    for d, s, n in [(0, 0, 16), (3, 5, 7), (2, 0, 9), (0, 2, 9), (4, 4, 0), (4, 4, -3)]:
+        target = np.zeros(16, dtype=kind)
+        expected = target.copy()
+        expected[d : d + max(n, 0)] = source[s : s + max(n, 0)]
+        _move(target, d, source, s, n)
+        np.testing.assert_array_equal(target, expected)
+        inplace, expected = source.copy(), source.copy()
+        expected[d : d + max(n, 0)] = source[s : s + max(n, 0)].copy()
+        _move(inplace, d, inplace, s, n)  # overlapping: the bytes as they were before
+        np.testing.assert_array_equal(inplace, expected)
+
+
+def test_move_elements_refuses_mixed_types_and_read_only_targets():
+    with pytest.raises(numba.TypingError):
+        _move(np.zeros(4, np.float32), 0, np.zeros(4, np.float64), 0, 4)
+    read_only = np.zeros(4, np.float32)
+    read_only.flags.writeable = False
+    with pytest.raises(numba.TypingError):
+        _move(read_only, 0, np.zeros(4, np.float32), 0, 4)
+
+
+def test_starting_rtsoa_does_not_import_ml_dtypes():
+    """`ml_dtypes` costs over half a second to import: rtsoa imports it when a narrow type is
+    first used, and finds arrays of its types once something else has imported it."""
+    code = """
+import sys
+import numpy as np
+import rtsoa, rtsoa.cli, rtsoa.ops, rtsoa.runtime
+from rtsoa.abi.dtypes import DTYPE_OF_NUMPY, NUMPY_DTYPES, DType, dtype_code
+from rtsoa.runtime.checks import numpy_dtype
+assert dtype_code(np.float32) == DType.FLOAT32 and numpy_dtype(DType.INT8) == np.int8
+assert DType.BFLOAT16 in NUMPY_DTYPES and np.dtype(np.complex64) not in DTYPE_OF_NUMPY
+assert "ml_dtypes" not in sys.modules, "imported at start"
+import ml_dtypes
+assert dtype_code(ml_dtypes.bfloat16) == DType.BFLOAT16
+assert DTYPE_OF_NUMPY[np.dtype(ml_dtypes.int4)] == DType.INT4
+assert NUMPY_DTYPES[DType.FLOAT8E5M2] is ml_dtypes.float8_e5m2
+assert len(dict(DTYPE_OF_NUMPY)) == len(NUMPY_DTYPES) == len(DType) - 1
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -17,8 +17,9 @@ from onnx.reference.ops.op_cast import cast_to
 import rtsoa
 from rtsoa.abi.dtypes import DTYPES, DType
 from rtsoa.ops.host import run_numpy
+from rtsoa.ops.narrow_types import DECODE, NAN_CODES, OVERFLOW_CODES, SMALL_FLOATS
 
-rng = np.random.default_rng(20261206)
+rng = np.random.default_rng(117)
 NARROW = [
     DType.BFLOAT16,
     DType.FLOAT8E4M3FN,
@@ -237,3 +238,18 @@ def test_a_float8_zero_point_other_than_zero_fails_the_run():
     )
     with pytest.raises(rtsoa.errors.RtsoaError, match="DequantizeLinear"):
         run(model, {"x": np.ones(4, info.numpy)})
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL_FLOATS))
+def test_the_small_float_tables_are_ml_dtypes_codes(kind):
+    """The tables built from the formats' definitions hold, bit for bit, what ml_dtypes
+    decodes every code to and what it converts NaN and the infinities to."""
+    spec = SMALL_FLOATS[kind]
+    every = np.arange(1 << spec.bits, dtype=np.uint8)
+    decoded = every.view(DTYPES[kind].numpy).astype(np.float64)
+    assert bits(DECODE[spec.row, : every.size]).tolist() == bits(decoded).tolist()
+    with np.errstate(all="ignore"):
+        special = np.array([np.nan, -np.nan, np.inf, -np.inf]).astype(DTYPES[kind].numpy)
+    codes = special.view(np.uint8).tolist()
+    assert NAN_CODES[spec.row].tolist() == codes[:2]
+    assert OVERFLOW_CODES[spec.row].tolist() == codes[2:]

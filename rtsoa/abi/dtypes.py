@@ -9,12 +9,19 @@ integers) are `ml_dtypes`' numpy types, as `onnx.numpy_helper` reads them: one e
 (two for bfloat16) in memory, the 4- and 2-bit integers in the byte's low bits. ONNX packs the
 4- and 2-bit types two / four to a byte in its files; `onnx.numpy_helper` packs and unpacks
 them at the model boundary.
+
+`ml_dtypes` is imported on first use of one of those types (`DTypeInfo.numpy`), not with
+rtsoa: its import costs more than half a second, and most runs never see a narrow type. An
+array of one cannot exist before `ml_dtypes` is imported, so `DTYPE_OF_NUMPY` finds them
+without importing it.
 """
 
 import enum
+import importlib
+import sys
+from collections.abc import Mapping
 from typing import NamedTuple
 
-import ml_dtypes
 import numpy as np
 
 
@@ -50,37 +57,42 @@ class DTypeInfo(NamedTuple):
     """One row of the dtype table."""
 
     dtype: DType
-    numpy: type  # the numpy scalar type
+    module: str  # the module whose attribute `name` is the numpy scalar type
     onnx: int  # ONNX TensorProto.DataType code
     itemsize: int  # bytes per element
     name: str  # the ONNX / numpy-style name users see
+
+    @property
+    def numpy(self):
+        """The numpy scalar type (`ml_dtypes`' for the narrow types: imported here, once)."""
+        return getattr(importlib.import_module(self.module), self.name)
 
 
 DTYPES = {
     row.dtype: row
     for row in (
-        DTypeInfo(DType.FLOAT32, np.float32, 1, 4, "float32"),
-        DTypeInfo(DType.FLOAT64, np.float64, 11, 8, "float64"),
-        DTypeInfo(DType.FLOAT16, np.float16, 10, 2, "float16"),
-        DTypeInfo(DType.INT8, np.int8, 3, 1, "int8"),
-        DTypeInfo(DType.INT16, np.int16, 5, 2, "int16"),
-        DTypeInfo(DType.INT32, np.int32, 6, 4, "int32"),
-        DTypeInfo(DType.INT64, np.int64, 7, 8, "int64"),
-        DTypeInfo(DType.UINT8, np.uint8, 2, 1, "uint8"),
-        DTypeInfo(DType.BOOL, np.bool_, 9, 1, "bool"),
-        DTypeInfo(DType.UINT16, np.uint16, 4, 2, "uint16"),
-        DTypeInfo(DType.UINT32, np.uint32, 12, 4, "uint32"),
-        DTypeInfo(DType.UINT64, np.uint64, 13, 8, "uint64"),
-        DTypeInfo(DType.BFLOAT16, ml_dtypes.bfloat16, 16, 2, "bfloat16"),
-        DTypeInfo(DType.FLOAT8E4M3FN, ml_dtypes.float8_e4m3fn, 17, 1, "float8_e4m3fn"),
-        DTypeInfo(DType.FLOAT8E4M3FNUZ, ml_dtypes.float8_e4m3fnuz, 18, 1, "float8_e4m3fnuz"),
-        DTypeInfo(DType.FLOAT8E5M2, ml_dtypes.float8_e5m2, 19, 1, "float8_e5m2"),
-        DTypeInfo(DType.FLOAT8E5M2FNUZ, ml_dtypes.float8_e5m2fnuz, 20, 1, "float8_e5m2fnuz"),
-        DTypeInfo(DType.UINT4, ml_dtypes.uint4, 21, 1, "uint4"),
-        DTypeInfo(DType.INT4, ml_dtypes.int4, 22, 1, "int4"),
-        DTypeInfo(DType.FLOAT4E2M1, ml_dtypes.float4_e2m1fn, 23, 1, "float4_e2m1fn"),
-        DTypeInfo(DType.UINT2, ml_dtypes.uint2, 25, 1, "uint2"),
-        DTypeInfo(DType.INT2, ml_dtypes.int2, 26, 1, "int2"),
+        DTypeInfo(DType.FLOAT32, "numpy", 1, 4, "float32"),
+        DTypeInfo(DType.FLOAT64, "numpy", 11, 8, "float64"),
+        DTypeInfo(DType.FLOAT16, "numpy", 10, 2, "float16"),
+        DTypeInfo(DType.INT8, "numpy", 3, 1, "int8"),
+        DTypeInfo(DType.INT16, "numpy", 5, 2, "int16"),
+        DTypeInfo(DType.INT32, "numpy", 6, 4, "int32"),
+        DTypeInfo(DType.INT64, "numpy", 7, 8, "int64"),
+        DTypeInfo(DType.UINT8, "numpy", 2, 1, "uint8"),
+        DTypeInfo(DType.BOOL, "numpy", 9, 1, "bool"),
+        DTypeInfo(DType.UINT16, "numpy", 4, 2, "uint16"),
+        DTypeInfo(DType.UINT32, "numpy", 12, 4, "uint32"),
+        DTypeInfo(DType.UINT64, "numpy", 13, 8, "uint64"),
+        DTypeInfo(DType.BFLOAT16, "ml_dtypes", 16, 2, "bfloat16"),
+        DTypeInfo(DType.FLOAT8E4M3FN, "ml_dtypes", 17, 1, "float8_e4m3fn"),
+        DTypeInfo(DType.FLOAT8E4M3FNUZ, "ml_dtypes", 18, 1, "float8_e4m3fnuz"),
+        DTypeInfo(DType.FLOAT8E5M2, "ml_dtypes", 19, 1, "float8_e5m2"),
+        DTypeInfo(DType.FLOAT8E5M2FNUZ, "ml_dtypes", 20, 1, "float8_e5m2fnuz"),
+        DTypeInfo(DType.UINT4, "ml_dtypes", 21, 1, "uint4"),
+        DTypeInfo(DType.INT4, "ml_dtypes", 22, 1, "int4"),
+        DTypeInfo(DType.FLOAT4E2M1, "ml_dtypes", 23, 1, "float4_e2m1fn"),
+        DTypeInfo(DType.UINT2, "ml_dtypes", 25, 1, "uint2"),
+        DTypeInfo(DType.INT2, "ml_dtypes", 26, 1, "int2"),
     )
 }
 
@@ -90,16 +102,62 @@ for _info in DTYPES.values():
     ITEMSIZE[_info.dtype] = _info.itemsize
 
 # Bytes of each code's element if it is an integer or bool (0 otherwise), and whether it is a
-# signed integer: what a condition or trip count tensor may hold.
+# signed integer: what a condition or trip count tensor may hold (numpy's own types: the
+# 4- and 2-bit integers are no such tensor).
 INTEGER_BYTES = np.zeros(len(DType), dtype=np.int64)
 INTEGER_SIGNED = np.zeros(len(DType), dtype=np.int64)
 for _info in DTYPES.values():
-    if np.dtype(_info.numpy).kind in "iub":
+    if _info.module == "numpy" and np.dtype(_info.numpy).kind in "iub":
         INTEGER_BYTES[_info.dtype] = _info.itemsize
         INTEGER_SIGNED[_info.dtype] = np.dtype(_info.numpy).kind == "i"
 
-NUMPY_DTYPES = {info.dtype: info.numpy for info in DTYPES.values()}
-DTYPE_OF_NUMPY = {np.dtype(info.numpy): info.dtype for info in DTYPES.values()}
+
+class _NumpyTypes(Mapping):
+    """DType -> numpy scalar type, each resolved when asked for (see `DTypeInfo.numpy`)."""
+
+    def __getitem__(self, code):
+        return DTYPES[code].numpy
+
+    def __contains__(self, code):
+        return code in DTYPES
+
+    def __iter__(self):
+        return iter(DTYPES)
+
+    def __len__(self):
+        return len(DTYPES)
+
+
+class _CodesOfNumpy(Mapping):
+    """numpy dtype -> DType; `ml_dtypes`' types join once it is imported (by whoever made an
+    array of one), so a lookup never imports it."""
+
+    def __init__(self):
+        self._native = {
+            np.dtype(info.numpy): info.dtype for info in DTYPES.values() if info.module == "numpy"
+        }
+        self._all = None
+
+    def _table(self, key):
+        if key in self._native or "ml_dtypes" not in sys.modules:
+            return self._native
+        if self._all is None:
+            self._all = {np.dtype(info.numpy): info.dtype for info in DTYPES.values()}
+        return self._all
+
+    def __getitem__(self, key):
+        return self._table(key)[key]
+
+    def __iter__(self):
+        importlib.import_module("ml_dtypes")
+        return iter(self._table(None))
+
+    def __len__(self):
+        return len(DTYPES)
+
+
+NUMPY_DTYPES = _NumpyTypes()
+DTYPE_OF_NUMPY = _CodesOfNumpy()
 DTYPE_OF_ONNX = {info.onnx: info.dtype for info in DTYPES.values()}
 DTYPE_OF_NAME = {info.name: info.dtype for info in DTYPES.values()}
 

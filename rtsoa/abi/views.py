@@ -7,6 +7,11 @@ meminfo (like `numba.carray`), so creating, passing and dropping it costs no ref
 counting, and code compiled without the reference-counting runtime may use it (Numba refuses
 to return a new array from such code, which is why this is an intrinsic).
 
+`move_elements(dst, d, src, s, n)` is `dst[d : d + n] = src[s : s + n]` for 1-D C-contiguous
+arrays of one element type, as one `llvm.memmove` (overlap allowed). Numba's slice assignment
+would do the same element by element, and compiles a shape-mismatch message (f-strings and
+str.join) that costs seconds of every cold process that reaches one.
+
 No bounds check: callers check that the bytes are there (`rtsoa.kernels.tensors.block_view`
 against a device block, the op entry against an operand row). Written with Numba's public
 extension API and llvmlite's IR builder only.
@@ -99,5 +104,50 @@ def array_over(typingctx, buffer, offset, keep, shape, dtype):
         out.meminfo = ir.Constant(context.get_value_type(types.MemInfoPointer(types.voidptr)), None)
         out.parent = ir.Constant(context.get_value_type(types.pyobject), None)
         return out._getvalue()
+
+    return signature, codegen
+
+
+@intrinsic
+def move_elements(typingctx, dst, d, src, s, n):
+    """dst[d : d + n] = src[s : s + n] (1-D C-contiguous arrays of one element type, ranges
+    the caller checked; overlapping ranges are copied as memmove does); n <= 0 copies nothing."""
+    if not (
+        isinstance(dst, types.Array)
+        and isinstance(src, types.Array)
+        and dst.ndim == 1
+        and src.ndim == 1
+        and dst.layout == "C"
+        and src.layout == "C"
+        and dst.dtype == src.dtype
+        and dst.mutable
+        and all(isinstance(value, types.Integer) for value in (d, s, n))
+    ):
+        return None
+    signature = types.none(dst, d, src, s, n)
+
+    def codegen(context, builder, signature, arguments):
+        dst_value, d_value, src_value, s_value, n_value = arguments
+        i64 = ir.IntType(64)
+        byte_pointer = ir.IntType(8).as_pointer()
+        size = context.get_abi_sizeof(context.get_data_type(signature.args[0].dtype))
+
+        def address(array_type, array_value, index_type, index_value):
+            array = context.make_array(array_type)(context, builder, array_value)
+            index = context.cast(builder, index_value, index_type, types.int64)
+            start = builder.mul(index, ir.Constant(i64, size))
+            return builder.gep(builder.bitcast(array.data, byte_pointer), [start])
+
+        target = address(signature.args[0], dst_value, signature.args[1], d_value)
+        source = address(signature.args[2], src_value, signature.args[3], s_value)
+        count = context.cast(builder, n_value, signature.args[4], types.int64)
+        positive = builder.icmp_signed(">", count, ir.Constant(i64, 0))
+        with builder.if_then(positive):
+            nbytes = builder.mul(count, ir.Constant(i64, size))
+            memmove = builder.module.declare_intrinsic(
+                "llvm.memmove", [byte_pointer, byte_pointer, i64]
+            )
+            builder.call(memmove, [target, source, nbytes, ir.Constant(ir.IntType(1), 0)])
+        return context.get_dummy_value()
 
     return signature, codegen

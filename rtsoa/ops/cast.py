@@ -58,7 +58,7 @@ INT4 = np.int64(DType.INT4)
 UINT2 = np.int64(DType.UINT2)
 INT2 = np.int64(DType.INT2)
 CASTABLE = frozenset(DTYPES) - {DType.UINT64}  # what `castable` accepts
-_ROWS = {int(kind): row for kind, (row, _, _) in SMALL_FLOATS.items()}
+_ROWS = {int(kind): spec.row for kind, spec in SMALL_FLOATS.items()}
 E4M3FN_ROW, E4M3FNUZ_ROW, E5M2_ROW, E5M2FNUZ_ROW, F4_ROW = (
     _ROWS[int(kind)] for kind in (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, F4)
 )

@@ -4,15 +4,17 @@ E2M1 and the 4- and 2-bit integers (one a byte, in the low bits; see `rtsoa.abi.
 
 Every value is decoded to float64 exactly; encoding rounds an exact float64 to the nearest
 value of the type, halves to even, as `ml_dtypes` (what onnx.reference casts with) does. The
-small floats are encoded through tables of their values built from `ml_dtypes` at import (the
-jitted code reads them as constants): the nearest of the two neighbours, the even code on a
-tie; beyond the largest finite value the type's overflow code (infinity, NaN, or the largest
-value for float4), or the largest value itself when saturating (ONNX Cast's `saturate`).
+small floats are encoded through tables of their values built at import from the formats'
+definitions (the jitted code reads them as constants; a test checks every code against
+`ml_dtypes`, which rtsoa does not import at start): the nearest of the two neighbours, the
+even code on a tie; beyond the largest finite value the type's overflow code (infinity, NaN,
+or the largest value for float4), or the largest value itself when saturating (ONNX Cast's
+`saturate`).
 """
 
 import math
+from typing import NamedTuple
 
-import ml_dtypes
 import numpy as np
 
 from rtsoa._jit import jit_inline_llvm
@@ -81,13 +83,48 @@ def bfloat16_bits(value):
 
 # -- float8 and float4: tables --------------------------------------------------------------------
 
-SMALL_FLOATS = {  # DType -> (row of the tables, ml_dtypes type, bits)
-    DType.FLOAT8E4M3FN: (0, ml_dtypes.float8_e4m3fn, 8),
-    DType.FLOAT8E4M3FNUZ: (1, ml_dtypes.float8_e4m3fnuz, 8),
-    DType.FLOAT8E5M2: (2, ml_dtypes.float8_e5m2, 8),
-    DType.FLOAT8E5M2FNUZ: (3, ml_dtypes.float8_e5m2fnuz, 8),
-    DType.FLOAT4E2M1: (4, ml_dtypes.float4_e2m1fn, 4),
+
+class SmallFloat(NamedTuple):
+    """A small float format: its row of the tables and its definition."""
+
+    row: int
+    bits: int  # code width: sign, exponent, mantissa
+    exponent_bits: int
+    bias: int
+    specials: str  # "ieee": infinities and NaNs at the top exponent; "fn": NaN where every
+    # exponent and mantissa bit is set, no infinity; "fnuz": NaN the negative-zero code, no
+    # infinity; "": every code finite
+    nan_codes: tuple  # what +NaN and -NaN convert to
+    overflow_codes: tuple  # what +inf and -inf convert to (beyond the largest value)
+
+
+SMALL_FLOATS = {
+    DType.FLOAT8E4M3FN: SmallFloat(0, 8, 4, 7, "fn", (0x7F, 0xFF), (0x7F, 0xFF)),
+    DType.FLOAT8E4M3FNUZ: SmallFloat(1, 8, 4, 8, "fnuz", (0x80, 0x80), (0x80, 0x80)),
+    DType.FLOAT8E5M2: SmallFloat(2, 8, 5, 15, "ieee", (0x7E, 0xFE), (0x7C, 0xFC)),
+    DType.FLOAT8E5M2FNUZ: SmallFloat(3, 8, 5, 16, "fnuz", (0x80, 0x80), (0x80, 0x80)),
+    DType.FLOAT4E2M1: SmallFloat(4, 4, 2, 1, "", (0x8, 0x0), (0x7, 0xF)),
 }
+
+
+def decode_small_float(kind, code):
+    """The value of code `code` of small float format `kind` (a DType), as a Python float."""
+    spec = SMALL_FLOATS[kind]
+    mantissa_bits = spec.bits - 1 - spec.exponent_bits
+    sign = -1.0 if code >> (spec.bits - 1) else 1.0
+    exponent = (code >> mantissa_bits) & ((1 << spec.exponent_bits) - 1)
+    mantissa = code & ((1 << mantissa_bits) - 1)
+    top = exponent == (1 << spec.exponent_bits) - 1
+    nan = math.copysign(math.nan, sign)  # a NaN keeps the code's sign
+    if spec.specials == "ieee" and top:
+        return sign * math.inf if mantissa == 0 else nan
+    if spec.specials == "fn" and top and mantissa == (1 << mantissa_bits) - 1:
+        return nan
+    if spec.specials == "fnuz" and code == 1 << (spec.bits - 1):
+        return nan
+    if exponent == 0:
+        return sign * mantissa * 2.0 ** (1 - spec.bias - mantissa_bits)
+    return sign * (1.0 + mantissa * 2.0**-mantissa_bits) * 2.0 ** (exponent - spec.bias)
 
 
 def _tables():
@@ -102,20 +139,19 @@ def _tables():
     sign = np.zeros(rows, dtype=np.int64)
     nan_codes = np.zeros((rows, 2), dtype=np.int64)
     overflow_codes = np.zeros((rows, 2), dtype=np.int64)
-    for row, kind, bits in SMALL_FLOATS.values():
-        every = np.arange(1 << bits, dtype=np.uint8)
-        decoded = every.view(kind).astype(np.float64)
+    for kind, spec in SMALL_FLOATS.items():
+        row = spec.row
+        every = np.arange(1 << spec.bits, dtype=np.uint8)
+        decoded = np.array([decode_small_float(kind, int(code)) for code in every])
         decode[row, : every.size] = decoded
         keep = np.isfinite(decoded) & ~np.signbit(decoded)
         order = np.argsort(decoded[keep], kind="stable")
         count[row] = int(keep.sum())
         values[row, : count[row]] = decoded[keep][order]
         codes[row, : count[row]] = every[keep][order]
-        sign[row] = 1 << (bits - 1)
-        with np.errstate(all="ignore"):
-            special = np.array([np.nan, -np.nan, np.inf, -np.inf]).astype(kind).view(np.uint8)
-        nan_codes[row] = special[:2]
-        overflow_codes[row] = special[2:]
+        sign[row] = 1 << (spec.bits - 1)
+        nan_codes[row] = spec.nan_codes
+        overflow_codes[row] = spec.overflow_codes
     return decode, values, codes, count, sign, nan_codes, overflow_codes
 
 
