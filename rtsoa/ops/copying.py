@@ -16,6 +16,7 @@ one at a time for the rest).
 import numpy as np
 
 from rtsoa._jit import jit_with_nrt
+from rtsoa.abi.views import move_elements
 from rtsoa.ops.abi import (
     BOOL,
     ITEMSIZE,
@@ -126,7 +127,7 @@ def copy_runs(src, dst, width, dims, tables, starts, dst_strides, dst_base, tota
     r = dims.shape[0]
     if r == 0:
         d = dst_base * width
-        dst[d : d + width] = src[0:width]
+        move_elements(dst, d, src, 0, width)
         return
     last = r - 1
     n = dims[last]
@@ -148,7 +149,7 @@ def copy_runs(src, dst, width, dims, tables, starts, dst_strides, dst_base, tota
         if contiguous:
             s = (s_base + tables[t0]) * width
             d = d_base * width
-            dst[d : d + run] = src[s : s + run]
+            move_elements(dst, d, src, s, run)
         elif width == 1:
             for i in range(n):
                 dst[d_base + i * step] = src[s_base + tables[t0 + i]]
@@ -235,7 +236,7 @@ def byte_copy(arena, table, src_row, dst_row):
     expected = numel(table, dst_row) * item_size(table, dst_row)
     if src.shape[0] < expected or dst.shape[0] < expected:
         return np.int32(STATUS_OP_BAD_SHAPE)
-    dst[:expected] = src[:expected]
+    move_elements(dst, 0, src, 0, expected)
     return OK
 
 

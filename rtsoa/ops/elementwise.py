@@ -17,6 +17,7 @@ type, as onnxruntime does.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_with_nrt
+from rtsoa.abi.views import move_elements
 from rtsoa.graph.schema import DType
 from rtsoa.ops.abi import (
     BOOL,
@@ -209,7 +210,7 @@ def fold_numeric(arena, table, n_in, n_out, attrs, fattrs, op, kind):
     if n_in == 1:  # Sum / Max / Min / Mean of one input: a copy
         source = view(arena, table, 0, np.uint8)
         target = view(arena, table, o, np.uint8)
-        target[:] = source[: target.shape[0]]
+        move_elements(target, 0, source, 0, target.shape[0])
     return np.int32(0)
 
 
@@ -384,7 +385,7 @@ def identity_compute(arena, table, n_in, n_out, attrs, fattrs):
     """A byte copy (Identity, Dropout in inference, and reshapes, which keep the data order)."""
     source = view(arena, table, 0, np.uint8)
     target = view(arena, table, n_in, np.uint8)
-    target[:] = source[: target.shape[0]]
+    move_elements(target, 0, source, 0, target.shape[0])
     return np.int32(0)
 
 

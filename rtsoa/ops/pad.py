@@ -9,6 +9,7 @@ it; the other modes copy every output element from the source index its mode map
 import numpy as np
 
 from rtsoa._jit import jit_with_nrt
+from rtsoa.abi.views import move_elements
 from rtsoa.ops.abi import (
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
@@ -107,7 +108,7 @@ def pad_fill(arena, table, n_in, attrs, fattrs):
             return np.int32(STATUS_OP_BAD_DTYPE)
         value = view(arena, table, 2, np.uint8)
         if numel(table, 2) >= 1 and value.shape[0] >= size:
-            pattern[:] = value[:size]
+            move_elements(pattern, 0, value, 0, size)
     elif attrs[1] != 0:
         pattern = scalar_bytes(dtype(table, 0), fattrs[2])
         if pattern.shape[0] != size:

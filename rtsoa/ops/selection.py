@@ -18,6 +18,7 @@ with STATUS_OP_BAD_INDEX.
 import numpy as np
 
 from rtsoa._jit import jit_with_nrt
+from rtsoa.abi.views import move_elements
 from rtsoa.ops.abi import (
     BOOL,
     F16,
@@ -186,7 +187,7 @@ def compress_compute(arena, table, n_in, n_out, attrs, fattrs):
         for i in range(checked):
             if condition[i] != 0:
                 start = (p * length + i) * block
-                dst[o : o + block] = src[start : start + block]
+                move_elements(dst, o, src, start, block)
                 o += block
     return OK
 
@@ -238,7 +239,7 @@ def reverse_sequence_compute(arena, table, n_in, n_out, attrs, fattrs):
                 o, i = (b * steps + t) * block, (b * steps + source) * block
             else:
                 o, i = (t * batches + b) * block, (source * batches + b) * block
-            dst[o : o + block] = src[i : i + block]
+            move_elements(dst, o, src, i, block)
     return OK
 
 

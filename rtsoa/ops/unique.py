@@ -15,6 +15,7 @@ import numpy as np
 
 from rtsoa._jit import jit_with_nrt
 from rtsoa.abi.dtypes import DType
+from rtsoa.abi.views import move_elements
 from rtsoa.ops.abi import (
     F32,
     F64,
@@ -226,7 +227,7 @@ def _run(arena, table, n_in, outputs, attrs, infer_only):
         for g in range(distinct):
             start = (o * items + first[g]) * size
             target = (o * distinct + g) * size
-            dst[target : target + size] = src[start : start + size]
+            move_elements(dst, target, src, start, size)
     for k in range(1, outputs):
         if holds(table, n_in + k):
             vector = first if k == 1 else (inverse if k == 2 else counts)
