@@ -68,15 +68,6 @@ LOCAL = {
     "rtsoa.cli.model": "CLI startup cost",
     "rtsoa.cli.compile": "CLI startup cost",
     "rtsoa.testing.conformance_worker": "test helper: imports the model API when a case runs",
-    # downward imports still inside functions, to move to the top of their files
-    "rtsoa.runtime.model": "downward, not yet at the top",
-    "rtsoa.lowering.compute_graph": "downward, not yet at the top",
-    "rtsoa.lowering.converters": "downward, not yet at the top",
-    "rtsoa.lowering.cache": "downward, not yet at the top",
-    "rtsoa.batch.cluster": "downward, not yet at the top",
-    "rtsoa.batch.results": "downward, not yet at the top",
-    "rtsoa.batch.runner": "downward, not yet at the top",
-    "rtsoa.batch.worker": "downward, not yet at the top",
     "rtsoa.testing.conformance": "test helper: imports the model API when a case runs",
     "rtsoa.testing.workloads": "test helper: builds graphs when asked",
     # op dispatch rework: the op switch is generated, compiled and loaded on first use
@@ -99,10 +90,6 @@ LOCAL_OTHER = {
     "rtsoa._numba.symbols",
     "rtsoa.ops.library",  # op dispatch rework
     "rtsoa.prewarm",  # cold start
-    # downward imports still inside functions, to move to the top of their files
-    "rtsoa.batch.worker",
-    "rtsoa.batch.runner",
-    "rtsoa.lowering.compute_graph",
 }
 
 

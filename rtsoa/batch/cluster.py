@@ -15,6 +15,7 @@ import re
 import uuid
 
 from rtsoa.batch.jobs import BatchError
+from rtsoa.batch.local import main_without_file
 from rtsoa.batch.results import rows_batch
 from rtsoa.batch.worker import run_job
 
@@ -56,8 +57,6 @@ class DaskPool:
         self._cluster = None
         self._hidden_main = None
         if cluster == "local":
-            from rtsoa.batch.local import main_without_file
-
             # nannies restart workers for the pool's whole life: keep a stdin __main__ hidden
             self._hidden_main = main_without_file()
             self._hidden_main.__enter__()

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from rtsoa.batch.jobs import BatchError
 from rtsoa.graph.atomic_save import fsync_path
+from rtsoa.graph.io import is_graph_directory
 
 RESULTS_KEY = b"rtsoa.results"
 RESULTS_VERSION = b"1"
@@ -154,8 +155,6 @@ class ResultsFile:
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise BatchError(f"-o {path}: directory {directory} does not exist")
-        from rtsoa.graph.io import is_graph_directory
-
         if is_graph_directory(directory):
             raise BatchError(
                 f"-o {path} is inside the graph directory {directory}; write the "

@@ -1,6 +1,7 @@
 """`run_batch`: jobs -> worker pool (local processes or Dask) -> results file, with a
 progress bar; Ctrl-C leaves a valid results file with the rows done so far."""
 
+import importlib.util
 import os
 import signal
 import threading
@@ -10,7 +11,9 @@ from typing import NamedTuple
 
 from tqdm import tqdm
 
+from rtsoa.batch.cluster import DaskPool
 from rtsoa.batch.jobs import BatchError
+from rtsoa.batch.local import LocalPool
 from rtsoa.batch.results import ResultsFile
 from rtsoa.batch.worker import Settings
 from rtsoa.errors import BatchInterrupted
@@ -158,18 +161,12 @@ def _close_holding_interrupts(pool):
 
 def _pool(cluster, workers, settings):
     if cluster is None:
-        from rtsoa.batch.local import LocalPool
-
         return LocalPool(workers, settings)
-    from rtsoa.batch.cluster import DaskPool
-
     return DaskPool(cluster, workers, settings)
 
 
 def check_imports(modules):
     """Each `--import` module is importable here (BatchError naming it otherwise)."""
-    import importlib.util
-
     for name in modules:
         try:
             found = importlib.util.find_spec(name)

@@ -33,9 +33,23 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from typing import NamedTuple
 
+import numpy as np
+from numba import typeof
+
 from rtsoa.batch.kinds import JOB_KINDS, job_kind
+from rtsoa.device import device_for_graph
 from rtsoa.errors import UnsupportedJob
+from rtsoa.executors import prepare_executor
+from rtsoa.graph.io import load_graph
+from rtsoa.graph.schema import ValueKind
+from rtsoa.kernels import REGISTRY
+from rtsoa.kernels.abi import is_model
+from rtsoa.kernels.dispatch import cache_dir, registry_hash
+from rtsoa.lowering.cache import lower_cached
+from rtsoa.ops.library import op_library
 from rtsoa.report import device_summary
+from rtsoa.runtime.model import ModelExecutor
+from rtsoa.runtime.npz import read_inputs
 
 
 class Settings(NamedTuple):
@@ -62,8 +76,6 @@ _lock_file = [None]
 
 
 def _cache_directory():
-    from rtsoa.kernels.dispatch import cache_dir
-
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     return directory
@@ -72,9 +84,6 @@ def _cache_directory():
 def _warm_marker(key):
     """The file saying `key`'s first job completed with these sources, this registry and this
     Numba cache: a process that finds it loads the caches without taking the lock."""
-    from rtsoa.kernels import REGISTRY
-    from rtsoa.kernels.dispatch import registry_hash
-
     text = f"{key!r} {registry_hash(REGISTRY)} {os.environ.get('NUMBA_CACHE_DIR', '')}"
     digest = hashlib.sha256(text.encode()).hexdigest()[:24]
     return _cache_directory() / f"batch-warm-{digest}"
@@ -145,8 +154,6 @@ def _signature(path):
 
 def load_cached(path):
     """`load_graph(path)`, validated once per worker while the files stay the same."""
-    from rtsoa.graph.io import load_graph
-
     signature = _signature(path)
     if signature is None:
         return load_graph(path)
@@ -194,8 +201,6 @@ def _load_machine_code(executor):
     """Compile (or load from the disk cache) the executor's loop before its run, so the run
     and its timeout hold no compile. Reaches into `Executor._loop` / `_arguments` (a Numba
     dispatcher and its arguments); if they change, the run compiles as before."""
-    from numba import typeof
-
     loop = getattr(executor, "_loop", None)
     arguments = getattr(executor, "_arguments", None)
     if loop is None or arguments is None or not hasattr(loop, "compile") or loop.signatures:
@@ -223,8 +228,6 @@ def _thread_caches():
 def _device_key(graph, hazards):
     """What `device_for_graph` sizes a device by: streams, events, whether the graph holds
     memory values (a tiny device otherwise), and the hazard checker."""
-    from rtsoa.graph.schema import ValueKind
-
     memory = bool((graph.value_kind == ValueKind.MEMORY_BLOCK).any())
     return (
         max(int(graph.meta.stream_count), 1),
@@ -238,9 +241,6 @@ def prepared_executor(graph, executor_option, settings):
     """(executor, first) for `graph`: prepared once per thread on a device of this thread
     (one per device size), reused while the graph object is the cached one (its files are
     unchanged); `first` says it was prepared now. The caller resets the device before a run."""
-    from rtsoa.device import device_for_graph
-    from rtsoa.executors import prepare_executor
-
     executors, devices = _thread_caches()
     key = (id(graph), executor_option, settings.kernels, settings.imports, settings.hazards)
     entry = executors.get(key)
@@ -266,8 +266,6 @@ def prepared_executor(graph, executor_option, settings):
 def run_graph(job, settings):
     """Load the graph (cached), take its prepared executor (cached) with the worker's device
     reset to its just-built state, and run its Main graph once."""
-    from rtsoa.kernels.abi import is_model
-
     fields = {}
     executor_option = job.executor or settings.executor
     with first_compile_lock(("process",)):
@@ -315,11 +313,8 @@ def run_model(job, settings):
     on the job's input set (`inputs`: an .npz by input name; none for a model without
     inputs). The checksum column is a 64-bit digest of the outputs' bytes."""
     with first_compile_lock(("model",)):
-        # untimed warm-up: the lowering's modules (onnx among them) imported and the ops it
-        # runs (folding, shapes) loaded; the lowering itself is timed
-        from rtsoa.lowering.cache import lower_cached
-        from rtsoa.ops.library import op_library
-
+        # untimed warm-up: the ops the lowering runs (folding, shapes) loaded; the lowering
+        # itself is timed
         op_library()
     graph = _lowered.get(job.path)
     if graph is None:
@@ -330,11 +325,6 @@ def run_model(job, settings):
 def _run_lowered(job, settings, graph):
     """A lowered model's job: its inputs checked as `rtsoa run` checks them (before loading),
     loaded on a fresh device, run once; the checksum is a digest of the outputs' bytes."""
-    import numpy as np
-
-    from rtsoa.runtime.model import ModelExecutor
-    from rtsoa.runtime.npz import read_inputs
-
     fields = {}
     inputs = read_inputs(job.inputs) if job.inputs else {}
     model = ModelExecutor(graph, executor=job.executor or settings.executor)

@@ -51,8 +51,14 @@ import threading
 import time
 from pathlib import Path
 
-from rtsoa.errors import GraphFormatError
-from rtsoa.lowering.onnx_import import file_stamp
+from rtsoa._jit import cache_dir
+from rtsoa.errors import GraphFormatError, LoweringError
+from rtsoa.graph.io import load_graph, save_graph
+from rtsoa.limits import parse_size
+from rtsoa.lowering.converters import _CONVERTERS
+from rtsoa.lowering.lower import lower
+from rtsoa.lowering.onnx_import import file_stamp, load_onnx
+from rtsoa.ops import OPS
 
 ENTRY_VERSION = 1
 DEFAULT_MAX_BYTES = 2 << 30  # 2 GiB of lowered models
@@ -75,16 +81,12 @@ def lowered_dir():
     configured = os.environ.get("RTSOA_LOWERED_DIR")
     if configured:
         return Path(configured)
-    from rtsoa.kernels.dispatch import cache_dir
-
     return cache_dir() / "lowered"
 
 
 def max_bytes():
     """The size the entries may take together: $RTSOA_LOWERED_MAX_BYTES, else
     DEFAULT_MAX_BYTES (ValueError naming the variable for a malformed size)."""
-    from rtsoa.limits import parse_size
-
     configured = os.environ.get("RTSOA_LOWERED_MAX_BYTES", "").strip()
     if not configured:
         return DEFAULT_MAX_BYTES
@@ -208,9 +210,6 @@ def _function_identity(fn, foreign):
 
 def _registries_digest():
     """SHA-256 of what the converter and op registries hold now (see the module docstring)."""
-    from rtsoa.lowering.converters import _CONVERTERS
-    from rtsoa.ops import OPS
-
     foreign = set()
     lines = []
     for (domain, op_type), entries in sorted(_CONVERTERS.items()):
@@ -279,8 +278,6 @@ def _entry_trusted(entry):
 
 def _read_entry(entry):
     """The graph of a cache entry, or None if it is missing, foreign, stale or broken."""
-    from rtsoa.graph.io import load_graph
-
     try:
         if not _entry_trusted(entry):
             return None
@@ -302,8 +299,6 @@ def _write_entry(entry, graph, records):
     is kept when it is someone else's or loads (a concurrent writer's), and replaced when it
     is a broken one of this user's. `records`: [path, size, SHA-256] per external-data
     file. Failures are ignored: the cache is an optimisation."""
-    from rtsoa.graph.io import save_graph
-
     temp = None
     try:
         entry.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -333,14 +328,9 @@ def lower_cached(source, streams=1, base_dir=None):
     `base_dir`: the directory the model's external data is relative to (default: a path's own
     directory; bytes have none, and bytes with external data are refused without one). Other
     sources (a ModelProto, a ComputeGraph) are lowered as usual."""
-    from rtsoa.lowering import lower
-    from rtsoa.lowering.onnx_import import load_onnx
-
     if isinstance(source, bytearray):
         source = bytes(source)
     if base_dir is not None and not os.path.isdir(base_dir):
-        from rtsoa.errors import LoweringError
-
         raise LoweringError(f"base_dir {os.fspath(base_dir)!r} is not a directory")
     if not enabled() or not isinstance(source, str | os.PathLike | bytes):
         if base_dir is None:

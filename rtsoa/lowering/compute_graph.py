@@ -9,9 +9,11 @@ tensors whose length and element names are known at lowering (`elements`).
 """
 
 import dataclasses
+import heapq
 
 import numpy as np
 
+from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 
 
@@ -95,10 +97,6 @@ def sort_nodes(graph, outer=frozenset(), where=""):
     attribute 'then_branch': "). Returns the names the graph reads from `outer`. LoweringError
     for a tensor nothing defines (naming node and tensor), a tensor two nodes produce, or
     nodes that form a cycle (naming them)."""
-    import heapq
-
-    from rtsoa.errors import LoweringError
-
     nodes = graph.nodes
     producer = {}  # tensor name -> index of the node producing it
     for index, node in enumerate(nodes):

@@ -30,6 +30,7 @@ older semantics.
 import numpy as np
 
 from rtsoa.errors import LoweringError
+from rtsoa.ops import OPS
 
 _CONVERTERS = {}  # (domain, op_type) -> [(since, fn)], sorted by since
 # The newest default-domain opset whose op definitions every converter implements (what the
@@ -58,8 +59,6 @@ def unregister_converter(op_type, domain=""):
 def find_converter(op_type, domain, opset):
     """The converter for `op_type` at `opset`, a default one-to-one converter if `rtsoa.ops`
     has the op, or None."""
-    from rtsoa.ops import OPS
-
     entries = _CONVERTERS.get((domain, op_type), [])
     chosen = None
     for since, fn in entries:
@@ -146,7 +145,7 @@ def dropout(ctx, node):
     if not (wants_mask or dynamic_flag):
         ctx.emit("Identity", inputs[:1], outputs[:1], {})
         return
-    if "Dropout" not in _ops():
+    if "Dropout" not in OPS:
         raise LoweringError(f"{ctx.describe(node)}: the mask output is not supported")
     ctx.emit("Dropout", inputs, outputs if wants_mask else outputs[:1], node.attributes)
 
@@ -175,12 +174,6 @@ def _training_ratio(ctx, node):
         return float(node.attributes.get("ratio", 0.5))
     data = ctx.tensor(ratio).data
     return 0.5 if data is None else float(np.asarray(data).reshape(-1)[0])
-
-
-def _ops():
-    from rtsoa.ops import OPS
-
-    return OPS
 
 
 # Control flow: ONNX If and Loop are converted in rtsoa.lowering.control_flow.

@@ -18,7 +18,9 @@ import threading
 
 import numpy as np
 
-from rtsoa.errors import ModelInputError, ModelStateError
+from rtsoa.device.allocators import Allocator
+from rtsoa.errors import InvalidBlock, ModelInputError, ModelStateError
+from rtsoa.executors import Subscriber, prepare_executor
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
 from rtsoa.kernels.abi import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
@@ -108,8 +110,6 @@ class ModelExecutor:
             self.home = ModelHome(graph, device or model_device(graph, hbm_bytes))
         self.device = self.home.device
         if allocator is not None:
-            from rtsoa.device.allocators import Allocator
-
             if not isinstance(allocator, Allocator):
                 raise ModelResourceError(
                     "allocator must be a rtsoa.device.allocators.Allocator, got "
@@ -172,8 +172,6 @@ class ModelExecutor:
     def load(self):
         """Take streams and events, reference (or upload, once per device) the weights, and
         prepare Main on this executor's streams and value state."""
-        from rtsoa.executors import prepare_executor
-
         with CALLS, self._lock:  # a fork waits for it (forks.py)
             if self.state != "created":
                 raise ModelStateError(f"load() on a model that is {self.state}")
@@ -308,8 +306,6 @@ class ModelExecutor:
         return tuple(self._subscribers)
 
     def add_subscriber(self, subscriber):
-        from rtsoa.executors import Subscriber
-
         if not isinstance(subscriber, Subscriber):
             raise TypeError(
                 f"a subscriber must be an rtsoa.executors.Subscriber, got {subscriber!r}"
@@ -481,8 +477,6 @@ class ModelExecutor:
         return handle, view
 
     def _check_handles(self, handles):
-        from rtsoa.errors import InvalidBlock
-
         for handle in handles:
             try:
                 self.device.location(handle)
