@@ -14,7 +14,7 @@ from rtsoa.errors import LoweringError
 from rtsoa.lowering import lower
 from rtsoa.testing.models import run_onnxruntime
 
-rng = np.random.default_rng(20261206)
+rng = np.random.default_rng(104)
 OPS = ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
 
 

@@ -17,7 +17,7 @@ from rtsoa.errors import LoweringError
 from rtsoa.lowering import lower
 from rtsoa.testing.models import run_onnxruntime
 
-rng = np.random.default_rng(20261206)
+rng = np.random.default_rng(121)
 RANGES = {
     np.uint8: (0, 255),
     np.int8: (-128, 127),
