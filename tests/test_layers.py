@@ -70,15 +70,7 @@ LOCAL = {
     "rtsoa.testing.conformance_worker": "test helper: imports the model API when a case runs",
     "rtsoa.testing.conformance": "test helper: imports the model API when a case runs",
     "rtsoa.testing.workloads": "test helper: builds graphs when asked",
-    # op dispatch rework: the op switch is generated, compiled and loaded on first use
-    "rtsoa.ops.library": "op dispatch rework",
-    "rtsoa.ops.registry": "op dispatch rework",
     "rtsoa.graph.io": "op dispatch rework (see UPWARD)",
-    # the kernel switch is generated when a registry is first used (op dispatch rework)
-    "rtsoa.kernels.conformance": "op dispatch rework",
-    "rtsoa.kernels.registry": "op dispatch rework",
-    # the multithread executor's admission runs the sequential executor's order
-    "rtsoa.executors.admission": "multithread executor rework",
 }
 # Function-local imports of other modules that are not optional dependencies, by importer.
 LOCAL_OTHER = {
@@ -88,7 +80,6 @@ LOCAL_OTHER = {
     "rtsoa._numba.flags",
     "rtsoa._numba.messages",
     "rtsoa._numba.symbols",
-    "rtsoa.ops.library",  # op dispatch rework
     "rtsoa.prewarm",  # cold start
 }
 

@@ -42,7 +42,9 @@ import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm
 from rtsoa.device.atomics import atomic_cas, atomic_load, atomic_store
+from rtsoa.errors import GraphFormatError
 from rtsoa.executors.heap import node_keys
+from rtsoa.executors.sequential import priority_order
 from rtsoa.graph.csr import in_degrees
 from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels.abi import line_zeros
@@ -76,8 +78,6 @@ def _order_with_relations(graph, nodes, starts, relations, edgeless):
     state's), not merged into the edges: a merge sorts every edge and relation again
     (asv RelationPrepare). `edgeless`: the relations without their edge
     (`Binding.edgeless`)."""
-    from rtsoa.executors.sequential import priority_order
-
     n = graph.num_nodes
     if edgeless == 0:  # every relation has its edge: as is
         return priority_order(graph, nodes, starts)
@@ -95,16 +95,12 @@ def release_keys(graph, nodes, starts, relations, edgeless, wants_window, window
     relations without their edge (`Binding.edgeless`); `wants_window`: bound the run (the
     root has memory-class nodes); the window is off anyway when edges + relations have a
     cycle (see the module docstring). Nodes outside the root rank last."""
-    from rtsoa.executors.sequential import priority_order
-
     n = graph.num_nodes
     order = _order_with_relations(graph, nodes, starts, relations, edgeless)
     if order is None:  # a relation against the edges: the no-progress detector reports it
         order = priority_order(graph, nodes, starts)
         wants_window = False
     if order is None:
-        from rtsoa.errors import GraphFormatError
-
         raise GraphFormatError("the Main graph has a cycle", "edges", "target")
     count = order.shape[0]
     rank = np.full(n, count, dtype=np.int64)

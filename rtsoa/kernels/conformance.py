@@ -23,6 +23,7 @@ import numpy as np
 
 from rtsoa._numba.typing_only import NumbaError, return_type
 from rtsoa.errors import KernelDefinitionError
+from rtsoa.kernels.dispatch import cache_dir, included_kernels, registry_hash
 
 _passed = set()  # dispatch keys checked in this process
 _passed_here = weakref.WeakKeyDictionary()  # registry -> {(version, used ids)} that passed
@@ -74,8 +75,6 @@ def check_kernels(registry, runtime, used=None):
     """Check every kernel the dispatch module for a graph using dispatch ids `used` holds,
     with `runtime` (the executor's `Runtime`) as the kernels' first argument; once per
     dispatch key and machine (see the module docstring)."""
-    from rtsoa.kernels.dispatch import cache_dir, included_kernels, registry_hash
-
     # Prepare calls this every time: a registry's entries and the kernel ids in use decide
     # the result within a process (kernels already imported do not change), so that is the
     # first memo; hashing the sources for the key costs ~0.2 ms.

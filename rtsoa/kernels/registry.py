@@ -33,6 +33,7 @@ from rtsoa._jit import jit_internal
 from rtsoa._numba.dispatcher import is_dispatcher
 from rtsoa.errors import KernelDefinitionError, UnknownKernelError
 from rtsoa.graph.schema import WorkerClass
+from rtsoa.kernels.conformance import check_kernels
 
 _WORKERS = {
     "normal": WorkerClass.NORMAL,
@@ -238,8 +239,6 @@ class KernelRegistry:
         type as int32 for `runtime` and allocate only when registered to; once per dispatch
         key and machine. KernelDefinitionError names the first that does not (see
         `rtsoa.kernels.conformance`)."""
-        from rtsoa.kernels.conformance import check_kernels
-
         check_kernels(self, runtime, used)
 
     def add_node(self, builder, name, output_options=None, **fields):

@@ -39,13 +39,18 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from rtsoa._jit import cache_dir, jit_out_of_line
+from rtsoa._numba.caching import RtsoaCacheImpl, _probe, is_cached
 from rtsoa.abi.dtypes import DTYPE_OF_NAME, DTYPES
 from rtsoa.errors import RtsoaError, UnknownOpError
 from rtsoa.graph.atomic_save import write_text
+from rtsoa.graph.op_table import op_rows
 from rtsoa.ops.abi import COL_DTYPE, MAX_OPERANDS, ROW_WIDTH
 from rtsoa.ops.call import call_entry
+from rtsoa.ops.entry import check_variant, entry_key, entry_source, import_entry, module_name
+from rtsoa.ops.registry import OPS, compiled_op_names
 
 _guard = threading.Lock()  # threads of one process (the flock is per open file)
 _addresses = {}  # entry id (op name, or `<op>[<dtype>]`) -> its address in this process
@@ -97,8 +102,6 @@ def entries_numba_dir():
     """Where Numba's cache keeps the op entries' machine code (`ops_dir()/__pycache__`, or a
     directory under NUMBA_CACHE_DIR), as Numba's locators choose it for the entry modules
     there (Numba's locators need an existing source file: without one, nothing is cached)."""
-    from rtsoa._numba.caching import RtsoaCacheImpl, _probe
-
     directory = ops_dir()
     sources = sorted(directory.glob("rtsoa_op_*.py")) if directory.is_dir() else []
     for locator_class in RtsoaCacheImpl._locator_classes if sources else ():
@@ -109,8 +112,6 @@ def entries_numba_dir():
 
 
 def _definition(name):
-    from rtsoa.ops.registry import OPS
-
     definition = OPS.get(name)
     if definition is None:
         raise UnknownOpError(f"op {name!r} is not registered in this rtsoa")
@@ -120,8 +121,6 @@ def _definition(name):
 def _parse(entry):
     """(OpDef, DType code or None) of entry id `entry`; UnknownOpError for an op not
     registered or a variant it does not have."""
-    from rtsoa.ops.entry import check_variant
-
     match = _VARIANT.fullmatch(entry)
     if match is None:
         return _definition(entry), None
@@ -166,8 +165,6 @@ _modules = {}  # (entry id, id of its OpDef) -> (OpDef, module name): its key ha
 
 def _files(entry):
     """(module name, source path, marker path, lock path) of entry `entry`."""
-    from rtsoa.ops.entry import module_name
-
     definition, kind = _parse(entry)
     known = _modules.get((entry, id(definition)))
     if known is None or known[0] is not definition:
@@ -187,8 +184,6 @@ def is_compiled(entry):
 def all_entries(names=None):
     """Entry ids of ops `names` (default: every registered op): each op's generic entry, then
     its variants by dtype code."""
-    from rtsoa.ops.registry import compiled_op_names
-
     entries = []
     for name in compiled_op_names() if names is None else names:
         definition = _definition(name)
@@ -201,8 +196,6 @@ def all_entries(names=None):
 def _load(entry):
     """Import entry `entry`'s module under its file lock (compiling it if needed); its
     address."""
-    from rtsoa.ops.entry import entry_key, entry_source, import_entry
-
     module_name, source, marker, lock_path = _files(entry)
     if not source.exists():
         definition, kind = _parse(entry)
@@ -216,9 +209,6 @@ def _load(entry):
 
 def _caching():
     """Whether op functions are cached on disk at all (helpers would compile in vain)."""
-    from rtsoa._numba.caching import is_cached
-    from rtsoa.ops.registry import OPS
-
     return is_cached(next(iter(OPS.values())).compute)
 
 
@@ -275,8 +265,6 @@ def op_addresses(graph):
 def graph_entries(graph):
     """{ops row: entry id} of the ops `graph`'s op nodes run: `entry_for` each op with the
     dtypes the graph gives its input 0 at its launches."""
-    from rtsoa.graph.op_table import op_rows
-
     nodes, rows = op_rows(graph)
     kinds = _launch_kinds(graph, nodes, rows)
     return {
@@ -352,8 +340,6 @@ def _kernel_index(graph, name):
 def op_library(jobs=None):
     """Load every registered op's generic entry (compiling what is cold, on `jobs`
     processes); returns {op name: entry address}."""
-    from rtsoa.ops.registry import compiled_op_names
-
     return load_ops(compiled_op_names(), jobs)
 
 
@@ -399,8 +385,6 @@ class _Progress:
 
     def __enter__(self):
         if self.enabled:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=len(self.cold), unit="op", desc="compiling ops", leave=True)
             self.thread = threading.Thread(target=self._poll, daemon=True)
             self.thread.start()
@@ -438,8 +422,6 @@ def run_op(mode, code, arena, table, attrs, n_in, n_out, entry=None):
     compiled or loaded on first use; the variant of input 0's dtype where `entry_for` picks
     one, or the entry id `entry` of that op): lowering's static shapes and constant folding.
     `arena` a uint8 array, `table` from `abi.new_table()`, `attrs` int64 slots."""
-    from rtsoa.ops.registry import compiled_op_names
-
     names = compiled_op_names()
     if not 0 <= code < len(names):
         raise ValueError(f"op code {code} is outside the {len(names)} codes of this rtsoa")
@@ -480,8 +462,6 @@ def add_arguments(parser):
 
 def run(args, names=None):
     """Compile (or load) op entries ahead of time: `names`, or every registered op."""
-    from rtsoa.ops.registry import compiled_op_names
-
     if args.jobs is not None and args.jobs < 1:
         raise ValueError("--jobs must be at least 1")
     if args.ops is not None:  # a helper of load_ops

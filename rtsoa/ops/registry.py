@@ -19,6 +19,7 @@ import inspect
 import numpy as np
 
 from rtsoa.graph.builder import float_bits
+from rtsoa.graph.op_table import bind_op_names
 from rtsoa.ops.abi import MAX_OP_OPERANDS
 
 
@@ -138,6 +139,4 @@ def compiled_op_code(name):
 def bind_ops(graph):
     """`graph` with its op nodes bound to this process's op codes (`rtsoa.graph.op_table`):
     what load_graph does; needed only for a graph built by hand with its own ops table."""
-    from rtsoa.graph.op_table import bind_op_names
-
     return bind_op_names(graph, compiled_op_names())
