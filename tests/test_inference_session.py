@@ -145,6 +145,24 @@ def test_options_reach_the_session(mlp_proto, mlp_inputs):
 
 
 @pytest.mark.parametrize(
+    ("threads", "executor", "expected"),
+    [(1, "auto", "sequential"), (1, "priority", "priority"), (2, "auto", "multithread")]
+    + [(3, "multithread", "multithread"), (None, "auto", "sequential")],
+)
+def test_threads_choose_the_executor_and_keep_the_answers(threads, executor, expected, mlp_inputs):
+    """`threads` as onnxruntime users set intra_op_num_threads: 1 a one-thread executor, more
+    the multithread executor's workers; the outputs are the same."""
+    options = rtsoa.SessionOptions(executor=executor, threads=threads)
+    with rtsoa.InferenceSession(MLP, options) as session:
+        assert session.main.name == expected
+        if expected == "multithread":
+            assert session.main.threads == threads
+        got = session.run(None, mlp_inputs)[0]
+    with rtsoa.InferenceSession(MLP) as reference:
+        np.testing.assert_array_equal(got, reference.run(None, mlp_inputs)[0])
+
+
+@pytest.mark.parametrize(
     ("fields", "message"),
     [
         ({"executor": "bogus"}, "SessionOptions.executor: unknown executor 'bogus'; choose one"),
@@ -155,6 +173,12 @@ def test_options_reach_the_session(mlp_proto, mlp_inputs):
         ({"device": "cpu"}, "SessionOptions.device: a rtsoa.device.Device or None, got str"),
         ({"shared_weights": object()}, "SessionOptions.shared_weights: a SharedWeights or None"),
         ({"base_dir": 3}, "SessionOptions.base_dir: a directory path or None, got int"),
+        ({"threads": 0}, "SessionOptions.threads: 1 .. 64, got 0"),
+        ({"threads": 65}, "SessionOptions.threads: 1 .. 64, got 65"),
+        ({"threads": 2.0}, "SessionOptions.threads: an int or None, got float"),
+        ({"threads": True}, "SessionOptions.threads: an int or None, got bool"),
+        ({"threads": 1, "executor": "multithread"}, "SessionOptions.threads: the multithread"),
+        ({"threads": 2, "executor": "sequential"}, "SessionOptions.threads: 2 threads need"),
     ],
 )
 def test_bad_options_are_typed_errors_naming_the_field(fields, message):

@@ -46,6 +46,15 @@ def test_lower_then_run_gives_onnxruntimes_numbers(model_file, tmp_path, capsys)
         )
 
 
+@pytest.mark.parametrize(("threads", "executor"), [("1", "sequential"), ("2", "multithread")])
+def test_run_threads_picks_the_executor(model_file, tmp_path, capsys, threads, executor):
+    _, path = model_file
+    x = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)
+    inputs = _inputs(tmp_path, x=x)
+    assert main(["run", str(path), "--inputs", str(inputs), "--threads", threads, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["executor"] == executor
+
+
 def test_lower_no_fuse_keeps_every_op(model_file, tmp_path, capsys):
     from rtsoa.graph.inspect import op_counts
     from rtsoa.graph.io import load_graph

@@ -365,6 +365,9 @@ def test_threads_option():
             prepare_executor(graph, "multithread", threads=bad)
     with pytest.raises(ValueError, match="threads applies to the multithread executor"):
         prepare_executor(graph, "sequential", threads=2)
+    # one thread: the one-thread executors (auto's choice without threads), never multithread
+    assert prepare_executor(graph, "auto", threads=1).name == "sequential"
+    assert prepare_executor(graph, "topological", threads=np.int64(1)).name == "topological"
 
 
 def test_empty_main_runs_nothing():

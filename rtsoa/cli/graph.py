@@ -54,6 +54,12 @@ def register(sub):
     run_parser.add_argument("--inputs", help="model inputs by graph-input name (.npz)")
     run_parser.add_argument("--outputs", help="write the model's outputs here (.npz)")
     run_parser.add_argument("--executor", default="auto", choices=["auto", *EXECUTORS])
+    run_parser.add_argument(
+        "--threads",
+        type=int,
+        help="threads that run the graph: 1 a one-thread executor, 2 or more the multithread "
+        "executor's workers (default: the executor's own)",
+    )
     run_parser.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
     run_parser.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")
     run_parser.add_argument("--memory-plot", help="draw device memory over time into this PNG")
@@ -196,7 +202,7 @@ def _run_graph(args, start, helper):
         hazards=None if args.hazard_check else False,
         allocator=_allocator_config(args.allocator, args.quick_depth),
     )
-    executor = prepare_executor(graph, executor=args.executor, device=device)
+    executor = prepare_executor(graph, executor=args.executor, device=device, threads=args.threads)
     prepared = time.perf_counter()
     first = executor.run()  # the first run pays any remaining JIT load; it is reported apart
     first_seconds = time.perf_counter() - prepared

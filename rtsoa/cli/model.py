@@ -86,7 +86,12 @@ def run_model(args, graph, helper_status=None):
     if args.repeat < 1:
         raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
     start = time.perf_counter()
-    model = ModelExecutor(graph, executor=args.executor, hbm_bytes=args.device_hbm)
+    model = ModelExecutor(
+        graph,
+        executor=args.executor,
+        hbm_bytes=args.device_hbm,
+        threads=args.threads,
+    )
     inputs = read_inputs(args.inputs) if args.inputs else {}
     model.check_inputs(inputs)  # named errors before anything runs
     model.load()

@@ -73,6 +73,11 @@ def default_device(graph):
     return Device.for_graph(graph)
 
 
+def _one_thread(threads):
+    """Is `threads` the int 1 (not True, not 1.0)?"""
+    return not isinstance(threads, bool) and isinstance(threads, int | np.integer) and threads == 1
+
+
 def resolve_executor(executor, control_flow, launch_count, threads=None):
     """The executor name `auto` stands for, or `executor` itself after checking it.
 
@@ -540,12 +545,20 @@ def prepare_executor(
     the `ValueState` to run on (default: fresh slots); the executors of one model's Init, Main
     and DeInit share one, so Main reads the weights Init uploaded
     (`rtsoa.kernels.abi.new_values`). `threads`: worker threads of the multithread
-    executor (`auto` with threads picks it for a graph without control flow). `cancel`: the
+    executor (`auto` with threads picks it for a graph without control flow); threads=1 asks
+    for a one-thread executor (`auto`'s choice without threads). `cancel`: the
     `rtsoa.executors.cancel.CancelFlag` its loop polls (default: its own; executors that
     share one stop together, e.g. a model's Main and its kept-shapes Main).
     """
     binding = bind(graph, root, registry)
     edgeless = binding.edgeless
+    if _one_thread(threads) and executor != "multithread":
+        if edgeless:
+            raise ValueError(
+                "threads=1: the graph has Free -> Launch relations without their edges, which "
+                "only the multithread executor honours (threads >= 2)"
+            )
+        threads = None  # the one-thread executors
     if executor == "auto" and threads is None and edgeless:
         threads = EXECUTORS["multithread"].default_threads()  # only it honours the relations
     name = resolve_executor(executor, binding.control_flow, binding.launch_count, threads)

@@ -23,6 +23,7 @@ import numpy as np
 from rtsoa.device import Device
 from rtsoa.errors import ModelInputError, SessionOptionsError
 from rtsoa.executors import EXECUTORS
+from rtsoa.executors.multithread import MAX_THREADS
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.model import ModelExecutor
 from rtsoa.runtime.shared_weights import SharedWeights
@@ -48,6 +49,10 @@ class SessionOptions:
       holds in `device`'s memory, used in place (see rtsoa/runtime/external_weights.py).
     - `base_dir`: the directory an ONNX model's external data is relative to (default: the
       model file's directory; bytes and a ModelProto have none).
+    - `threads`: how many threads run the model (onnxruntime's `intra_op_num_threads` is the
+      nearest): 1 a one-thread executor, 2 .. 64 the multithread executor's workers (with
+      `executor` "auto" or "multithread"); None the executor's default. The ops' BLAS calls
+      use the process's BLAS thread pool whatever this says.
     """
 
     executor: str = "auto"
@@ -60,6 +65,7 @@ class SessionOptions:
     notify_allocator: object = None
     constant_memory: dict | None = None
     base_dir: str | os.PathLike | None = None
+    threads: int | None = None
 
     def __post_init__(self):
         executors = ["auto", *EXECUTORS]
@@ -79,6 +85,25 @@ class SessionOptions:
             )
         _check_type("shared_weights", self.shared_weights, SharedWeights, "a SharedWeights")
         _check_type("base_dir", self.base_dir, str | os.PathLike, "a directory path")
+        if self.threads is not None:
+            if isinstance(self.threads, bool) or not isinstance(self.threads, int | np.integer):
+                raise SessionOptionsError(
+                    f"SessionOptions.threads: an int or None, got {type(self.threads).__name__}"
+                )
+            if not 1 <= self.threads <= MAX_THREADS:
+                raise SessionOptionsError(
+                    f"SessionOptions.threads: 1 .. {MAX_THREADS}, got {self.threads}"
+                )
+            if self.threads == 1 and self.executor == "multithread":
+                raise SessionOptionsError(
+                    "SessionOptions.threads: the multithread executor runs 2 or more threads, "
+                    "got 1 (use executor='auto' or a one-thread executor)"
+                )
+            if self.threads > 1 and self.executor not in ("auto", "multithread"):
+                raise SessionOptionsError(
+                    f"SessionOptions.threads: {self.threads} threads need the multithread "
+                    f"executor (or 'auto'), not {self.executor!r}"
+                )
 
 
 def _check_type(field, value, kind, what):
@@ -149,6 +174,7 @@ class InferenceSession(ModelExecutor):
             stream_allocator=options.stream_allocator,
             event_allocator=options.event_allocator,
             notify_allocator=options.notify_allocator,
+            threads=options.threads,
             **extra,
         )
         self.options = options

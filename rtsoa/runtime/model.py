@@ -60,7 +60,9 @@ class ModelExecutor:
     `stream_allocator`, `event_allocator`, `notify_allocator`: external allocators, all or none
     (see resources.py). `constant_memory`: {weight name: device array or block handle} of
     weights the caller holds in `device`'s memory, used in place (any subset of the weights
-    named by the graph; see external_weights.py).
+    named by the graph; see external_weights.py). `threads`: how many threads run Main
+    (`prepare_executor`'s: 1 a one-thread executor, 2 or more the multithread executor's
+    workers; None: the executor's default).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class ModelExecutor:
         event_allocator=None,
         notify_allocator=None,
         constant_memory=None,
+        threads=None,
     ):
         if not is_model(graph):
             raise ModelInputError(
@@ -87,6 +90,7 @@ class ModelExecutor:
             raise ModelResourceError("give a device or a session, not both")
         self.graph = graph
         self.executor_name = executor
+        self.threads = threads
         self.session = session
         if session is not None:
             if constant_memory is not None:
@@ -204,6 +208,7 @@ class ModelExecutor:
                         device=device,
                         values=self.values,
                         kernels=MODEL_KERNELS,
+                        threads=self.threads,
                         cancel=self.cancellation,
                     )
 
