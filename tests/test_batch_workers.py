@@ -47,7 +47,7 @@ def test_a_job_that_lowers_forever_is_timed_out_and_its_worker_replaced(tmp_path
     ]
     manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
     jobs = collect_jobs(manifests=[str(manifest)])
-    # a worker's warm-up (the op library, compiling) is not timed; the stall's lowering is
+    # a worker's warm-up and its op compiles are not timed; the stall's lowering is
     settings = Settings(imports=("batch_converters",), timeout=4.0)
     out = tmp_path / "results.arrow"
     summary = run_batch(jobs, out, settings=settings, workers=1, progress=False)

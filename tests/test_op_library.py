@@ -224,3 +224,29 @@ print(json.dumps([row["entries"], row["bytes"], len(machine), names]))
     assert machine >= 2 and entries >= 3 + machine and size > 0
     suffixes = {name.rsplit(".", 1)[1] for name in names if name.startswith("rtsoa_op_Relu_")}
     assert {"py", "compiled", "lock"} <= suffixes
+
+
+def test_compiles_run_inside_the_compile_hooks_and_loads_do_not(monkeypatch):
+    """`on_compile(pause, resume)` brackets the compiles of cold entries (a batch worker's
+    --timeout clock stops there); entries already compiled load without it."""
+    events = []
+    compiled = set()
+
+    def fake_load(name):
+        events.append(("load", name, name not in compiled))
+        compiled.add(name)
+        return 1
+
+    monkeypatch.setattr(library, "_addresses", {})
+    monkeypatch.setattr(library, "_load", fake_load)
+    monkeypatch.setattr(library, "is_compiled", lambda name: name in compiled)
+    library.on_compile(lambda: events.append("pause"), lambda: events.append("resume"))
+    try:
+        load_ops(["Relu", "Sigmoid"], jobs=1)
+        assert events == ["pause", ("load", "Relu", True), ("load", "Sigmoid", True), "resume"]
+        events.clear()
+        monkeypatch.setattr(library, "_addresses", {})
+        load_ops(["Relu"], jobs=1)  # compiled before: loaded outside the hooks
+        assert events == [("load", "Relu", False)]
+    finally:
+        library.on_compile(None, None)

@@ -18,8 +18,9 @@ workers start in parallel without the lock.
 The --timeout clock (local workers) runs for the whole job, lowering, loading and preparing
 included, except while this process warms up: the first job of each key here waits for the
 compile lock and loads or compiles machine code (bounded work, minutes on a cold cache) with
-the clock paused (`on_warm_up`). A model job first loads the op library so; its lowering is
-timed.
+the clock paused (`on_warm_up`). A model job compiles only the ops its model runs, when its
+lowering and load first need them, with the clock paused for those compiles too
+(`rtsoa.ops.library.on_compile`); the rest of its lowering is timed.
 """
 
 import fcntl
@@ -46,7 +47,7 @@ from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.abi import is_model
 from rtsoa.kernels.dispatch import cache_dir, registry_hash
 from rtsoa.lowering.cache import lower_cached
-from rtsoa.ops.library import op_library
+from rtsoa.ops.library import on_compile
 from rtsoa.report import device_summary
 from rtsoa.runtime.model import ModelExecutor
 from rtsoa.runtime.npz import read_inputs
@@ -176,8 +177,10 @@ _clock_hooks = [None]  # (pause, resume) of the local pool's job clock; None els
 
 def on_warm_up(pause, resume):
     """Call `pause()` when a job starts warming this process up (see `first_compile_lock`) and
-    `resume()` when that is done: the local pool's --timeout does not count warm-ups."""
+    `resume()` when that is done: the local pool's --timeout does not count warm-ups, nor the
+    op compiles of a model's lowering and load (`rtsoa.ops.library.on_compile`)."""
     _clock_hooks[0] = (pause, resume)
+    on_compile(pause, resume)
 
 
 @contextmanager
@@ -312,11 +315,7 @@ def run_model(job, settings):
     """ONNX model jobs: lowered (once per worker and path), loaded on a fresh device, run once
     on the job's input set (`inputs`: an .npz by input name; none for a model without
     inputs). The checksum column is a 64-bit digest of the outputs' bytes."""
-    with first_compile_lock(("model",)):
-        # untimed warm-up: the ops the lowering runs (folding, shapes) loaded; the lowering
-        # itself is timed
-        op_library()
-    graph = _lowered.get(job.path)
+    graph = _lowered.get(job.path)  # its ops compile untimed (`on_warm_up`), the rest is timed
     if graph is None:
         graph = _lowered[job.path] = lower_cached(job.path)
     return _run_lowered(job, settings, graph)

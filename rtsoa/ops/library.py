@@ -58,6 +58,7 @@ _VARIANT = re.compile(r"(?P<op>[^\[\]]+)\[(?P<dtype>\w+)\]")
 _POLL_SECONDS = 0.25  # how often the progress bar counts the helpers' markers
 
 
+_compile_hooks = [None]  # (pause, resume) around compiles (`on_compile`), or None
 _busy = [0]  # cores another compile of this run occupies (`cores_in_use`)
 _busy_guard = threading.Lock()
 
@@ -73,6 +74,27 @@ def cores_in_use(count):
     finally:
         with _busy_guard:
             _busy[0] -= count
+
+
+def on_compile(pause, resume):
+    """Call `pause()` before `load_ops` compiles (or waits for another process compiling)
+    entries that are cold, and `resume()` after: a batch worker's --timeout does not count
+    compiles (`rtsoa.batch.worker.on_warm_up`). None, None: no hooks."""
+    _compile_hooks[0] = None if pause is None else (pause, resume)
+
+
+@contextlib.contextmanager
+def _compiling(cold):
+    hooks = _compile_hooks[0]
+    if not cold or hooks is None:
+        yield
+        return
+    pause, resume = hooks
+    pause()
+    try:
+        yield
+    finally:
+        resume()
 
 
 def compile_jobs():
@@ -226,7 +248,7 @@ def load_ops(names, jobs=None, progress=None):
         if progress is None:
             progress = bool(cold) and sys.stderr.isatty()
         jobs = compile_jobs() if jobs is None else jobs
-        with _Progress(cold, progress) as bar:
+        with _compiling(cold), _Progress(cold, progress) as bar:
             if jobs > 1 and len(cold) > 1 and _caching():
                 helpers = _start_helpers(shares(cold, jobs)[1:])
                 try:
