@@ -91,3 +91,32 @@ def test_an_element_type_unknown_at_lowering_is_named():
     graph.outputs = ["y"]
     with pytest.raises(LoweringError, match="cast_like_node.*element type of input 't'"):
         lower(graph)
+
+
+@pytest.mark.parametrize("opset", [18, 21, 28])
+def test_optional_ops_on_tensors_and_absent_inputs(opset):
+    """rtsoa has no optional values: a given tensor is a present optional, an absent input an
+    empty one (onnx.reference is the judge: onnxruntime runs none of these)."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    cases = [
+        ("OptionalHasElement", {"x": x}, TensorProto.BOOL),
+        ("OptionalGetElement", {"x": x}, TensorProto.FLOAT),
+        ("OptionalHasElement", {}, TensorProto.BOOL),
+    ]
+    for op, feeds, element in cases:
+        model = model_of(op, feeds, element, opset=opset)
+        if not feeds:  # the input slot named but empty, as the node suite writes it
+            model.graph.node[0].input[:] = [""]
+        (want,) = ReferenceEvaluator(model).run(None, feeds)
+        got = rtsoa_outputs(model, feeds)
+        assert got.dtype == want.dtype and got.shape == np.shape(want)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_optional_get_element_without_an_input_is_refused_naming_the_node():
+    model = model_of("OptionalGetElement", {}, TensorProto.FLOAT)
+    model.graph.node[0].input[:] = [""]
+    with pytest.raises(LoweringError, match="the_optionalgetelement.*empty optional"):
+        lower(model)

@@ -1,7 +1,8 @@
 """Ops rtsoa runs as a few of its own ops, composed at lowering: CastLike (a Cast to the
 second input's element type), Size (the product of Shape), GreaterOrEqual / LessOrEqual
 (Greater or Equal: false where an input is NaN, as ONNX has it) and Reciprocal (1 / x in x's
-element type). The element types they need must be known at lowering (graph inputs, constants,
+element type), OptionalHasElement (a constant) and OptionalGetElement (an Identity). The
+element types they need must be known at lowering (graph inputs, constants,
 ONNX shape inference); a LoweringError names the node when one is not."""
 
 import numpy as np
@@ -64,3 +65,32 @@ def reciprocal(ctx, node):
     one = ctx.fresh_name("one")
     ctx.set_constant(one, np.ones((), dtype=NUMPY_DTYPES[dtype]))
     ctx.emit("Div", [one, x], node.outputs[:1])
+
+
+# rtsoa has no optional values: every value a node reads is a tensor or a sequence (an
+# optional-typed graph input is refused when the model is imported), so an optional input is
+# present exactly when it is given.
+
+
+@register_converter("OptionalHasElement", since=28)  # 18, 28: more element types; 18: tensors
+@register_converter("OptionalHasElement", since=18)
+@register_converter("OptionalHasElement", since=15)
+def optional_has_element(ctx, node):
+    """OptionalHasElement(x): true for a tensor or sequence input, false without one (the
+    empty optional), a bool scalar constant."""
+    present = bool(node.inputs and node.inputs[0])
+    ctx.set_constant(node.outputs[0], np.array(present))
+
+
+@register_converter("OptionalGetElement", since=28)
+@register_converter("OptionalGetElement", since=18)
+@register_converter("OptionalGetElement", since=15)
+def optional_get_element(ctx, node):
+    """OptionalGetElement(x) of a tensor is x (an Identity); without an input it is ONNX's
+    error of an empty optional, refused here."""
+    if not (node.inputs and node.inputs[0]):
+        raise LoweringError(
+            f"{ctx.describe(node)}: the input is an empty optional (none given), which "
+            "OptionalGetElement may not read"
+        )
+    ctx.emit("Identity", node.inputs[:1], node.outputs[:1])
