@@ -13,7 +13,7 @@ import pytest
 from subprocess_json import run_json
 
 from rtsoa import _jit
-from rtsoa._numba import arrays, bundle, compat, symbols, typing_only  # noqa: F401
+from rtsoa._numba import arrays, bundle, compat, events, symbols, typing_only  # noqa: F401
 
 PACKAGE = pathlib.Path(_jit.PACKAGE_DIR)
 # Numba's documented extension API (what its "extending" guide imports) and llvmlite's IR
@@ -91,7 +91,7 @@ def test_the_table_prints_with_the_versions():
 STATES = """
 import json
 import rtsoa._jit
-from rtsoa._numba import arrays, bundle, compat, symbols, typing_only
+from rtsoa._numba import arrays, bundle, compat, events, symbols, typing_only
 print(json.dumps({name: [entry.patch, entry.state] for name, entry in compat.TABLE.items()}))
 """
 
@@ -249,5 +249,38 @@ def test_the_compat_rows_name_their_scope():
         "plain-error-messages",
         "bundle-argument-attributes",
         "jit-symbols",
+        "compile-events",  # observes compiles only (batch --timeout)
     }
     assert json.dumps(rows)  # plain data
+
+
+def test_compile_events_bracket_each_outermost_compile_once():
+    """`events.on_compile`: a batch worker's --timeout clock pauses around each compile; a
+    callee compiled inside its caller's compile does not pause twice, a call of compiled
+    code does not pause at all."""
+    calls = []
+    events.on_compile(lambda: calls.append("pause"), lambda: calls.append("resume"))
+    try:
+
+        @numba.njit
+        def callee(x):
+            return x + 1
+
+        @numba.njit
+        def caller(x):
+            return callee(x) * 2
+
+        assert caller(20) == 42
+        assert calls == ["pause", "resume"]
+        assert caller(1) == 4  # compiled: no event
+        assert calls == ["pause", "resume"]
+    finally:
+        events.on_compile(None, None)
+    assert callee.py_func(1) == 2  # the listener is gone: nothing more recorded below
+
+    @numba.njit
+    def later(x):
+        return x
+
+    later(1)
+    assert calls == ["pause", "resume"]

@@ -226,9 +226,10 @@ print(json.dumps([row["entries"], row["bytes"], len(machine), names]))
     assert {"py", "compiled", "lock"} <= suffixes
 
 
-def test_compiles_run_inside_the_compile_hooks_and_loads_do_not(monkeypatch):
-    """`on_compile(pause, resume)` brackets the compiles of cold entries (a batch worker's
-    --timeout clock stops there); entries already compiled load without it."""
+def test_loads_and_compiles_run_inside_the_compile_hooks(monkeypatch):
+    """`on_compile(pause, resume)` brackets loading entries new to the process, compiling the
+    cold ones (a batch worker's --timeout clock stops there); entries this process holds
+    already are returned without it."""
     events = []
     compiled = set()
 
@@ -246,7 +247,10 @@ def test_compiles_run_inside_the_compile_hooks_and_loads_do_not(monkeypatch):
         assert events == ["pause", ("load", "Relu", True), ("load", "Sigmoid", True), "resume"]
         events.clear()
         monkeypatch.setattr(library, "_addresses", {})
-        load_ops(["Relu"], jobs=1)  # compiled before: loaded outside the hooks
-        assert events == [("load", "Relu", False)]
+        load_ops(["Relu"], jobs=1)  # compiled before, new to the process: loaded in the hooks
+        assert events == ["pause", ("load", "Relu", False), "resume"]
+        events.clear()
+        load_ops(["Relu"], jobs=1)  # held already: nothing to load, no hooks
+        assert events == []
     finally:
         library.on_compile(None, None)

@@ -12,6 +12,7 @@ attributes it needs in the compat table (`compat`, `python -m rtsoa._numba`).
 - `literal_args`: branches on literal arguments pruned before typing (per-dtype op entries);
 - `flags`, `messages`: the two process-wide patches (compile-flag lookups, error markup);
 - `symbols`: C symbols added to the JIT.
+- `events`: Numba's compile events observed (a batch job's clock pauses while compiling).
 
 Outside this package rtsoa uses Numba's public API only (`numba.njit`, `numba.extending`,
 `numba.types`, `cfunc`, `carray`, `llvmlite.ir` in `@intrinsic` code generation); a test checks

@@ -4,7 +4,7 @@ versions."""
 import sys
 
 import rtsoa._jit  # noqa: F401 - installs (or skips) every patch and fills the table
-from rtsoa._numba import arrays, bundle, compat, symbols, typing_only  # noqa: F401
+from rtsoa._numba import arrays, bundle, compat, events, symbols, typing_only  # noqa: F401
 
 
 def main():

@@ -18,9 +18,10 @@ workers start in parallel without the lock.
 The --timeout clock (local workers) runs for the whole job, lowering, loading and preparing
 included, except while this process warms up: the first job of each key here waits for the
 compile lock and loads or compiles machine code (bounded work, minutes on a cold cache) with
-the clock paused (`on_warm_up`). A model job compiles only the ops its model runs, when its
-lowering and load first need them, with the clock paused for those compiles too
-(`rtsoa.ops.library.on_compile`); the rest of its lowering is timed.
+the clock paused (`on_warm_up`). A model job loads (compiles, when cold) only the ops its
+model runs, when its lowering and load first need them, with the clock paused for that too
+(`rtsoa.ops.library.on_compile`), and every compile pauses it (`rtsoa._numba.events`); the
+rest of its lowering is timed.
 """
 
 import fcntl
@@ -37,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import typeof
 
+from rtsoa._numba.events import on_compile as while_numba_compiles
 from rtsoa.batch.kinds import JOB_KINDS, job_kind
 from rtsoa.device import device_for_graph
 from rtsoa.errors import UnsupportedJob
@@ -178,9 +180,11 @@ _clock_hooks = [None]  # (pause, resume) of the local pool's job clock; None els
 def on_warm_up(pause, resume):
     """Call `pause()` when a job starts warming this process up (see `first_compile_lock`) and
     `resume()` when that is done: the local pool's --timeout does not count warm-ups, nor the
-    op compiles of a model's lowering and load (`rtsoa.ops.library.on_compile`)."""
+    loading and compiling of op entries in a model's lowering and load
+    (`rtsoa.ops.library.on_compile`), nor any other compile (`rtsoa._numba.events`)."""
     _clock_hooks[0] = (pause, resume)
     on_compile(pause, resume)
+    while_numba_compiles(pause, resume)
 
 
 @contextmanager
@@ -315,7 +319,7 @@ def run_model(job, settings):
     """ONNX model jobs: lowered (once per worker and path), loaded on a fresh device, run once
     on the job's input set (`inputs`: an .npz by input name; none for a model without
     inputs). The checksum column is a 64-bit digest of the outputs' bytes."""
-    graph = _lowered.get(job.path)  # its ops compile untimed (`on_warm_up`), the rest is timed
+    graph = _lowered.get(job.path)  # its ops load untimed (`on_warm_up`), the rest is timed
     if graph is None:
         graph = _lowered[job.path] = lower_cached(job.path)
     return _run_lowered(job, settings, graph)

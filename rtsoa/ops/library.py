@@ -77,16 +77,17 @@ def cores_in_use(count):
 
 
 def on_compile(pause, resume):
-    """Call `pause()` before `load_ops` compiles (or waits for another process compiling)
-    entries that are cold, and `resume()` after: a batch worker's --timeout does not count
-    compiles (`rtsoa.batch.worker.on_warm_up`). None, None: no hooks."""
+    """Call `pause()` before `load_ops` loads entries new to this process (compiling the cold
+    ones, or waiting for another process compiling them), and `resume()` after: a batch
+    worker's --timeout does not count loading machine code (`rtsoa.batch.worker.on_warm_up`).
+    None, None: no hooks."""
     _compile_hooks[0] = None if pause is None else (pause, resume)
 
 
 @contextlib.contextmanager
-def _compiling(cold):
+def _loading(missing):
     hooks = _compile_hooks[0]
-    if not cold or hooks is None:
+    if not missing or hooks is None:
         yield
         return
     pause, resume = hooks
@@ -248,7 +249,7 @@ def load_ops(names, jobs=None, progress=None):
         if progress is None:
             progress = bool(cold) and sys.stderr.isatty()
         jobs = compile_jobs() if jobs is None else jobs
-        with _compiling(cold), _Progress(cold, progress) as bar:
+        with _loading(missing), _Progress(cold, progress) as bar:
             if jobs > 1 and len(cold) > 1 and _caching():
                 helpers = _start_helpers(shares(cold, jobs)[1:])
                 try:
