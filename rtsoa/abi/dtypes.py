@@ -57,7 +57,7 @@ class DTypeInfo(NamedTuple):
     """One row of the dtype table."""
 
     dtype: DType
-    module: str  # the module whose attribute `name` is the numpy scalar type
+    scalar: str  # where the numpy scalar type is: "numpy.float32", "ml_dtypes.bfloat16"
     onnx: int  # ONNX TensorProto.DataType code
     itemsize: int  # bytes per element
     name: str  # the ONNX / numpy-style name users see
@@ -65,34 +65,40 @@ class DTypeInfo(NamedTuple):
     @property
     def numpy(self):
         """The numpy scalar type (`ml_dtypes`' for the narrow types: imported here, once)."""
-        return getattr(importlib.import_module(self.module), self.name)
+        module, _, name = self.scalar.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def narrow(self):
+        """Is it one of `ml_dtypes`' types (numpy has no such type)?"""
+        return self.scalar.startswith("ml_dtypes.")
 
 
 DTYPES = {
     row.dtype: row
     for row in (
-        DTypeInfo(DType.FLOAT32, "numpy", 1, 4, "float32"),
-        DTypeInfo(DType.FLOAT64, "numpy", 11, 8, "float64"),
-        DTypeInfo(DType.FLOAT16, "numpy", 10, 2, "float16"),
-        DTypeInfo(DType.INT8, "numpy", 3, 1, "int8"),
-        DTypeInfo(DType.INT16, "numpy", 5, 2, "int16"),
-        DTypeInfo(DType.INT32, "numpy", 6, 4, "int32"),
-        DTypeInfo(DType.INT64, "numpy", 7, 8, "int64"),
-        DTypeInfo(DType.UINT8, "numpy", 2, 1, "uint8"),
-        DTypeInfo(DType.BOOL, "numpy", 9, 1, "bool"),
-        DTypeInfo(DType.UINT16, "numpy", 4, 2, "uint16"),
-        DTypeInfo(DType.UINT32, "numpy", 12, 4, "uint32"),
-        DTypeInfo(DType.UINT64, "numpy", 13, 8, "uint64"),
-        DTypeInfo(DType.BFLOAT16, "ml_dtypes", 16, 2, "bfloat16"),
-        DTypeInfo(DType.FLOAT8E4M3FN, "ml_dtypes", 17, 1, "float8_e4m3fn"),
-        DTypeInfo(DType.FLOAT8E4M3FNUZ, "ml_dtypes", 18, 1, "float8_e4m3fnuz"),
-        DTypeInfo(DType.FLOAT8E5M2, "ml_dtypes", 19, 1, "float8_e5m2"),
-        DTypeInfo(DType.FLOAT8E5M2FNUZ, "ml_dtypes", 20, 1, "float8_e5m2fnuz"),
-        DTypeInfo(DType.UINT4, "ml_dtypes", 21, 1, "uint4"),
-        DTypeInfo(DType.INT4, "ml_dtypes", 22, 1, "int4"),
-        DTypeInfo(DType.FLOAT4E2M1, "ml_dtypes", 23, 1, "float4_e2m1fn"),
-        DTypeInfo(DType.UINT2, "ml_dtypes", 25, 1, "uint2"),
-        DTypeInfo(DType.INT2, "ml_dtypes", 26, 1, "int2"),
+        DTypeInfo(DType.FLOAT32, "numpy.float32", 1, 4, "float32"),
+        DTypeInfo(DType.FLOAT64, "numpy.float64", 11, 8, "float64"),
+        DTypeInfo(DType.FLOAT16, "numpy.float16", 10, 2, "float16"),
+        DTypeInfo(DType.INT8, "numpy.int8", 3, 1, "int8"),
+        DTypeInfo(DType.INT16, "numpy.int16", 5, 2, "int16"),
+        DTypeInfo(DType.INT32, "numpy.int32", 6, 4, "int32"),
+        DTypeInfo(DType.INT64, "numpy.int64", 7, 8, "int64"),
+        DTypeInfo(DType.UINT8, "numpy.uint8", 2, 1, "uint8"),
+        DTypeInfo(DType.BOOL, "numpy.bool_", 9, 1, "bool"),
+        DTypeInfo(DType.UINT16, "numpy.uint16", 4, 2, "uint16"),
+        DTypeInfo(DType.UINT32, "numpy.uint32", 12, 4, "uint32"),
+        DTypeInfo(DType.UINT64, "numpy.uint64", 13, 8, "uint64"),
+        DTypeInfo(DType.BFLOAT16, "ml_dtypes.bfloat16", 16, 2, "bfloat16"),
+        DTypeInfo(DType.FLOAT8E4M3FN, "ml_dtypes.float8_e4m3fn", 17, 1, "float8_e4m3fn"),
+        DTypeInfo(DType.FLOAT8E4M3FNUZ, "ml_dtypes.float8_e4m3fnuz", 18, 1, "float8_e4m3fnuz"),
+        DTypeInfo(DType.FLOAT8E5M2, "ml_dtypes.float8_e5m2", 19, 1, "float8_e5m2"),
+        DTypeInfo(DType.FLOAT8E5M2FNUZ, "ml_dtypes.float8_e5m2fnuz", 20, 1, "float8_e5m2fnuz"),
+        DTypeInfo(DType.UINT4, "ml_dtypes.uint4", 21, 1, "uint4"),
+        DTypeInfo(DType.INT4, "ml_dtypes.int4", 22, 1, "int4"),
+        DTypeInfo(DType.FLOAT4E2M1, "ml_dtypes.float4_e2m1fn", 23, 1, "float4_e2m1fn"),
+        DTypeInfo(DType.UINT2, "ml_dtypes.uint2", 25, 1, "uint2"),
+        DTypeInfo(DType.INT2, "ml_dtypes.int2", 26, 1, "int2"),
     )
 }
 
@@ -107,7 +113,7 @@ for _info in DTYPES.values():
 INTEGER_BYTES = np.zeros(len(DType), dtype=np.int64)
 INTEGER_SIGNED = np.zeros(len(DType), dtype=np.int64)
 for _info in DTYPES.values():
-    if _info.module == "numpy" and np.dtype(_info.numpy).kind in "iub":
+    if not _info.narrow and np.dtype(_info.numpy).kind in "iub":
         INTEGER_BYTES[_info.dtype] = _info.itemsize
         INTEGER_SIGNED[_info.dtype] = np.dtype(_info.numpy).kind == "i"
 
@@ -134,7 +140,7 @@ class _CodesOfNumpy(Mapping):
 
     def __init__(self):
         self._native = {
-            np.dtype(info.numpy): info.dtype for info in DTYPES.values() if info.module == "numpy"
+            np.dtype(info.numpy): info.dtype for info in DTYPES.values() if not info.narrow
         }
         self._all = None
 
