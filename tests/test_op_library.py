@@ -227,7 +227,7 @@ print(json.dumps([row["entries"], row["bytes"], len(machine), names]))
 
 
 def test_loads_and_compiles_run_inside_the_compile_hooks(monkeypatch):
-    """`on_compile(pause, resume)` brackets loading entries new to the process, compiling the
+    """`on_entry_loads(pause, resume)` brackets loading entries new to the process, compiling the
     cold ones (a batch worker's --timeout clock stops there); entries this process holds
     already are returned without it."""
     events = []
@@ -241,7 +241,7 @@ def test_loads_and_compiles_run_inside_the_compile_hooks(monkeypatch):
     monkeypatch.setattr(library, "_addresses", {})
     monkeypatch.setattr(library, "_load", fake_load)
     monkeypatch.setattr(library, "is_compiled", lambda name: name in compiled)
-    library.on_compile(lambda: events.append("pause"), lambda: events.append("resume"))
+    library.on_entry_loads(lambda: events.append("pause"), lambda: events.append("resume"))
     try:
         load_ops(["Relu", "Sigmoid"], jobs=1)
         assert events == ["pause", ("load", "Relu", True), ("load", "Sigmoid", True), "resume"]
@@ -253,4 +253,4 @@ def test_loads_and_compiles_run_inside_the_compile_hooks(monkeypatch):
         load_ops(["Relu"], jobs=1)  # held already: nothing to load, no hooks
         assert events == []
     finally:
-        library.on_compile(None, None)
+        library.on_entry_loads(None, None)

@@ -20,7 +20,7 @@ included, except while this process warms up: the first job of each key here wai
 compile lock and loads or compiles machine code (bounded work, minutes on a cold cache) with
 the clock paused (`on_warm_up`). A model job loads (compiles, when cold) only the ops its
 model runs, when its lowering and load first need them, with the clock paused for that too
-(`rtsoa.ops.library.on_compile`), and every compile pauses it (`rtsoa._numba.events`); the
+(`rtsoa.ops.library.on_entry_loads`), and every compile pauses it (`rtsoa._numba.events`); the
 rest of its lowering is timed.
 """
 
@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import typeof
 
-from rtsoa._numba.events import on_compile as while_numba_compiles
+from rtsoa._numba.events import on_compile
 from rtsoa.batch.kinds import JOB_KINDS, job_kind
 from rtsoa.device import device_for_graph
 from rtsoa.errors import UnsupportedJob
@@ -49,7 +49,7 @@ from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.abi import is_model
 from rtsoa.kernels.dispatch import cache_dir, registry_hash
 from rtsoa.lowering.cache import lower_cached
-from rtsoa.ops.library import on_compile
+from rtsoa.ops.library import on_entry_loads
 from rtsoa.report import device_summary
 from rtsoa.runtime.model import ModelExecutor
 from rtsoa.runtime.npz import read_inputs
@@ -181,10 +181,10 @@ def on_warm_up(pause, resume):
     """Call `pause()` when a job starts warming this process up (see `first_compile_lock`) and
     `resume()` when that is done: the local pool's --timeout does not count warm-ups, nor the
     loading and compiling of op entries in a model's lowering and load
-    (`rtsoa.ops.library.on_compile`), nor any other compile (`rtsoa._numba.events`)."""
+    (`rtsoa.ops.library.on_entry_loads`), nor any other compile (`rtsoa._numba.events`)."""
     _clock_hooks[0] = (pause, resume)
+    on_entry_loads(pause, resume)
     on_compile(pause, resume)
-    while_numba_compiles(pause, resume)
 
 
 @contextmanager

@@ -58,7 +58,7 @@ _VARIANT = re.compile(r"(?P<op>[^\[\]]+)\[(?P<dtype>\w+)\]")
 _POLL_SECONDS = 0.25  # how often the progress bar counts the helpers' markers
 
 
-_compile_hooks = [None]  # (pause, resume) around compiles (`on_compile`), or None
+_load_hooks = [None]  # (pause, resume) around loading new entries (`on_entry_loads`), or None
 _busy = [0]  # cores another compile of this run occupies (`cores_in_use`)
 _busy_guard = threading.Lock()
 
@@ -76,17 +76,17 @@ def cores_in_use(count):
             _busy[0] -= count
 
 
-def on_compile(pause, resume):
+def on_entry_loads(pause, resume):
     """Call `pause()` before `load_ops` loads entries new to this process (compiling the cold
     ones, or waiting for another process compiling them), and `resume()` after: a batch
     worker's --timeout does not count loading machine code (`rtsoa.batch.worker.on_warm_up`).
     None, None: no hooks."""
-    _compile_hooks[0] = None if pause is None else (pause, resume)
+    _load_hooks[0] = None if pause is None else (pause, resume)
 
 
 @contextlib.contextmanager
 def _loading(missing):
-    hooks = _compile_hooks[0]
+    hooks = _load_hooks[0]
     if not missing or hooks is None:
         yield
         return
