@@ -45,8 +45,6 @@ OPTIONAL = (
 # Imports that go up the layers, each an edge (importer, imported). They shrink to nothing as
 # the upper layers and the op dispatch are reorganised.
 UPWARD = {
-    # a model's op names are bound to the compiled op switch at load (op dispatch rework)
-    ("rtsoa.graph.io", "rtsoa.ops.registry"),
     # the CLI reads the package's version (CLI package rework)
     ("rtsoa.cli", "rtsoa"),
 }
@@ -70,13 +68,13 @@ LOCAL = {
     "rtsoa.testing.conformance_worker": "test helper: imports the model API when a case runs",
     "rtsoa.testing.conformance": "test helper: imports the model API when a case runs",
     "rtsoa.testing.workloads": "test helper: builds graphs when asked",
-    "rtsoa.graph.io": "op dispatch rework (see UPWARD)",
 }
 # Function-local imports of other modules that are not optional dependencies, by importer.
 LOCAL_OTHER = {
     "rtsoa._numba.caching",  # Numba internals, imported where each patch is installed
     "rtsoa._numba.compat",
     "rtsoa._numba.dispatcher",
+    "rtsoa._numba.events",
     "rtsoa._numba.flags",
     "rtsoa._numba.messages",
     "rtsoa._numba.symbols",

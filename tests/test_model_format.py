@@ -284,3 +284,15 @@ def test_inspect_of_a_synthetic_graph_has_no_io_section(capsys):
     assert ["inputs:"] not in lines and ["outputs:"] not in lines
     assert not any(line[:1] == ["symbols"] and len(line) != 2 for line in lines)
     assert ["symbols", "0"] in lines  # the table's bytes, not a symbol list
+
+
+def test_binding_op_nodes_needs_the_op_registrys_switch(monkeypatch):
+    """The graph layer binds op names to the switch the op registry provides (it does not
+    import the ops); without one, a graph with op nodes is a typed error, not a crash."""
+    from rtsoa.graph import op_table
+    from rtsoa.ops.registry import compiled_op_names
+
+    assert op_table.op_switch() == compiled_op_names()
+    monkeypatch.setattr(op_table, "_switch", [None])
+    with pytest.raises(GraphFormatError, match="no op registry is loaded"):
+        load_graph(DATASETS / "mlp.rtsoa")

@@ -19,7 +19,13 @@ import pyarrow as pa
 from rtsoa.errors import GraphFormatError
 from rtsoa.graph import atomic_save
 from rtsoa.graph.graph import ExecuteGraph, GraphMeta
-from rtsoa.graph.op_table import bind_op_names, compact_op_names, op_nodes, refuse_unnamed_ops
+from rtsoa.graph.op_table import (
+    bind_op_names,
+    compact_op_names,
+    op_nodes,
+    op_switch,
+    refuse_unnamed_ops,
+)
 from rtsoa.graph.schema import (
     FIELDS,
     FILE_SUFFIX,
@@ -277,12 +283,10 @@ def load_graph(path, validate=True):
 
 
 def _bind_ops(graph):
-    """The graph bound to the compiled op switch (models only: the op library is imported)."""
+    """The graph bound to the compiled op switch (models only)."""
     if op_nodes(graph).shape[0] == 0:
         return graph
-    from rtsoa.ops.registry import compiled_op_names
-
-    return bind_op_names(graph, compiled_op_names())
+    return bind_op_names(graph, op_switch())
 
 
 def _identity(path, missing_ok=False):

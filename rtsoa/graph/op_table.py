@@ -9,7 +9,8 @@ names holds, at that position of the switch, the same op. Where each form comes 
 - lowering writes bound graphs (the op codes and the whole op table of the rtsoa lowering);
 - `save_graph` writes only the ops the op nodes use (`compact_op_names`), so a file names
   exactly its model's ops, and its bytes do not change when rtsoa gains an op;
-- `load_graph` binds the file's names to the running rtsoa's switch (`bind_op_names`): the op
+- `load_graph` binds the file's names to the running rtsoa's switch (`bind_op_names` with
+  `op_switch()`, which the op registry provides when it is imported): the op
   slots are rewritten (one copy of the attribute pool) unless they already are the codes, and
   an op the switch does not have is refused, naming the op and the node.
 
@@ -34,6 +35,24 @@ _ATTRIBUTES = FIELDS_BY_NAME["attr_pool"]
 _OP_NAMES = FIELDS_BY_NAME["op_names"]
 _NODE_KERNEL = FIELDS_BY_NAME["node_kernel"]
 OPS_SINCE = TABLES_SINCE[_OP_NAMES.table]  # the format version that added the ops table
+_switch = [None]  # fn() -> the op names by code of this process (`provide_op_switch`)
+
+
+def provide_op_switch(names):
+    """Set where `op_switch()` reads the running rtsoa's op names by code: `names()`, the op
+    registry's `compiled_op_names` (which sets it when imported: the graph layer sits below
+    the ops and does not import them)."""
+    _switch[0] = names
+
+
+def op_switch():
+    """The op names by code this process binds graphs to (`bind_op_names`)."""
+    if _switch[0] is None:
+        raise GraphFormatError(
+            "the graph has op nodes, and no op registry is loaded to bind them to "
+            "(import rtsoa.ops first)"
+        )
+    return _switch[0]()
 
 
 def op_nodes(graph):

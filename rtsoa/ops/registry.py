@@ -19,7 +19,7 @@ import inspect
 import numpy as np
 
 from rtsoa.graph.builder import float_bits
-from rtsoa.graph.op_table import bind_op_names
+from rtsoa.graph.op_table import bind_op_names, provide_op_switch
 from rtsoa.ops.abi import MAX_OP_OPERANDS
 
 
@@ -126,6 +126,9 @@ def compiled_op_names():
     registered later in their order. Each op's entry compiles on first use
     (`rtsoa.ops.library`)."""
     return tuple(_codes) if _frozen else op_names()
+
+
+provide_op_switch(compiled_op_names)
 
 
 def compiled_op_code(name):
