@@ -1,5 +1,6 @@
 """rtsoa: a data-oriented execution runtime for execute graphs, with Numba-compiled hot loops."""
 
+from rtsoa._version import __version__ as __version__
 from rtsoa.errors import GraphFormatError, RtsoaError, UnknownKernelError
 from rtsoa.executors import KernelError, Profiler, RunResult, Subscriber, Tracer, prepare_executor
 from rtsoa.graph.builder import GraphBuilder, float_bits
@@ -8,8 +9,6 @@ from rtsoa.graph.io import load_graph, save_graph
 from rtsoa.graph.schema import FORMAT_VERSION, DType, GraphKind, Placement, ValueKind, WorkerClass
 from rtsoa.graph.validate import validate_graph
 from rtsoa.kernels import REGISTRY, kernel
-
-__version__ = "0.2.0"
 
 __all__ = [
     "DType",

@@ -15,7 +15,7 @@ PACKAGE = pathlib.Path(rtsoa.__file__).parent
 # Bottom to top. A module belongs to the first layer one of whose prefixes it starts with.
 LAYERS = (
     ("abi", ("rtsoa.abi",)),  # statuses, dtypes, operand layout, views: imports nothing of rtsoa
-    ("toolchain", ("rtsoa._numba", "rtsoa._jit", "rtsoa._bundle")),  # Numba, configured
+    ("toolchain", ("rtsoa._numba", "rtsoa._jit", "rtsoa._bundle", "rtsoa._version")),
     ("errors", ("rtsoa.errors", "rtsoa.limits")),
     ("graph", ("rtsoa.graph",)),
     ("device", ("rtsoa.device",)),
@@ -44,10 +44,7 @@ OPTIONAL = (
 
 # Imports that go up the layers, each an edge (importer, imported). They shrink to nothing as
 # the upper layers and the op dispatch are reorganised.
-UPWARD = {
-    # the CLI reads the package's version (CLI package rework)
-    ("rtsoa.cli", "rtsoa"),
-}
+UPWARD = set()
 
 # Edges inside a layer that close a cycle, if one must be kept for a while; removing them
 # leaves the graph acyclic. None today: keep it that way.

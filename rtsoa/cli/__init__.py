@@ -9,7 +9,7 @@ summaries shared with batch jobs live in `rtsoa.report`, below the command line.
 import os
 import sys
 
-from rtsoa import __version__
+from rtsoa._version import __version__
 from rtsoa.cli import batch, cache, compile, graph, model
 from rtsoa.cli.arguments import Parser
 from rtsoa.errors import RtsoaError
