@@ -6,6 +6,7 @@ from rtsoa.lowering import (
     composed,  # noqa: F401  (registers the converters of ops made of others)
     control_flow,  # noqa: F401  (registers the If / Loop converters)
     einsum,  # noqa: F401  (registers the Einsum converter)
+    flex_attention,  # noqa: F401  (registers the FlexAttention converter)
     gated,  # noqa: F401  (registers SwiGLU and CausalConvWithState)
     indexed,  # noqa: F401  (registers the scatter converters)
     linear_attention,  # noqa: F401  (registers the LinearAttention converter)
