@@ -9,7 +9,8 @@ CausalConvWithState(input, weight, bias, past_state) -> (output, present_state):
 (batch, channels, length) after past_state (or k - 1 zeros), a depthwise Conv (group =
 channels) of the weight (channels, 1, k) and the bias, then `activation` ("silu" / "swish":
 x * Sigmoid(x) computed in float32 and rounded once, as the function body casts; "none");
-present_state is the padded input's last k - 1 positions. The channel count must be known at
+present_state is the padded input's last k - 1 positions (an input of length 0, known at
+lowering, gives an empty output and the past state). The channel count must be known at
 lowering (it is the Conv's group); another activation, or a weight or past_state whose known
 shape does not fit, is refused naming the node.
 """
@@ -90,10 +91,18 @@ def causal_conv_with_state(ctx, node):
         past = _zero_state(ctx, x, data.dtype, carried)
     padded = ctx.fresh_name("causal_padded")
     ctx.emit("Concat", [past, x], [padded], {"axis": 2})
-    convolved = node.outputs[0] if activation == "none" else ctx.fresh_name("causal_conv")
-    conv_inputs = [padded, weight] + ([bias] if bias else [])
-    ctx.emit("Conv", conv_inputs, [convolved], {"group": channels})
-    if activation != "none":
+    if data.dims is not None and data.dims[2] == 0:
+        # no step: an empty output (a Conv of k - 1 positions by k would be refused)
+        none = _int_constant(ctx, "no_step", [0])
+        axes = _int_constant(ctx, "step_axis", [2])
+        ctx.emit("Slice", [padded, none, none, axes], node.outputs[:1])
+    elif activation == "none":
+        conv_inputs = [padded, weight] + ([bias] if bias else [])
+        ctx.emit("Conv", conv_inputs, node.outputs[:1], {"group": channels})
+    else:
+        convolved = ctx.fresh_name("causal_conv")
+        conv_inputs = [padded, weight] + ([bias] if bias else [])
+        ctx.emit("Conv", conv_inputs, [convolved], {"group": channels})
         _silu(ctx, convolved, data.dtype, node.outputs[0])
     if len(node.outputs) > 1 and node.outputs[1]:
         length = ctx.fresh_name("padded_length")

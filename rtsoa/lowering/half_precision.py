@@ -7,7 +7,8 @@ those of the float32 op rounded once per op output, never an accumulation in the
 
 Which outputs are rounded back: the type ONNX gave the output where it is known (a float32
 `Mean` of LayerNormalization with stash_type 1 stays float32, ArgMax's int64 is written as
-it is); where it is not, every output but the ones `_NOT_FLOAT` names.
+it is); where it is not, every output but the ones `_NOT_FLOAT` names. Range (opset 27)
+computes in its `stash_type`: float32 (1, the default) or float64 (11); another is refused.
 """
 
 from rtsoa.abi.dtypes import DTYPES
@@ -66,8 +67,9 @@ _FLOAT64_ONNX = DTYPES[DType.FLOAT64].onnx
 
 
 def takes(op, position, dtype):
-    """Does op `op` take DType `dtype` at input `position` itself? (True where it declares no
-    element types: those ops check at run time)."""
+    """Does op `op` take DType `dtype` at input `position` itself? An op that declares no
+    element types takes it unless it is one of WIDENED (the normalizations compute in
+    float32 / float64 only); an input it declares nothing for takes any."""
     declared = OPS[op].dtypes
     if declared is None:
         return op not in WIDENED  # the normalizations declare none but compute in floats
