@@ -27,6 +27,7 @@ ELEMENT = {
     F32: TensorProto.FLOAT,
     F64: TensorProto.DOUBLE,
     np.float16: TensorProto.FLOAT16,
+    np.int32: TensorProto.INT32,
     np.bool_: TensorProto.BOOL,
 }
 TOLERANCE = {F32: {"rtol": 1e-4, "atol": 1e-5}, F64: {"rtol": 1e-9, "atol": 1e-12}}
@@ -275,11 +276,11 @@ def test_3d_inputs_without_both_head_counts_are_refused():
     assert "q_num_heads and kv_num_heads" in message and "the_attention" in message
 
 
-def test_float16_is_refused_by_element_type():
+def test_an_integer_input_is_refused_by_element_type():
     feeds = attention_feeds(1, 2, 2, 3, 3, 0, 4, 4)
-    feeds = {name: a.astype(np.float16) if a is not None else None for name, a in feeds.items()}
+    feeds = {name: a.astype(np.int32) if a is not None else None for name, a in feeds.items()}
     message = refusal(one_node("Attention", feeds, {}))
-    assert "float16" in message and "Attention" in message
+    assert "int32" in message and "Attention" in message
 
 
 def test_mismatched_head_sizes_fail_at_lowering_when_shapes_are_known():

@@ -121,16 +121,23 @@ def test_a_model_with_a_run_time_number_of_distinct_values():
     run_and_compare(model, [{"x": x}, {"x": y}])
 
 
-@pytest.mark.parametrize("op", ["Unique", "EyeLike"])
-def test_narrow_element_types_are_refused_at_lowering_naming_op_and_dtype(op):
-    """bfloat16 is stored and cast, not compared or written as ones: a model giving Unique or
-    EyeLike one is refused at lowering, not at its first run."""
+@pytest.mark.parametrize(
+    "op, kind, name",
+    [
+        ("Unique", TensorProto.FLOAT8E4M3FN, "float8e4m3fn"),
+        ("EyeLike", TensorProto.BFLOAT16, "bfloat16"),
+    ],
+)
+def test_narrow_element_types_are_refused_at_lowering_naming_op_and_dtype(op, kind, name):
+    """float8 is stored and cast, not compared, and bfloat16 not written as ones (Unique runs
+    bfloat16 through float32): a model giving Unique or EyeLike one is refused at lowering, not
+    at its first run."""
     from rtsoa.errors import LoweringError
     from rtsoa.lowering import lower
 
-    x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 2])
-    y = helper.make_tensor_value_info("y", TensorProto.BFLOAT16, None)
+    x = helper.make_tensor_value_info("x", kind, [2, 2])
+    y = helper.make_tensor_value_info("y", kind, None)
     graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g", [x], [y])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    with pytest.raises(LoweringError, match=rf"{op} node \(#0\).*bfloat16"):
+    with pytest.raises(LoweringError, match=rf"{op} node \(#0\).*{name}"):
         lower(model)

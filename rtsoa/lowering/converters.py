@@ -233,7 +233,8 @@ def _legacy_broadcast(ctx, node):
 
 for _op in ("Add", "Sub", "Mul", "Div", "Pow"):
     register_converter(_op, since=1)(_legacy_broadcast)
-    register_converter(_op, since=7)(one_to_one)
+    if _op != "Pow":  # Pow from opset 7 on: rtsoa.lowering.mixed_types (mixed element types)
+        register_converter(_op, since=7)(one_to_one)
 
 
 def _prelu_before_7(ctx, node):

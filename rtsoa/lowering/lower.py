@@ -19,6 +19,7 @@ import sys
 import warnings
 
 from rtsoa.errors import LoweringError
+from rtsoa.graph.schema import DType
 from rtsoa.limits import check_lowering_limits
 from rtsoa.lowering.budget import running
 from rtsoa.lowering.calls import OpCall
@@ -28,6 +29,7 @@ from rtsoa.lowering.dead_code import drop_dead
 from rtsoa.lowering.emit import Emitter
 from rtsoa.lowering.fold import fold_and_infer
 from rtsoa.lowering.fuse import FUSIONS
+from rtsoa.lowering.half_precision import loaded_kind
 from rtsoa.lowering.onnx_import import import_onnx
 from rtsoa.ops import OPS
 from rtsoa.ops.library import entry_for, load_ops
@@ -113,7 +115,10 @@ def _load_ops(model, calls, fuse):
         if name in OPS:
             source = call.inputs[0] if call.inputs else ""
             tensor = model.tensors.get(source) if source else None
-            kinds.setdefault(name, set()).add(-1 if tensor is None else int(tensor.dtype))
+            kind = -1 if tensor is None else int(loaded_kind(name, DType(tensor.dtype)))
+            kinds.setdefault(name, set()).add(kind)
+            if tensor is not None and kind != tensor.dtype:
+                kinds.setdefault("Cast", set()).update((int(tensor.dtype), kind))
     for fusion, fused, replaced in (
         ("matmul_bias", "MatMulBias", "MatMul"),
         ("conv_activation", "FusedConv", "Conv"),

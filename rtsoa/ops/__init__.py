@@ -22,6 +22,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     grid_sample,
     indexing,
     linalg,
+    linear_attention,
     loss,
     math_functions,
     normalization,

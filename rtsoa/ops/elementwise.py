@@ -8,10 +8,10 @@ Greater; the same types and bool) give bool; unary activations run on float32 / 
 x / 0 is 0 and INT_MIN / -1 is INT_MIN (wrapping), both undefined in C. Integer Pow wraps on
 overflow (numpy's result; onnxruntime goes through double); a negative exponent gives 1 for
 base 1, +-1 for base -1, else 0. Mod (opset 28 semantics) takes the divisor's sign with fmod 0
-and the dividend's with fmod 1, on floats and integers alike; integer x mod 0 is 0, float
-x mod 0 is NaN. Max and Min give NaN when any input is NaN, whatever the order. Shrink runs
-on float32 / float64 / int32 / int64; on integers its result is truncated to the integer
-type, as onnxruntime does.
+and the dividend's with fmod 1, on floats and integers (unsigned ones too) alike; integer
+x mod 0 is 0, float x mod 0 is NaN. Max and Min give NaN when any input is NaN, whatever the
+order. Shrink runs on float32 / float64 / int32 / int64; on integers its result is truncated
+to the integer type, as onnxruntime does.
 """
 
 import numpy as np
@@ -448,7 +448,7 @@ register_op(
     mod_compute,
     encode=encode_mod,
     inputs=(2, 2),
-    dtypes={0: NUMBERS | SMALL_INTEGERS, 1: NUMBERS | SMALL_INTEGERS},
+    dtypes={0: NUMBERS | SMALL_INTEGERS | UNSIGNED, 1: NUMBERS | SMALL_INTEGERS | UNSIGNED},
 )
 _COMPARED = NUMBERS | SMALL_INTEGERS | UNSIGNED | {DType.BOOL}
 for _name, _op in (("Equal", EQUAL), ("Less", LESS), ("Greater", GREATER)):
