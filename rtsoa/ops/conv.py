@@ -6,10 +6,11 @@ Both run on float32 / float64 (X, W and the optional bias B of one dtype). Every
 Conv: for each image and group, the input patches are unrolled into a (Cg*K, P) matrix (K
 kernel elements, P output positions) and Y[n, group] = W[group] @ cols is one `np.dot` (the
 BLAS scipy exposes); a 1x1 kernel with stride 1 and no padding multiplies the input directly.
-A 2-D kernel of several taps whose matrix fits `TILE_BYTES` builds it from the input's
-zero-padded stride phases (`rtsoa.ops.phases`), one contiguous copy per row, with `pitch` >=
-P / n_h columns per output row of which Y keeps the first n_w (`_phase_tile`); each kept
-column holds the same elements as im2col's, so its dot products are the same.
+A 2-D kernel of several taps whose matrix fits `TILE_BYTES`, with few output channels per
+group (see `_conv_run`), builds it from the input's zero-padded stride phases
+(`rtsoa.ops.phases`), one contiguous copy per row, with `pitch` >= P / n_h columns per output
+row of which Y keeps the first n_w (`_phase_tile`); each kept column holds the same elements
+as im2col's, so its dot products are the same.
 ConvTranspose: cols = W[group]^T @ X[n, group], then cols are added into Y (col2im).
 
 FusedConv (X, W, B?, Z?): what lowering makes of Conv -> Add (a residual Z of the output's
@@ -284,13 +285,14 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
         if geo[G_S + s] != 1 or geo[G_PB + s] != 0 or geo[G_PE + s] != 0:
             pointwise = False
     depthwise = c_g == 1 and group > 1
-    # 2-D kernels of several taps whose column matrix stays in cache: built from the input's
-    # stride phases (larger ones, GEMM-bound, keep im2col's row tiles: the phases' copy of
-    # the whole input measured no faster there, DenseNet-121's 56 x 56 layers in bench_cnn)
-    phased = not depthwise and taps > 1 and p > 0 and flat_window(geo)
-    phased = phased and k * p * x.itemsize <= TILE_BYTES
+    # 2-D kernels of several taps whose column matrix stays in cache and whose GEMM is short
+    # (few output channels): built from the input's stride phases. The phases' extra columns
+    # cost m_g GEMM products each, which ResNet's 256- and 512-channel 3 x 3 layers lost
+    # (bench_cnn); larger matrices keep im2col's row tiles (DenseNet-121's 56 x 56 layers).
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
     phase_rows, pitch = phase_shape(geo)
+    phased = not depthwise and taps > 1 and p > 0 and flat_window(geo)
+    phased = phased and k * p * x.itemsize <= TILE_BYTES and m_g * (pitch - n_w) <= 16 * n_w
     width = pitch if phased else n_w  # the column matrix's columns per output row
     # im2col in tiles of output rows where the whole matrix would leave the cache (2-D only)
     rows = n_h
