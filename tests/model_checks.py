@@ -33,6 +33,27 @@ def run_clean(graph, inputs):
     return got
 
 
+def check_fusion(proto, inputs, op, fused_ops):
+    """Lower with and without fusion: the fused graph has `fused_ops` `op` ops, the unfused one
+    none, both give the same bits (the sign of zero included) and onnxruntime's values.
+    Returns the fused graph's op counts."""
+    from rtsoa.graph.inspect import op_counts
+
+    fused = lower(proto)
+    plain = lower(proto, fuse=False)
+    assert op_counts(fused).get(op, 0) == fused_ops
+    assert op not in op_counts(plain)
+    got = run_clean(fused, inputs)
+    unfused = run_clean(plain, inputs)
+    want = run_onnxruntime(proto, inputs)
+    for name, expected in want.items():
+        assert got[name].dtype == expected.dtype and got[name].shape == expected.shape, name
+        np.testing.assert_array_equal(got[name], unfused[name])
+        assert np.array_equal(np.signbit(got[name]), np.signbit(unfused[name])), name
+        np.testing.assert_allclose(got[name], expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+    return op_counts(fused)
+
+
 def run_and_compare(proto, input_sets, executor="auto", streams=1):
     """Lower once, run every input set, compare with onnxruntime (names, shapes, dtypes and
     values); each run must leave no leaked block and the device's allocated bytes where they

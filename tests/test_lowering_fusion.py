@@ -10,11 +10,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from rtsoa.graph.inspect import op_counts
-from rtsoa.lowering import lower
 from rtsoa.ops.host import OpError, infer_shapes, run_numpy
 from rtsoa.testing.models import FLOAT, mlp, model, run_onnxruntime
-from tests.model_checks import ATOL, RTOL, run_clean
+from tests.model_checks import check_fusion
 
 INT64 = TensorProto.INT64
 
@@ -22,18 +20,7 @@ INT64 = TensorProto.INT64
 def _check(proto, inputs, fused_ops):
     """Lower with and without fusion: the fused graph has `fused_ops` MatMulBias ops, both give
     the same bits, and onnxruntime's values."""
-    fused = lower(proto)
-    plain = lower(proto, fuse=False)
-    assert op_counts(fused).get("MatMulBias", 0) == fused_ops
-    assert "MatMulBias" not in op_counts(plain)
-    got = run_clean(fused, inputs)
-    unfused = run_clean(plain, inputs)
-    want = run_onnxruntime(proto, inputs)
-    for name, expected in want.items():
-        assert got[name].dtype == expected.dtype and got[name].shape == expected.shape, name
-        np.testing.assert_array_equal(got[name], unfused[name])
-        np.testing.assert_allclose(got[name], expected, rtol=RTOL, atol=ATOL, equal_nan=True)
-    return op_counts(fused)
+    return check_fusion(proto, inputs, "MatMulBias", fused_ops)
 
 
 def test_the_mlp_runs_one_op_per_layer_at_every_batch_size():

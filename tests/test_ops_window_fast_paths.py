@@ -61,6 +61,32 @@ def test_convs_whose_im2col_leaves_the_cache_run_in_row_tiles(x_shape, w_shape, 
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_convs_built_from_stride_phases_match_the_judges(seed):
+    """2-D and 1-D kernels of several taps build their column matrix from the input's
+    stride phases (`conv._phase_tile`): random kernels, strides, dilations, uneven pads,
+    groups, odd sizes and two images, against onnxruntime (float32) and onnx.reference
+    (float64)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(6):
+        spatial = int(rng.integers(1, 3))
+        kernel = [int(k) for k in rng.integers(1, 4, spatial)]
+        if np.prod(kernel) == 1:
+            kernel[0] = 2
+        group = int(rng.integers(1, 3))
+        c, m = group * int(rng.integers(1, 4)), group * int(rng.integers(1, 4))
+        shape = (int(rng.integers(1, 3)), c) + tuple(int(d) for d in rng.integers(5, 16, spatial))
+        attributes = {
+            "group": group,
+            "strides": [int(v) for v in rng.integers(1, 4, spatial)],
+            "dilations": [int(v) for v in rng.integers(1, 3, spatial)],
+            "pads": [int(v) for v in rng.integers(0, 3, 2 * spatial)],
+        }
+        dtype = np.float32 if rng.random() < 0.7 else np.float64
+        inputs = [random(shape, dtype), random((m, c // group, *kernel), dtype)]
+        check("Conv", inputs + [random(m, dtype)], attributes)
+
+
 def _taps_in_order(x, w, strides, pads, multiplier):
     """A 2-D depthwise convolution summed as the kernels sum it: per element, from +0, the
     products of the taps inside the input in (kh, kw) order, each rounded in x's dtype."""
@@ -111,6 +137,69 @@ def test_depthwise_3x3_same_padding_bit_for_bit(plane, multiplier):
     pads = [1, 1, 1, 1]
     (got,) = run_numpy("Conv", [x, w], {"group": 3, "pads": pads})
     assert np.array_equal(got, _taps_in_order(x, w, [1, 1], pads, multiplier))
+
+
+@pytest.mark.parametrize(
+    "shape, strides, pads",
+    [
+        ((1, 4, 28, 28), [2, 2], [1, 1, 1, 1]),  # MobileNet's stride-2 layers
+        ((1, 3, 15, 15), [2, 2], [0, 0, 1, 1]),  # TensorFlow's SAME: the end padded only
+        ((1, 3, 14, 17), [1, 2], [1, 0, 1, 2]),  # one phase row, two phase columns
+        ((1, 3, 13, 9), [2, 1], [2, 1, 0, 1]),  # two phase rows, one phase column
+        ((2, 2, 7, 7), [1, 1], [0, 0, 0, 0]),  # no padding: no padding cell
+        ((1, 2, 1, 30), [1, 1], [1, 1, 1, 1]),  # one row: two rows of padding cells
+        ((1, 2, 40, 3), [2, 2], [2, 2, 2, 2]),  # padding wider than a stride
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_depthwise_3x3_phases_bit_for_bit(shape, strides, pads, dtype):
+    """Column strides 1 and 2 run on the zero-padded stride phases (`rtsoa.ops.phases`): the
+    in-order sums exactly, over the borders, odd sizes and uneven pads."""
+    c = shape[1]
+    x, w = random(shape, dtype), random((2 * c, 1, 3, 3), dtype)
+    attributes = {"group": c, "strides": strides, "pads": pads}
+    (got,) = run_numpy("Conv", [x, w], attributes)
+    want = _taps_in_order(x, w, strides, pads, 2)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
+def test_depthwise_3x3_with_infinite_weights_skips_the_padding_taps(strides):
+    """A channel with an infinite or NaN weight runs the row kernel, which skips the taps in
+    the padding: a padding cell's 0 times an infinite weight would make its borders NaN."""
+    x = random((1, 3, 9, 8))
+    w = random((3, 1, 3, 3))
+    w[0, 0, 0, 0] = np.inf  # the top-left tap: in the padding on the top row and left column
+    w[1, 0, 2, 1] = -np.inf
+    w[2, 0, 1, 2] = np.nan
+    attributes = {"group": 3, "strides": strides, "pads": [1, 1, 1, 1]}
+    (got,) = run_numpy("Conv", [x, w], attributes)
+    want = _taps_in_order(x, w, strides, [1, 1, 1, 1], 1)
+    np.testing.assert_array_equal(got, want)
+    assert np.isfinite(got[0, 0, 0]).all() and np.isfinite(got[0, 1, -1]).all()
+
+
+@pytest.mark.parametrize(
+    "shape, attributes",
+    [
+        ((1, 16, 14, 14), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # Inception's
+        ((1, 8, 28, 28), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+        ((1, 4, 112, 112), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ((2, 3, 7, 7), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+        ((1, 3, 9, 10), {"kernel_shape": [3, 2], "strides": [3, 1], "dilations": [2, 3]}),
+        ((1, 3, 30), {"kernel_shape": [4], "strides": [3], "pads": [2, 3]}),
+        ((1, 2, 5, 5), {"kernel_shape": [5, 5], "pads": [4, 4, 4, 4]}),  # padding-only windows
+    ],
+)
+def test_max_pool_phases_match_onnxruntime_and_the_window_loop(shape, attributes):
+    """2-D and 1-D MaxPool without Indices runs on -inf-padded stride phases: onnxruntime's
+    values, and the per-window loop's bit for bit, NaN included."""
+    x = random(shape)
+    check("MaxPool", [x], attributes)
+    x.reshape(-1)[:: max(1, x.size // 9)] = np.nan
+    (got,) = run_numpy("MaxPool", [x], attributes)
+    values, _ = run_numpy("MaxPool", [x], attributes, 2)
+    np.testing.assert_array_equal(got, values)
 
 
 def _random_window(rng, spatial):

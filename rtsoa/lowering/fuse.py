@@ -38,6 +38,11 @@ that dtype or attributes. The fused op adds and clips in the same order and prec
 ops it replaces: its results equal theirs bit for bit (`tests/test_lowering_conv_fusion.py`).
 The fused call takes the place of the chain's last op, where the residual is computed.
 
+`fuse_gemm_activation`: Gemm -> Relu becomes one `FusedGemm` op (`rtsoa/ops/linalg.py`), as
+onnxruntime's FusedGemm, where the Gemm is float32 or float64 and its result is read by the
+Relu alone and is not a graph output. The Relu runs over the finished Gemm result as the Relu
+op does: the same bits (`tests/test_lowering_gemm_fusion.py`).
+
 `lower(model, fuse=False)` keeps every op as the model has it; `fuse=("batch_norm", ...)`
 runs the fusions named (`FUSIONS`).
 """
@@ -320,6 +325,30 @@ def fuse_conv_activation(graph, calls):
     return _replace(calls, replaced)
 
 
+def fuse_gemm_activation(graph, calls):
+    """`calls` with each fusable Gemm -> Relu pair as one FusedGemm call in the Relu's place
+    (see the module docstring)."""
+    readers = _readers(calls)
+    outputs = set(graph.outputs)
+    replaced = {}  # id(call) -> its replacement (None: dropped)
+    for call in calls:
+        if getattr(call, "region", False) or call.op != "Gemm" or len(call.outputs) != 1:
+            continue
+        (result,) = call.outputs
+        tensor = graph.tensors.get(result)
+        if tensor is None or tensor.dtype not in _FLOATS:
+            continue
+        relu = _sole_reader(result, readers, outputs, "Relu")
+        if relu is None or id(relu) in replaced:
+            continue
+        attributes = {**call.attributes, "activation": ACT_RELU}
+        fused = OpCall("FusedGemm", list(call.inputs), list(relu.outputs), attributes, call.node)
+        fused.slots = OPS["FusedGemm"].slots(attributes, [])
+        replaced[id(call)] = None
+        replaced[id(relu)] = fused
+    return _replace(calls, replaced)
+
+
 def _replace(calls, replaced):
     """`calls` with each call in `replaced` swapped for its replacement (None: dropped)."""
     if not replaced:
@@ -339,4 +368,5 @@ FUSIONS = {
     "batch_norm": fold_batch_norm,
     "conv_activation": fuse_conv_activation,
     "matmul_bias": fuse_matmul_bias,
+    "gemm_activation": fuse_gemm_activation,
 }

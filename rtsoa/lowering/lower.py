@@ -45,8 +45,8 @@ def lower(model, name=None, streams=1, fuse=True, limits=None):
     `fuse`: True runs every fusion of `rtsoa.lowering.fuse` (FUSIONS: "batch_norm", a
     BatchNormalization folded into the preceding Conv's weights; "conv_activation", Conv -> Add
     -> Relu / Clip as one FusedConv; "matmul_bias", MatMul -> Add of a bias (-> Relu) as one
-    MatMulBias), False none (every op of the model kept), or a collection of those names, the
-    ones to run.
+    MatMulBias; "gemm_activation", Gemm -> Relu as one FusedGemm), False none (every op of the
+    model kept), or a collection of those names, the ones to run.
 
     `streams`: ops are issued round-robin on this many device streams; a tensor read on
     another stream than its producer's is ordered by a RecordEvent / StreamWaitEvent pair,
@@ -122,6 +122,7 @@ def _load_ops(model, calls, fuse):
     for fusion, fused, replaced in (
         ("matmul_bias", "MatMulBias", "MatMul"),
         ("conv_activation", "FusedConv", "Conv"),
+        ("gemm_activation", "FusedGemm", "Gemm"),
     ):
         if fusion in fuse and replaced in kinds:
             kinds[fused] = set(kinds[replaced])

@@ -6,6 +6,11 @@ Both run on float32 / float64 (X, W and the optional bias B of one dtype). Every
 Conv: for each image and group, the input patches are unrolled into a (Cg*K, P) matrix (K
 kernel elements, P output positions) and Y[n, group] = W[group] @ cols is one `np.dot` (the
 BLAS scipy exposes); a 1x1 kernel with stride 1 and no padding multiplies the input directly.
+A 2-D kernel of several taps whose matrix fits `TILE_BYTES`, with few output channels per
+group (see `_conv_run`), builds it from the input's zero-padded stride phases
+(`rtsoa.ops.phases`), one contiguous copy per row, with `pitch` >= P / n_h columns per output
+row of which Y keeps the first n_w (`_phase_tile`); each kept column holds the same elements
+as im2col's, so its dot products are the same.
 ConvTranspose: cols = W[group]^T @ X[n, group], then cols are added into Y (col2im).
 
 FusedConv (X, W, B?, Z?): what lowering makes of Conv -> Add (a residual Z of the output's
@@ -34,6 +39,7 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.broadcast import same_shape
 from rtsoa.ops.depthwise import depthwise_run
+from rtsoa.ops.phases import fill_phases, flat_window, phase_shape, tap_offsets
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import (
     encode_window,
@@ -234,6 +240,38 @@ def _conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, first, rows)
 
 
 @jit_with_nrt
+def _phase_tile(buffer, span, offsets, geo, cols, weights, tile, y, y_base, first, rows):
+    """Output rows `first` .. of one image and group of a 2-D conv from the stride phases of
+    its input channels (`buffer`, `span` elements per channel; `phases`): each row of the
+    column matrix is one contiguous copy of a channel's phases from a tap's offset, the GEMM
+    computes each output row's `pitch` columns, and the first n_w of them go to Y. im2col's
+    rows are as many pieces as output rows, a few elements each on 14 x 14 and 7 x 7 planes,
+    where building them cost more than the GEMM (DenseNet's 3 x 3 128 -> 32 convs)."""
+    m_g, k = weights.shape
+    _, pitch = phase_shape(geo)
+    n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
+    count = min(rows, n_h - first)
+    width = count * pitch
+    taps = offsets.shape[0]
+    start = np.uint64(first * pitch)
+    for channel in range(k // taps):
+        for t in range(taps):
+            source = np.uint64(channel * span) + offsets[t] + start
+            target = np.uint64((channel * taps + t) * width)
+            for j in range(width):
+                cols[target + np.uint64(j)] = buffer[source + np.uint64(j)]
+    part = tile[: m_g * width].reshape((m_g, width))
+    _gemm(weights, cols[: k * width].reshape((k, width)), part)
+    p = n_h * n_w
+    for j in range(m_g):
+        for r in range(count):
+            at = np.uint64(y_base + j * p + (first + r) * n_w)
+            source = np.uint64(j * width + r * pitch)
+            for i in range(n_w):
+                y[at + np.uint64(i)] = tile[source + np.uint64(i)]
+
+
+@jit_with_nrt
 def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
     n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
     c_g = c // group
@@ -247,14 +285,27 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
         if geo[G_S + s] != 1 or geo[G_PB + s] != 0 or geo[G_PE + s] != 0:
             pointwise = False
     depthwise = c_g == 1 and group > 1
+    # 2-D kernels of several taps whose column matrix stays in cache and whose GEMM is short
+    # (few output channels): built from the input's stride phases. The phases' extra columns
+    # cost m_g GEMM products each, which ResNet's 256- and 512-channel 3 x 3 layers lost
+    # (bench_cnn); larger matrices keep im2col's row tiles (DenseNet-121's 56 x 56 layers).
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
+    phase_rows, pitch = phase_shape(geo)
+    phased = not depthwise and taps > 1 and p > 0 and flat_window(geo)
+    phased = phased and k * p * x.itemsize <= TILE_BYTES and m_g * (pitch - n_w) <= 16 * n_w
+    width = pitch if phased else n_w  # the column matrix's columns per output row
     # im2col in tiles of output rows where the whole matrix would leave the cache (2-D only)
     rows = n_h
     if not (pointwise or depthwise) and geo[G_OUT] == 1 and k * p * x.itemsize > TILE_BYTES:
-        rows = max(1, min(n_h, TILE_BYTES // max(k * n_w * x.itemsize, 1)))
+        rows = max(1, min(n_h, TILE_BYTES // max(k * width * x.itemsize, 1)))
     tiled = rows < n_h
-    cols = np.empty(0 if pointwise or depthwise else k * rows * n_w * geo[G_OUT], dtype=x.dtype)
-    tile = np.empty(m_g * rows * n_w if tiled else 0, dtype=x.dtype)
+    cols = np.empty(0 if pointwise or depthwise else k * rows * width * geo[G_OUT], dtype=x.dtype)
+    tile = np.empty(m_g * rows * width if tiled or phased else 0, dtype=x.dtype)
+    span = geo[G_S + 1] * geo[G_S + 2] * phase_rows * pitch if phased else 0  # per channel
+    # one group's phases, zero-padded, and `pitch` more zeros: the last tap of the last
+    # channel reads up to reach_w // s_w cells past its phases, for columns Y drops
+    buffer = np.zeros(c_g * span + pitch if phased else 0, dtype=x.dtype)
+    offsets = tap_offsets(geo) if phased else np.zeros(0, dtype=np.uint64)
     finish_blocks = not depthwise and k != 0 and m_g != 0  # else once Y is whole
     if k == 0 or m_g == 0:
         y[:] = 0
@@ -266,7 +317,15 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
                 x_base = (n * c + g * c_g) * plane
                 y_base = (n * m + g * m_g) * p
                 weights = w[g * m_g * k : (g + 1) * m_g * k].reshape((m_g, k))
-                if tiled:
+                if phased:
+                    for channel in range(c_g):
+                        at = channel * span
+                        fill_phases(x, x_base + channel * plane, geo, buffer[at : at + span])
+                    for first in range(0, n_h, rows):
+                        _phase_tile(
+                            buffer, span, offsets, geo, cols, weights, tile, y, y_base, first, rows
+                        )
+                elif tiled:
                     for first in range(0, n_h, rows):
                         _conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, first, rows)
                 else:

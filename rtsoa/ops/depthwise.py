@@ -3,15 +3,18 @@ directly: `conv._conv_run` calls it instead of im2col + GEMM, which for one inpu
 copy and no reuse (`tests/test_ops_window_fast_paths.py`, asv `bench_cnn`).
 
 The 2-D 3 x 3 kernel without dilation (MobileNet's) has a kernel of its own, `_depthwise_3x3`:
-each output element sums its nine taps in registers (no array view per row and tap, whose
-reference counting cost more than the arithmetic on 7 x 7 and 14 x 14 planes), with unsigned
-indices so LLVM vectorises the interior columns. Both kernels add the taps of an element in
-(kd, kh, kw) order, skipping those in the padding, from zero: the same bits.
+each input plane is laid out once in zero-padded stride phases (`rtsoa.ops.phases`) and each
+output plane is one flat loop whose elements sum their nine taps in registers, no branch for
+the borders, which LLVM vectorises (on MobileNetV2's 7 x 7 and 14 x 14 planes the row
+kernel's checked border taps cost more than the interior). Both kernels add the taps of an
+element in (kd, kh, kw) order from zero, skipping those in the padding or adding +0 for them,
+which leaves the sum unchanged: the same bits.
 """
 
 import numpy as np
 
-from rtsoa._jit import jit_inline_ir, jit_with_nrt
+from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_with_nrt
+from rtsoa.ops.phases import copy_rows, fill_phases, phase_buffer, phase_shape, tap_offsets
 from rtsoa.ops.window_layout import G_C, G_D, G_GROUP, G_IN, G_K, G_M, G_N, G_OUT, G_PB, G_S
 
 
@@ -82,7 +85,7 @@ def depthwise_run(x, w, y, geo):
 
 @jit_inline_ir
 def _edge_element(x, x_base, w, w_base, oh, ow, geo, zero):
-    """One output element of `_depthwise_3x3` near the padding: its taps checked one by one."""
+    """One output element of `_depthwise_3x3`: its taps checked one by one."""
     t_h, t_w = geo[G_IN + 1], geo[G_IN + 2]
     acc = zero
     for kh in range(3):
@@ -99,57 +102,101 @@ def _edge_element(x, x_base, w, w_base, oh, ow, geo, zero):
 
 @jit_with_nrt
 def _depthwise_3x3(x, w, y, geo):
-    """`depthwise_run` for a 2-D 3 x 3 kernel without dilation, any stride and padding."""
+    """`depthwise_run` for a 2-D 3 x 3 kernel without dilation, any stride and padding: each
+    input plane is laid out once in zero-padded stride phases (`phases`) and each output plane
+    is one flat loop of nine taps (`_plane_phases`). A channel whose weights are not all
+    finite takes its taps one by one, skipping those in the padding (`_plane_checked`): a
+    padding cell's 0 times an infinite weight would be NaN where the skipped tap gives none."""
     n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
     m_g = m // group
-    t_h, t_w = geo[G_IN + 1], geo[G_IN + 2]
+    plane = geo[G_IN + 1] * geo[G_IN + 2]
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
-    s_h, s_w = geo[G_S + 1], geo[G_S + 2]
-    pad_h, pad_w = geo[G_PB + 1], geo[G_PB + 2]
-    plane, p = t_h * t_w, n_h * n_w
-    zero = y.dtype.type(0)
-    # the output columns whose three taps all lie inside the row: [lo, hi)
-    lo = min((pad_w + s_w - 1) // s_w, n_w)
-    hi = min((t_w - 3 + pad_w) // s_w + 1, n_w) if t_w - 3 + pad_w >= 0 else 0
-    hi = max(hi, lo)
-    one, two = np.uint64(1), np.uint64(2)
-    stride = np.uint64(s_w)
+    p = n_h * n_w
+    rows, pitch = phase_shape(geo)
+    buffer = phase_buffer(geo, 0.0, x)
+    out = np.empty(n_h * pitch, dtype=x.dtype)
+    offsets = tap_offsets(geo)
+    count = (n_h - 1) * pitch + n_w  # the flat loop's outputs, to the last row's end
     for n in range(n_images):
         for g in range(group):
             x_base = (n * c + g) * plane
+            fill_phases(x, x_base, geo, buffer)
             for j in range(m_g):
-                out = g * m_g + j
-                w_base = out * 9
-                y_base = (n * m + out) * p
-                w0, w1, w2 = w[w_base], w[w_base + 1], w[w_base + 2]
-                w3, w4, w5 = w[w_base + 3], w[w_base + 4], w[w_base + 5]
-                w6, w7, w8 = w[w_base + 6], w[w_base + 7], w[w_base + 8]
-                for oh in range(n_h):
-                    ih = oh * s_h - pad_h
-                    row = y_base + oh * n_w
-                    if ih < 0 or ih + 2 >= t_h:  # a tap row in the padding: checked taps
-                        for ow in range(n_w):
-                            y[row + ow] = _edge_element(x, x_base, w, w_base, oh, ow, geo, zero)
-                        continue
-                    for ow in range(lo):
-                        y[row + ow] = _edge_element(x, x_base, w, w_base, oh, ow, geo, zero)
-                    for ow in range(hi, n_w):
-                        y[row + ow] = _edge_element(x, x_base, w, w_base, oh, ow, geo, zero)
-                    # unsigned indices: no negative-index wrap, so the loop vectorises
-                    r0 = np.uint64(x_base + ih * t_w + lo * s_w - pad_w)
-                    r1 = r0 + np.uint64(t_w)
-                    r2 = r1 + np.uint64(t_w)
-                    target = np.uint64(row + lo)
-                    for o in range(hi - lo):
-                        at = np.uint64(o) * stride
-                        acc = zero
-                        acc += w0 * x[r0 + at]
-                        acc += w1 * x[r0 + at + one]
-                        acc += w2 * x[r0 + at + two]
-                        acc += w3 * x[r1 + at]
-                        acc += w4 * x[r1 + at + one]
-                        acc += w5 * x[r1 + at + two]
-                        acc += w6 * x[r2 + at]
-                        acc += w7 * x[r2 + at + one]
-                        acc += w8 * x[r2 + at + two]
-                        y[target + np.uint64(o)] = acc
+                channel = g * m_g + j
+                y_base = (n * m + channel) * p
+                if _finite(w, channel * 9):
+                    _plane_phases(buffer, w, channel * 9, out, offsets, geo[G_S + 2], count)
+                    copy_rows(out, pitch, y, y_base, n_h, n_w)
+                else:
+                    _plane_checked(x, x_base, w, channel * 9, y, y_base, geo)
+
+
+@jit_inline_llvm
+def _finite(w, w_base):
+    """Whether the nine weights from `w_base` are all finite."""
+    for k in range(9):
+        if not np.isfinite(w[w_base + k]):
+            return False
+    return True
+
+
+@jit_inline_llvm
+def _nine_taps(data, at, weights, zero):
+    """From `zero`, weights[k] * data[at[k]] added in k's order: one output element."""
+    acc = zero
+    acc += weights[0] * data[at[0]]
+    acc += weights[1] * data[at[1]]
+    acc += weights[2] * data[at[2]]
+    acc += weights[3] * data[at[3]]
+    acc += weights[4] * data[at[4]]
+    acc += weights[5] * data[at[5]]
+    acc += weights[6] * data[at[6]]
+    acc += weights[7] * data[at[7]]
+    acc += weights[8] * data[at[8]]
+    return acc
+
+
+@jit_inline_llvm
+def _plane_phases(buffer, w, w_base, out, offsets, stride, count):
+    """One output plane of `_depthwise_3x3` from the phases of its input plane (`offsets`:
+    `phases.tap_offsets`), its first `count` flat outputs into `out`: per element, from +0,
+    the nine taps in (kh, kw) order, the padding cells adding 0 * w (+0 or -0, which leave a
+    sum begun at +0 unchanged), so the sums equal the in-order sums of the taps inside. With
+    column stride 1 each tap row reads one phase row at offsets 0, 1, 2; with stride 2 the
+    even phase at 0, 1 and the odd one at 0: three or six pointers, few enough for LLVM's
+    runtime alias checks, so the loop vectorises (nine unrelated offsets, as larger strides
+    have, are too many)."""
+    weights = (w[w_base], w[w_base + 1], w[w_base + 2], w[w_base + 3], w[w_base + 4])
+    weights = weights + (w[w_base + 5], w[w_base + 6], w[w_base + 7], w[w_base + 8])
+    e0, d0, f0 = offsets[0], offsets[1], offsets[2]
+    e1, d1, f1 = offsets[3], offsets[4], offsets[5]
+    e2, d2, f2 = offsets[6], offsets[7], offsets[8]
+    one, two = np.uint64(1), np.uint64(2)
+    zero = out.dtype.type(0)
+    if stride == 1:
+        for f in range(count):
+            u = np.uint64(f)
+            at = (u + e0, u + e0 + one, u + e0 + two, u + e1, u + e1 + one, u + e1 + two)
+            at = at + (u + e2, u + e2 + one, u + e2 + two)
+            out[u] = _nine_taps(buffer, at, weights, zero)
+    elif stride == 2:
+        for f in range(count):
+            u = np.uint64(f)
+            at = (u + e0, u + d0, u + e0 + one, u + e1, u + d1, u + e1 + one)
+            at = at + (u + e2, u + d2, u + e2 + one)
+            out[u] = _nine_taps(buffer, at, weights, zero)
+    else:
+        for f in range(count):
+            u = np.uint64(f)
+            at = (u + e0, u + d0, u + f0, u + e1, u + d1, u + f1, u + e2, u + d2, u + f2)
+            out[u] = _nine_taps(buffer, at, weights, zero)
+
+
+@jit_with_nrt
+def _plane_checked(x, x_base, w, w_base, y, y_base, geo):
+    """One output plane of `_depthwise_3x3`, each element's taps checked one by one."""
+    zero = y.dtype.type(0)
+    n_w = geo[G_OUT + 2]
+    for oh in range(geo[G_OUT + 1]):
+        for ow in range(n_w):
+            y[y_base + oh * n_w + ow] = _edge_element(x, x_base, w, w_base, oh, ow, geo, zero)

@@ -162,6 +162,11 @@ def matmul_compute(arena, table, n_in, n_out, attrs, fattrs, kind):
     return np.int32(0)
 
 
+# the activations MatMulBias and FusedGemm apply after their product
+ACT_NONE = 0
+ACT_RELU = 1
+
+
 # -- Gemm: Y = alpha * op(A) @ op(B) + beta * C --------------------------------------------------
 # attrs: [transA, transB, alpha (float), beta (float)]
 
@@ -201,7 +206,7 @@ def gemm_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_inline_ir
-def _gemm_as(arena, table, n_in, attrs, fattrs, kind):
+def _gemm_as(arena, table, n_in, attrs, fattrs, relu, kind):
     a = view(arena, table, 0, kind)
     b = view(arena, table, 1, kind)
     out = view(arena, table, n_in, kind)
@@ -233,14 +238,45 @@ def _gemm_as(arena, table, n_in, attrs, fattrs, kind):
         ci = index_map(table, 2, n_in)
         for i in range(out.shape[0]):
             out[i] += beta * c[ci[i]]
+    if relu:
+        zero = kind(0)
+        for i in range(out.shape[0]):
+            if out[i] < 0:  # NaN and -0 stay as they are, as the Relu op has them
+                out[i] = zero
 
 
 @jit_with_nrt.keeping_literals("kind")
 def gemm_compute(arena, table, n_in, n_out, attrs, fattrs, kind):
     if kind == F32:
-        _gemm_as(arena, table, n_in, attrs, fattrs, np.float32)
+        _gemm_as(arena, table, n_in, attrs, fattrs, False, np.float32)
     else:
-        _gemm_as(arena, table, n_in, attrs, fattrs, np.float64)
+        _gemm_as(arena, table, n_in, attrs, fattrs, False, np.float64)
+    return np.int32(0)
+
+
+# -- FusedGemm: Relu(Gemm), what the lowering fuses Gemm -> Relu into (rtsoa.lowering.fuse), as
+# onnxruntime's FusedGemm. attrs: Gemm's, then activation (ACT_NONE, ACT_RELU). The Relu runs
+# over the finished Gemm result, as the Relu op would: the same bits.
+GEMM_ACTIVATION = 4
+
+
+@jit_with_nrt
+def fused_gemm_infer(arena, table, n_in, n_out, attrs, fattrs):
+    if attrs.shape[0] <= GEMM_ACTIVATION:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
+    act = attrs[GEMM_ACTIVATION]
+    if act != ACT_NONE and act != ACT_RELU:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
+    return gemm_infer(arena, table, n_in, n_out, attrs, fattrs)
+
+
+@jit_with_nrt.keeping_literals("kind")
+def fused_gemm_compute(arena, table, n_in, n_out, attrs, fattrs, kind):
+    relu = attrs[GEMM_ACTIVATION] == ACT_RELU
+    if kind == F32:
+        _gemm_as(arena, table, n_in, attrs, fattrs, relu, np.float32)
+    else:
+        _gemm_as(arena, table, n_in, attrs, fattrs, relu, np.float64)
     return np.int32(0)
 
 
@@ -254,17 +290,23 @@ def encode_gemm(attributes, inputs):
     ]
 
 
+def encode_fused_gemm(attributes, inputs):
+    """FusedGemm attrs: Gemm's (transA, transB, alpha, beta), then activation (0 none, 1 Relu)."""
+    return encode_gemm(attributes, inputs) + [int(attributes.get("activation", ACT_NONE))]
+
+
 register_op(
     "MatMul", matmul_infer, matmul_compute, inputs=(2, 2), dtypes={0: NUMBERS}, variants=True
 )
+_GEMM_OPERANDS = {"inputs": (2, 3), "dtypes": {0: FLOATS}, "variants": True}
+register_op("Gemm", gemm_infer, gemm_compute, encode=encode_gemm, **_GEMM_OPERANDS)
 register_op(
-    "Gemm",
-    gemm_infer,
-    gemm_compute,
-    encode=encode_gemm,
-    inputs=(2, 3),
-    dtypes={0: FLOATS},
-    variants=True,
+    "FusedGemm",
+    fused_gemm_infer,
+    fused_gemm_compute,
+    encode=encode_fused_gemm,
+    **_GEMM_OPERANDS,
+    doc="Gemm, then an optional Relu: the lowering's fusion of Gemm -> Relu",
 )
 
 
@@ -274,8 +316,6 @@ register_op(
 # broadcast nothing into the product's shape. The product and the adds are those of MatMul
 # then Add, in the same order and precision: the fused result equals the unfused one bit for
 # bit (tests/test_lowering_fusion.py).
-ACT_NONE = 0
-ACT_RELU = 1
 
 
 @jit_with_nrt

@@ -31,6 +31,15 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.attributes import onnx_float
+from rtsoa.ops.phases import (
+    copy_rows,
+    fill_phases,
+    flat_window,
+    inside_range,
+    phase_buffer,
+    phase_shape,
+    tap_offsets,
+)
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import (
     COUNT_INCLUDE_PAD,
@@ -162,15 +171,6 @@ def _pool_run(op, x, y, indices, geo, include_pad, column_major):
                     o += 1
 
 
-@jit_inline_ir
-def _row_range(start, step, size, count):
-    """(low, high): the outputs j of one row whose input position start + j * step lies in
-    [0, size), out of `count`."""
-    low = np.int64(0) if start >= 0 else min((-start + step - 1) // step, count)
-    high = min((size - 1 - start) // step + 1, count) if size - 1 - start >= 0 else 0
-    return low, max(low, high)
-
-
 @jit_with_nrt.keeping_literals("op")
 def _pool_rows(op, x, y, geo, include_pad):
     """MaxPool without Indices, or AveragePool, one output row at a time: each tap is a
@@ -190,7 +190,7 @@ def _pool_rows(op, x, y, geo, include_pad):
     lows = np.empty(k_w, dtype=np.int64)  # per kw, the output columns whose tap is inside
     highs = np.empty(k_w, dtype=np.int64)  # (computed once: two divisions per tap and row
     for kw in range(k_w):  # cost more than a short row's compares)
-        low, high = _row_range(kw * d_w - geo[G_PB + 2], step, in_w, out_w)
+        low, high = inside_range(kw * d_w - geo[G_PB + 2], step, in_w, out_w)
         taps_w[low:high] += 1
         lows[kw], highs[kw] = low, high
     o = np.int64(0)
@@ -244,6 +244,47 @@ def _pool_rows(op, x, y, geo, include_pad):
                 o += out_w
 
 
+@jit_with_nrt
+def _overlapping(geo):
+    """Whether `_max_pool_phases` takes the pool: a 2-D or 1-D window whose windows overlap
+    (a kernel longer than its stride), so that the phases' one copy of each plane serves
+    several taps; windows side by side read each element once in `_pool_rows` already."""
+    overlap = geo[G_K + 1] > geo[G_S + 1] or geo[G_K + 2] > geo[G_S + 2]
+    return flat_window(geo) and overlap
+
+
+@jit_with_nrt
+def _max_pool_phases(x, y, geo):
+    """MaxPool without Indices of a 2-D or 1-D window (`phases.flat_window`): each plane laid
+    out once in stride phases padded with -inf (`rtsoa.ops.phases`), then one pass over the
+    plane's flat outputs per tap, which LLVM vectorises (the row kernel's rows are a few
+    elements long on 14 x 14 and 7 x 7 planes). The taps in `_pool_rows`' order with its
+    select: a padding cell's -inf never wins, an all-padding window gives -inf as there, and
+    the same NaN is kept, so the results are identical."""
+    rows, pitch = phase_shape(geo)
+    n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
+    plane = geo[G_IN + 1] * geo[G_IN + 2]
+    p = n_h * n_w
+    buffer = phase_buffer(geo, -np.inf, x)
+    top = np.empty(n_h * pitch, dtype=x.dtype)
+    count = (n_h - 1) * pitch + n_w
+    offsets = tap_offsets(geo)
+    for index in range(geo[G_N] * geo[G_C]):
+        fill_phases(x, index * plane, geo, buffer)
+        first = offsets[0]
+        for f in range(count):
+            top[f] = buffer[np.uint64(f) + first]
+        for tap in range(1, offsets.shape[0]):
+            at = offsets[tap]
+            for f in range(count):
+                u = np.uint64(f)
+                v = buffer[u + at]
+                best = top[u]
+                # no short-circuit `or`: a select LLVM vectorises
+                top[u] = v if (v > best) | (v != v) else best
+        copy_rows(top, pitch, y, index * p, n_h, n_w)
+
+
 @jit_with_nrt.keeping_literals("op", "element")
 def _pool_compute(op, arena, table, n_out, attrs, element):
     status, geo = _pool_checks(table, n_out, attrs)
@@ -265,6 +306,8 @@ def _pool_compute(op, arena, table, n_out, attrs, element):
         y = view(arena, table, 1, np.float32)
         if n_out > 1:
             _pool_run(op, x, y, indices, geo, include_pad, column_major)
+        elif op == MAX and _overlapping(geo):
+            _max_pool_phases(x, y, geo)
         else:
             _pool_rows(op, x, y, geo, include_pad)
     else:
@@ -272,6 +315,8 @@ def _pool_compute(op, arena, table, n_out, attrs, element):
         y = view(arena, table, 1, np.float64)
         if n_out > 1:
             _pool_run(op, x, y, indices, geo, include_pad, column_major)
+        elif op == MAX and _overlapping(geo):
+            _max_pool_phases(x, y, geo)
         else:
             _pool_rows(op, x, y, geo, include_pad)
     return np.int32(0)
