@@ -243,3 +243,59 @@ def test_roi_align_refusals():
         lower(model_of("RoiAlign", feeds, output_width=0))
     with pytest.raises(LoweringError, match=r"RoiAlign node .*attribute from opset 16"):
         lower(model_of("RoiAlign", feeds, opset=10, coordinate_transformation_mode="half_pixel"))
+
+
+# -- DeformConv -------------------------------------------------------------------------------
+
+
+def deform_inputs(kind, batch, channels, outputs, kernel, size, out_size, group, offset_group):
+    taps = kernel[0] * kernel[1]
+    x = rng.standard_normal((batch, channels, *size)).astype(kind)
+    w = rng.standard_normal((outputs, channels // group, *kernel)).astype(kind)
+    offset = rng.uniform(-2.0, 2.0, (batch, offset_group * taps * 2, *out_size)).astype(kind)
+    bias = rng.standard_normal(outputs).astype(kind)
+    mask = rng.uniform(0.0, 1.0, (batch, offset_group * taps, *out_size)).astype(kind)
+    return [x, w, offset, bias, mask]
+
+
+@pytest.mark.parametrize("kind", [np.float32, np.float64])
+def test_deform_conv_against_onnx_reference(kind):
+    for case, attributes, optional in (
+        ((2, 4, 6, (3, 3), (7, 8), (5, 6), 2, 2), {"group": 2, "offset_group": 2}, 2),
+        ((1, 3, 2, (2, 3), (6, 7), (3, 2), 1, 3), {"offset_group": 3, "strides": [2, 3]}, 1),
+        (
+            (1, 2, 4, (3, 2), (6, 6), (4, 6), 2, 1),
+            {"group": 2, "pads": [1, 0, 1, 1], "dilations": [2, 1], "kernel_shape": [3, 2]},
+            0,
+        ),
+    ):
+        inputs = deform_inputs(kind, *case)[: 3 + optional]
+        want = reference("DeformConv", inputs, **attributes)
+        (got,) = run_numpy("DeformConv", inputs, attributes)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_deform_conv_without_offsets_is_conv():
+    """Zero offsets and no mask sample the kernel taps themselves: onnxruntime's Conv."""
+    x, w, offset, bias, _ = deform_inputs(np.float32, 2, 4, 6, (3, 3), (8, 9), (4, 3), 2, 1)
+    offset[:] = 0.0
+    attributes = {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 0], "dilations": [1, 2]}
+    feeds = {"x": x, "w": w, "b": bias}
+    want = run_onnxruntime(model_of("Conv", feeds, opset=19, **attributes), feeds)["y"]
+    feeds = {"x": x, "w": w, "offset": offset, "b": bias}
+    model = model_of("DeformConv", feeds, opset=19, **attributes)
+    np.testing.assert_allclose(run_clean(lower(model), feeds)["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_deform_conv_refusals():
+    x, w, offset, _, _ = deform_inputs(np.float32, 1, 2, 2, (3, 3), (5, 5), (3, 3), 1, 1)
+    with pytest.raises(OpError) as error:  # offsets for another output size
+        run_numpy("DeformConv", [x, w, offset[:, :, :2]], {})
+    assert error.value.status == STATUS_OP_BAD_SHAPE
+    feeds = {"x": x[:, :, 0], "w": w[:, :, 0], "offset": offset[:, :6, 0]}
+    with pytest.raises(LoweringError, match=r"DeformConv node .*only 2-D DeformConv"):
+        lower(model_of("DeformConv", feeds))
+    feeds = {"x": x, "w": w, "offset": offset}
+    with pytest.raises(LoweringError, match=r"DeformConv node .*strides has 1 values"):
+        lower(model_of("DeformConv", feeds, strides=[1]))

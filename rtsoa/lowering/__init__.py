@@ -7,7 +7,7 @@ from rtsoa.lowering import (
     composed,  # noqa: F401  (registers the converters of ops made of others)
     control_flow,  # noqa: F401  (registers the If / Loop converters)
     einsum,  # noqa: F401  (registers the Einsum converter)
-    image,  # noqa: F401  (registers the Col2Im / MaxUnpool / RoiAlign converters)
+    image,  # noqa: F401  (Col2Im, MaxUnpool, RoiAlign, DeformConv)
     indexed,  # noqa: F401  (registers the scatter converters)
     normalizing,  # noqa: F401  (registers MeanVarianceNormalization, LpNormalization, Hardmax)
     quantized,  # noqa: F401  (registers the quantisation converters)

@@ -1,7 +1,8 @@
-"""The image converters (Col2Im, MaxUnpool, RoiAlign; `rtsoa.ops.col2im`, `rtsoa.ops.unpool`,
-`rtsoa.ops.roi_align`): attribute lengths, modes and what is constant are checked at
-lowering, naming the node. RoiAlign before opset 16 has no coordinate_transformation_mode and
-works as output_half_pixel does; from opset 16 on the default is half_pixel."""
+"""The image converters (Col2Im, MaxUnpool, RoiAlign, DeformConv; `rtsoa.ops.col2im`,
+`rtsoa.ops.unpool`, `rtsoa.ops.roi_align`, `rtsoa.ops.deform_conv`): attribute lengths, modes
+and what is constant are checked at lowering, naming the node. RoiAlign before opset 16 has no
+coordinate_transformation_mode and works as output_half_pixel does; from opset 16 on the
+default is half_pixel."""
 
 import numpy as np
 
@@ -109,3 +110,22 @@ for _since in (16, 22):
     register_converter("RoiAlign", since=_since)(
         lambda ctx, node: _roi_align(ctx, node, "half_pixel")
     )
+
+
+def _deform_conv(ctx, node):
+    """DeformConv on 2-D images (the op's only rank), after its attribute lengths."""
+    dims = ctx.tensor(node.inputs[0]).dims
+    if dims is not None and len(dims) != 4:
+        raise LoweringError(
+            f"{ctx.describe(node)}: only 2-D DeformConv (X of rank 4) is supported, got rank "
+            f"{len(dims)}"
+        )
+    _lengths(ctx, node, 2, {"kernel_shape": 1, "pads": 2, "strides": 1, "dilations": 1})
+    for name in ("group", "offset_group"):
+        if int(node.attributes.get(name, 1)) < 1:
+            raise LoweringError(f"{ctx.describe(node)}: {name} must be at least 1")
+    ctx.emit("DeformConv", list(node.inputs), node.outputs, node.attributes)
+
+
+for _since in (19, 22):
+    register_converter("DeformConv", since=_since)(_deform_conv)

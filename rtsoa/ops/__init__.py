@@ -16,6 +16,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     col2im,
     conv,
     cumulative,
+    deform_conv,
     detection,
     determinant,
     einsum,

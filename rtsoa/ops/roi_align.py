@@ -40,6 +40,7 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.attributes import choice, onnx_float
+from rtsoa.ops.cast import write_float
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.shape import as_float64
@@ -172,13 +173,7 @@ def roi_align_compute(arena, table, n_in, n_out, attrs, fattrs):
             attrs,
             fattrs[SCALE],
         )
-    if dtype(table, 0) == F32:
-        target = view(arena, table, n_in, np.float32)
-        for k in range(out.shape[0]):
-            target[k] = out[k]
-    else:
-        view(arena, table, n_in, np.float64)[: out.shape[0]] = out
-    return OK
+    return write_float(arena, table, n_in, out, out.shape[0], False)
 
 
 def encode_roi_align(attributes, inputs):
