@@ -72,9 +72,9 @@ def test_every_axis_and_length_against_numpy(kind, parts, inverse, onesided):
             close(got, want, kind)
 
 
-@pytest.mark.parametrize("n", [512, 1024, 97, 360])
+@pytest.mark.parametrize("n", [512, 1024, 31, 33, 97, 360, 1000])
 def test_long_powers_of_two_and_other_lengths(n):
-    """Radix 2 in place for powers of two, direct sums for the rest: both against numpy."""
+    """Radix 2 for powers of two, direct sums up to 32, Bluestein above: all against numpy."""
     x = rng.standard_normal((2, n, 2))
     close(dft(x, axis=1), numpy_dft(x, n, 1, False, False), np.float64)
     close(dft(x, axis=1, inverse=1), numpy_dft(x, n, 1, True, False), np.float64)

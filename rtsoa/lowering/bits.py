@@ -3,8 +3,6 @@ rules, which define what opset 11 left open, so one op serves both) with its dir
 checked at lowering, and BitCast (opset 26; `rtsoa.ops.bitcast`) with its target type and
 the widths checked, naming the node."""
 
-from onnx import TensorProto
-
 from rtsoa.abi.dtypes import DTYPE_OF_ONNX, DTYPES, DType
 from rtsoa.errors import LoweringError
 from rtsoa.lowering.converters import register_converter
@@ -30,13 +28,6 @@ def bit_shift(ctx, node):
     ctx.emit("BitShift", node.inputs, node.outputs, {"direction": direction})
 
 
-def _onnx_name(code):
-    try:
-        return TensorProto.DataType.Name(code)
-    except ValueError:
-        return str(code)
-
-
 @register_converter("BitCast", since=26)
 def bit_cast(ctx, node):
     """BitCast to a type rtsoa stores, of the input's width."""
@@ -46,7 +37,7 @@ def bit_cast(ctx, node):
     target = DTYPE_OF_ONNX.get(to)
     if target is None:
         raise LoweringError(
-            f"{ctx.describe(node)}: to={_onnx_name(to)} is not an element type rtsoa stores"
+            f"{ctx.describe(node)}: to={to} is an ONNX element type rtsoa does not store"
         )
     source = ctx.tensor(node.inputs[0]).dtype
     if source != DType.UNDEFINED and bit_width(source) != bit_width(target):

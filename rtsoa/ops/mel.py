@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from rtsoa._jit import jit_with_nrt
+from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.ops.abi import (
     F32,
     STATUS_OP_BAD_ATTRIBUTE,
@@ -167,8 +168,6 @@ def mel_compute(arena, table, n_in, n_out, attrs, fattrs):
 
 def output_type(attributes):
     """The DType of output_datatype (default FLOAT), or -1 if rtsoa does not produce it."""
-    from rtsoa.abi.dtypes import DTYPE_OF_ONNX
-
     code = DTYPE_OF_ONNX.get(int(attributes.get("output_datatype", 1)), -1)
     return int(code) if code in OUTPUT_TYPES else -1
 

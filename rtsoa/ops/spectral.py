@@ -20,8 +20,9 @@ signal's). attrs: [onesided]. Frame t holds signal[t * step + j] * window[j] for
 frame length; each frame's DFT (the first frame_length / 2 + 1 frequencies if onesided) makes
 the output [batch, frames, frequencies, 2], frames = (length - frame_length) / step + 1.
 
-Sums run in complex128 whatever the element type: radix 2 in place for a power-of-two n
-(O(n log n)), direct sums over a table of n twiddles otherwise (O(n^2)). float32 / float64,
+Sums run in complex128 whatever the element type: radix 2 in place for a power-of-two n,
+Bluestein's chirp convolution (by radix 2) for other n above DIRECT_MAX, so O(n log n) for
+every long n; direct sums over a table of n twiddles for the short ones. float32 / float64,
 float16 / bfloat16 (rounded to nearest from float64). A DFT of no points, a window whose
 length is not the frame length, a frame longer than the signal or a step below 1 fail with
 STATUS_OP_BAD_SHAPE / STATUS_OP_BAD_ATTRIBUTE.
@@ -56,6 +57,8 @@ OK = np.int32(0)
 SIGNAL_TYPES = frozenset({DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16})
 SCALAR_TYPES = frozenset({DType.INT32, DType.INT64})
 INVERSE, ONESIDED, AXIS = 0, 1, 2
+# Lengths up to this that are not powers of two are summed directly; longer ones by Bluestein.
+DIRECT_MAX = 32
 
 
 # -- the transform ----------------------------------------------------------------------------
@@ -99,10 +102,56 @@ def _radix2(a, w):
 
 
 @jit_with_nrt
-def transform(a, w, work):
-    """`a` (complex128[n]) replaced by its DFT with twiddles `w` (see `twiddles`); `work` is a
-    scratch array of n."""
+def plan(n, inverse):
+    """What `transform` needs for length n: (twiddles, chirp, kernel). A power of two or a
+    length up to DIRECT_MAX: the n twiddles, chirp and kernel empty. Else Bluestein's
+    algorithm: the twiddles of the padded power-of-two length m >= 2n - 1, the chirp
+    exp(-+i pi k^2 / n) (k^2 taken mod 2n, so the angle stays exact) and the forward
+    transform of its conjugate laid out circularly."""
+    empty = np.empty(0, dtype=np.complex128)
+    if n & (n - 1) == 0 or n <= DIRECT_MAX:
+        return twiddles(n, inverse), empty, empty
+    m = 1
+    while m < 2 * n - 1:
+        m *= 2
+    sign = 1.0 if inverse else -1.0
+    chirp = np.empty(n, dtype=np.complex128)
+    for k in range(n):
+        angle = np.pi * ((k * k) % (2 * n)) / n
+        chirp[k] = complex(np.cos(angle), sign * np.sin(angle))
+    w = twiddles(m, False)
+    kernel = np.zeros(m, dtype=np.complex128)
+    kernel[0] = np.conj(chirp[0])
+    for k in range(1, n):
+        kernel[k] = np.conj(chirp[k])
+        kernel[m - k] = np.conj(chirp[k])
+    _radix2(kernel, w)
+    return w, chirp, kernel
+
+
+@jit_with_nrt
+def scratch(n, kernel):
+    """The work array `transform` takes for a plan of length n."""
+    return np.empty(max(n, kernel.shape[0]), dtype=np.complex128)
+
+
+@jit_with_nrt
+def transform(a, w, chirp, kernel, work):
+    """`a` (complex128[n]) replaced by its DFT with the plan (w, chirp, kernel) of `plan`;
+    `work` from `scratch`."""
     n = a.shape[0]
+    if chirp.shape[0] > 0:  # Bluestein: a convolution with the chirp, by radix 2
+        m = kernel.shape[0]
+        for k in range(n):
+            work[k] = a[k] * chirp[k]
+        work[n:m] = 0j
+        _radix2(work, w)
+        for k in range(m):
+            work[k] = np.conj(work[k] * kernel[k])
+        _radix2(work, w)  # the inverse, through conjugates
+        for k in range(n):
+            a[k] = np.conj(work[k]) / m * chirp[k]
+        return
     if n & (n - 1) == 0:
         _radix2(a, w)
         return
@@ -115,7 +164,7 @@ def transform(a, w, work):
             if index >= n:
                 index -= n
         work[k] = total
-    a[:] = work
+    a[:n] = work[:n]
 
 
 @jit_with_nrt
@@ -182,9 +231,9 @@ def dft_infer(arena, table, n_in, n_out, attrs, fattrs):
 def _dft_lines(x, out, outer, length, inner, parts, n, out_length, inverse, onesided):
     """Every line of `x` ([outer, length, inner, parts] in C order) along its second axis
     transformed into `out` ([outer, out_length, inner, 1 or 2])."""
-    w = twiddles(n, inverse)
+    w, chirp, kernel = plan(n, inverse)
     a = np.empty(n, dtype=np.complex128)
-    work = np.empty(n, dtype=np.complex128)
+    work = scratch(n, kernel)
     real_out = inverse and onesided
     out_parts = 1 if real_out else 2
     scale = 1.0 / n if inverse else 1.0
@@ -201,7 +250,7 @@ def _dft_lines(x, out, outer, length, inner, parts, n, out_length, inverse, ones
                     a[n // 2] = complex(a[n // 2].real, 0.0)
                 for k in range(1, (n + 1) // 2):
                     a[n - k] = np.conj(a[k])
-            transform(a, w, work)
+            transform(a, w, chirp, kernel, work)
             for k in range(out_length):
                 at = ((o * out_length + k) * inner + i) * out_parts
                 out[at] = a[k].real * scale
@@ -306,15 +355,15 @@ def _stft_frames(x, window, out, batch, length, parts, step, frames, bins):
     """The DFT of every windowed frame of `x` ([batch, length, parts]) into `out`
     ([batch, frames, bins, 2])."""
     n = window.shape[0]
-    w = twiddles(n, False)
+    w, chirp, kernel = plan(n, False)
     a = np.empty(n, dtype=np.complex128)
-    work = np.empty(n, dtype=np.complex128)
+    work = scratch(n, kernel)
     for b in range(batch):
         for t in range(frames):
             for j in range(n):
                 at = (b * length + t * step + j) * parts
                 a[j] = complex(x[at], x[at + 1] if parts == 2 else 0.0) * window[j]
-            transform(a, w, work)
+            transform(a, w, chirp, kernel, work)
             for k in range(bins):
                 at = ((b * frames + t) * bins + k) * 2
                 out[at] = a[k].real
