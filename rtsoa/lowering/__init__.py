@@ -3,11 +3,13 @@
 from rtsoa.lowering import (
     activations,  # noqa: F401  (registers the Gelu / Celu converters)
     attention,  # noqa: F401  (registers the Attention converter)
+    bits,  # noqa: F401  (registers the BitShift / BitCast converters)
     composed,  # noqa: F401  (registers the converters of ops made of others)
     control_flow,  # noqa: F401  (registers the If / Loop converters)
     einsum,  # noqa: F401  (registers the Einsum converter)
     flex_attention,  # noqa: F401  (registers the FlexAttention converter)
     gated,  # noqa: F401  (registers SwiGLU and CausalConvWithState)
+    image,  # noqa: F401  (Col2Im, MaxUnpool, RoiAlign, DeformConv)
     indexed,  # noqa: F401  (registers the scatter converters)
     linear_attention,  # noqa: F401  (registers the LinearAttention converter)
     mixed_types,  # noqa: F401  (registers Pow of mixed element types, Clip on integers)
@@ -21,6 +23,7 @@ from rtsoa.lowering import (
     sequences,  # noqa: F401  (registers the sequence op converters)
     signal,  # noqa: F401  (registers the window converters)
     spatial,  # noqa: F401  (registers CenterCropPad and LpPool)
+    spectral,  # noqa: F401  (registers the DFT / STFT / MelWeightMatrix converters)
 )
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
 from rtsoa.lowering.converters import find_converter, register_converter
