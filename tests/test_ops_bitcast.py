@@ -19,7 +19,7 @@ from rtsoa.ops.bitcast import bit_width
 from rtsoa.ops.host import run_numpy
 from tests.model_checks import run_clean
 
-rng = np.random.default_rng(20261212)
+rng = np.random.default_rng(141)
 WIDTHS = {}
 for _code in DTYPES:
     WIDTHS.setdefault(bit_width(_code), []).append(_code)

@@ -16,7 +16,7 @@ from rtsoa.ops.abi import STATUS_OP_BAD_DTYPE, STATUS_OP_BAD_INDEX, STATUS_OP_BA
 from rtsoa.ops.host import run_numpy
 from tests.model_checks import run_clean
 
-rng = np.random.default_rng(20261211)
+rng = np.random.default_rng(147)
 TOLERANCE = {np.float32: (2e-5, 2e-4), np.float64: (1e-10, 1e-9)}
 
 
