@@ -18,7 +18,6 @@ import onnx
 import pytest
 from subprocess_json import run_json
 
-import rtsoa.lowering
 from rtsoa.errors import LoweringError
 from rtsoa.graph.io import graph_tables
 from rtsoa.lowering import cache, lower, register_converter
@@ -48,7 +47,7 @@ def lowerings(monkeypatch):
         calls.append(source)
         return lower(source, *args, **kwargs)
 
-    monkeypatch.setattr(rtsoa.lowering, "lower", counting)
+    monkeypatch.setattr(cache, "lower", counting)  # the lowering `lower_cached` calls
     return calls
 
 
@@ -173,7 +172,7 @@ def test_a_file_written_while_it_is_lowered_is_not_kept(
                 path.write_bytes(path.read_bytes())  # same bytes, a new write
         return lower(source, *args, **kwargs)
 
-    monkeypatch.setattr(rtsoa.lowering, "lower", rewriting)
+    monkeypatch.setattr(cache, "lower", rewriting)
     first = run(lower_cached(path))
     np.testing.assert_allclose(first, run_onnxruntime(old, {"x": X})["y"], rtol=RTOL, atol=ATOL)
     assert entries(lowered_dir) == []
