@@ -311,6 +311,27 @@ def test_lrn(size):
     np.testing.assert_allclose(got, lrn_reference(x, size), **TOLERANCE[F64])
 
 
+def _clamped_pool(op, x, attrs):
+    """A 2-D pool computed window by window over the taps inside the input (no dilation,
+    count_include_pad 0): max (-inf for a window with none) or mean (0 for none)."""
+    (k_h, k_w), (s_h, s_w) = attrs["kernel_shape"], attrs["strides"]
+    p_h, p_w, e_h, e_w = attrs["pads"]
+    height, width = x.shape[2:]
+    out_h, out_w = (height + p_h + e_h - k_h) // s_h + 1, (width + p_w + e_w - k_w) // s_w + 1
+    y = np.empty(x.shape[:2] + (out_h, out_w), dtype=x.dtype)
+    for i in range(out_h):
+        for j in range(out_w):
+            top, left = i * s_h - p_h, j * s_w - p_w
+            window = x[:, :, max(top, 0) : max(top + k_h, 0), max(left, 0) : max(left + k_w, 0)]
+            if window.size == 0:
+                y[:, :, i, j] = -np.inf if op == "MaxPool" else 0
+            elif op == "MaxPool":
+                y[:, :, i, j] = window.max(axis=(2, 3))
+            else:
+                y[:, :, i, j] = window.astype(np.float64).mean(axis=(2, 3))
+    return y
+
+
 def test_pool_refusals():
     x = random((1, 2, 5, 5))
     message = refused(STATUS_OP_BAD_ATTRIBUTE, "MaxPool", [x])  # kernel_shape is required
@@ -319,6 +340,12 @@ def test_pool_refusals():
     # a kernel of 2^30 x 2^30 over padding: only the taps inside the input are visited
     huge = {"kernel_shape": [1 << 30] * 2, "pads": [1 << 30] * 4, "strides": [1 << 30] * 2}
     assert run_numpy("MaxPool", [x], huge)[0].shape == (1, 2, 2, 2)
+    # windows far larger than the input, overlapping or not: each output is its window's
+    # taps inside the input (a row kernel over every tap, or a phase layout of the padded
+    # plane, would loop or allocate for minutes: these take the per-window path)
+    for op, strides in [("MaxPool", 1 << 30), ("AveragePool", 1 << 30), ("MaxPool", 1 << 29)]:
+        attrs = {"kernel_shape": [1 << 30] * 2, "pads": [1 << 30] * 4, "strides": [strides] * 2}
+        np.testing.assert_array_equal(run_numpy(op, [x], attrs)[0], _clamped_pool(op, x, attrs))
     refused(STATUS_OP_BAD_ATTRIBUTE, "AveragePool", [x], {"kernel_shape": [2]})
     refused(STATUS_OP_BAD_ATTRIBUTE, "AveragePool", [x], {"kernel_shape": [2, 2], "ceil_mode": 2})
     refused(STATUS_OP_BAD_DTYPE, "MaxPool", [x.astype(np.int64)], {"kernel_shape": [2, 2]})

@@ -39,7 +39,7 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.broadcast import same_shape
 from rtsoa.ops.depthwise import depthwise_run
-from rtsoa.ops.phases import fill_phases, flat_window, phase_shape, tap_offsets
+from rtsoa.ops.phases import fill_phases, flat_window, phase_shape, phases_fit, tap_offsets
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import (
     encode_window,
@@ -291,7 +291,7 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
     # (bench_cnn); larger matrices keep im2col's row tiles (DenseNet-121's 56 x 56 layers).
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
     phase_rows, pitch = phase_shape(geo)
-    phased = not depthwise and taps > 1 and p > 0 and flat_window(geo)
+    phased = not depthwise and taps > 1 and p > 0 and flat_window(geo) and phases_fit(geo)
     phased = phased and k * p * x.itemsize <= TILE_BYTES and m_g * (pitch - n_w) <= 16 * n_w
     width = pitch if phased else n_w  # the column matrix's columns per output row
     # im2col in tiles of output rows where the whole matrix would leave the cache (2-D only)

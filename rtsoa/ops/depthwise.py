@@ -14,7 +14,14 @@ which leaves the sum unchanged: the same bits.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_with_nrt
-from rtsoa.ops.phases import copy_rows, fill_phases, phase_buffer, phase_shape, tap_offsets
+from rtsoa.ops.phases import (
+    copy_rows,
+    fill_phases,
+    phase_buffer,
+    phase_shape,
+    phases_fit,
+    tap_offsets,
+)
 from rtsoa.ops.window_layout import G_C, G_D, G_GROUP, G_IN, G_K, G_M, G_N, G_OUT, G_PB, G_S
 
 
@@ -27,7 +34,7 @@ def depthwise_run(x, w, y, geo):
     n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
     m_g = m // group
     square = geo[G_K] == 1 and geo[G_K + 1] == 3 and geo[G_K + 2] == 3 and geo[G_IN] == 1
-    if square and geo[G_D + 1] == 1 and geo[G_D + 2] == 1 and geo[G_OUT] == 1:
+    if square and geo[G_D + 1] == 1 and geo[G_D + 2] == 1 and geo[G_OUT] == 1 and phases_fit(geo):
         _depthwise_3x3(x, w, y, geo)
         return
     t_d, t_h, t_w = geo[G_IN], geo[G_IN + 1], geo[G_IN + 2]

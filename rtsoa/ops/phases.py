@@ -37,6 +37,21 @@ def phase_shape(geo):
     return geo[G_OUT + 1] + reach_h, geo[G_OUT + 2] + reach_w
 
 
+@jit_inline_llvm
+def phases_fit(geo):
+    """Whether one plane's phases stay within a few times the plane: strides up to 8 and a
+    layout of at most 4 x the plane (+ 64 Ki cells). Geometries a model could mean harm
+    with (huge strides, pads or kernels: the layout's size would overflow or exhaust memory)
+    take the per-window paths, which visit only the taps inside the input."""
+    s_h, s_w = geo[G_S + 1], geo[G_S + 2]
+    if s_h > 8 or s_w > 8:
+        return False
+    rows, pitch = phase_shape(geo)
+    if rows > (1 << 24) or pitch > (1 << 24):
+        return False
+    return s_h * s_w * rows * pitch <= 4 * geo[G_IN + 1] * geo[G_IN + 2] + (1 << 16)
+
+
 @jit_with_nrt
 def phase_buffer(geo, padding, dtype_of):
     """The phases of one plane, every cell holding `padding` (of `dtype_of`'s dtype)."""

@@ -38,6 +38,7 @@ from rtsoa.ops.phases import (
     inside_range,
     phase_buffer,
     phase_shape,
+    phases_fit,
     tap_offsets,
 )
 from rtsoa.ops.registry import register_op
@@ -250,7 +251,16 @@ def _overlapping(geo):
     (a kernel longer than its stride), so that the phases' one copy of each plane serves
     several taps; windows side by side read each element once in `_pool_rows` already."""
     overlap = geo[G_K + 1] > geo[G_S + 1] or geo[G_K + 2] > geo[G_S + 2]
-    return flat_window(geo) and overlap
+    return flat_window(geo) and overlap and phases_fit(geo)
+
+
+@jit_inline_ir
+def _row_taps_fit(geo):
+    """Whether `_pool_rows` takes the pool: it passes over every column tap of the kernel
+    (k_w of them, with two arrays of k_w), so a kernel far wider than the input (a huge
+    `kernel_shape` over huge pads: a model could mean harm with it) takes `_pool_run`, which
+    visits only the taps inside the input."""
+    return geo[G_K + 2] <= 2 * geo[G_IN + 2] + 16
 
 
 @jit_with_nrt
@@ -308,8 +318,10 @@ def _pool_compute(op, arena, table, n_out, attrs, element):
             _pool_run(op, x, y, indices, geo, include_pad, column_major)
         elif op == MAX and _overlapping(geo):
             _max_pool_phases(x, y, geo)
-        else:
+        elif _row_taps_fit(geo):
             _pool_rows(op, x, y, geo, include_pad)
+        else:
+            _pool_run(op, x, y, indices, geo, include_pad, column_major)
     else:
         x = view(arena, table, 0, np.float64)
         y = view(arena, table, 1, np.float64)
@@ -317,8 +329,10 @@ def _pool_compute(op, arena, table, n_out, attrs, element):
             _pool_run(op, x, y, indices, geo, include_pad, column_major)
         elif op == MAX and _overlapping(geo):
             _max_pool_phases(x, y, geo)
-        else:
+        elif _row_taps_fit(geo):
             _pool_rows(op, x, y, geo, include_pad)
+        else:
+            _pool_run(op, x, y, indices, geo, include_pad, column_major)
     return np.int32(0)
 
 
