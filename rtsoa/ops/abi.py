@@ -60,6 +60,7 @@ from rtsoa.abi.operands import (  # noqa: F401 - re-exported for ops
     ROW_WIDTH,
 )
 from rtsoa.abi.status import (  # noqa: F401 - re-exported for ops
+    STATUS_OK,
     STATUS_OP_ARITY,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
@@ -92,6 +93,8 @@ FLOATS = frozenset({DType.FLOAT32, DType.FLOAT64})
 NUMBERS = FLOATS | {DType.INT32, DType.INT64}
 SMALL_INTEGERS = frozenset({DType.INT8, DType.INT16, DType.UINT8})
 UNSIGNED = frozenset({DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
+
+OK = np.int32(STATUS_OK)  # what an op's infer / compute returns on success
 
 
 # -- reading the table (inlined into ops) ----------------------------------------------------

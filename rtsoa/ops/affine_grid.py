@@ -16,6 +16,7 @@ from rtsoa.ops.abi import (
     F64,
     FLOATS,
     I64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -32,8 +33,6 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import LIMIT, element_count
-
-OK = np.int32(0)
 
 
 @jit_with_nrt

@@ -17,6 +17,7 @@ from rtsoa.abi.dtypes import DTYPE_OF_ONNX, DTYPES
 from rtsoa.ops.abi import (
     BOOL,
     ITEMSIZE,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
@@ -30,7 +31,6 @@ from rtsoa.ops.cast import F4, small_int_kind
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 
-OK = np.int32(0)
 TYPES = frozenset(DTYPES)
 
 

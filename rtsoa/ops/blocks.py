@@ -12,6 +12,7 @@ import numpy as np
 
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -26,7 +27,6 @@ from rtsoa.ops.copying import holds, item_size
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import LIMIT, element_count
 
-OK = np.int32(0)
 DCR, CRD = 0, 1
 MODES = {"DCR": DCR, "CRD": CRD}
 TO_SPACE, TO_DEPTH = 0, 1

@@ -19,6 +19,7 @@ from rtsoa.ops.abi import (
     F16,
     F32,
     F64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -46,7 +47,6 @@ from rtsoa.ops.narrow_types import (
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.shape import as_float64, as_int64, narrow, narrow_to
 
-OK = np.int32(0)
 BF16 = np.int64(DType.BFLOAT16)
 E4M3FN = np.int64(DType.FLOAT8E4M3FN)
 E4M3FNUZ = np.int64(DType.FLOAT8E4M3FNUZ)

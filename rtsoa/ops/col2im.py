@@ -23,6 +23,7 @@ from rtsoa.ops.abi import (
     I64,
     MAX_RANK,
     NUMBERS,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -40,7 +41,6 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 
-OK = np.int32(0)
 LISTS = ("dilations", "pads", "strides")
 
 

@@ -21,6 +21,7 @@ from rtsoa.ops.abi import (
     BOOL,
     ITEMSIZE,
     MAX_RANK,
+    OK,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
     STATUS_OP_RANK,
@@ -35,7 +36,6 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.broadcast import index_map, same_shape
 
 SCRATCH = 63  # a spare table row (n_in + n_out < 63 for every op here)
-OK = np.int32(0)
 
 
 @jit_with_nrt

@@ -18,6 +18,7 @@ from rtsoa.ops.abi import (
     I32,
     I64,
     NUMBERS,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -37,7 +38,6 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 
-OK = np.int32(0)
 SUM = 0
 PRODUCT = 1
 TYPES = NUMBERS | {DType.UINT32, DType.UINT64}

@@ -24,6 +24,7 @@ from rtsoa.ops.abi import (
     F32,
     F64,
     FLOATS,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -41,7 +42,6 @@ from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.shape import as_float64
 
-OK = np.int32(0)
 LISTS = ("kernel_shape", "pads", "strides", "dilations")
 # geometry slots
 KH, KW, TOP, LEFT, BOTTOM, RIGHT, SH, SW, DH, DW, OH, OW = range(12)

@@ -19,6 +19,7 @@ from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
     I64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -36,8 +37,6 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count
-
-OK = np.int32(0)
 
 
 @jit_with_nrt

@@ -13,6 +13,7 @@ from rtsoa.ops.abi import (
     F32,
     F64,
     FLOATS,
+    OK,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
     dim,
@@ -25,8 +26,6 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
-
-OK = np.int32(0)
 
 
 @jit_with_nrt

@@ -24,6 +24,7 @@ from rtsoa.ops.abi import (
     I32,
     I64,
     NUMBERS,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -39,7 +40,6 @@ from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import MAX_ELEMENTS, element_count
 
-OK = np.int32(0)
 LABELS_KEY = "__einsum_labels"  # the converter's parse, when it knew the operands' ranks
 
 

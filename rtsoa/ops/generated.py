@@ -25,6 +25,7 @@ from rtsoa.ops.abi import (
     I16,
     I32,
     I64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -47,7 +48,6 @@ from rtsoa.ops.copying import holds, item_size
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import LIMIT, element_count
 
-OK = np.int32(0)
 OUT_OF_RANGE = np.int64(-(1 << 62))  # an index no axis holds (NaN, or beyond int64)
 
 

@@ -13,6 +13,7 @@ from rtsoa.ops.abi import (
     I32,
     I64,
     MAX_RANK,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
@@ -53,8 +54,6 @@ from rtsoa.ops.lists import (
 )
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import MAX_ELEMENTS, element_count
-
-OK = np.int32(0)
 
 
 @jit_with_nrt

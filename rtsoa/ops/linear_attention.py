@@ -26,6 +26,7 @@ import numpy as np
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -42,7 +43,6 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 
-OK = np.int32(0)
 Q_HEADS, KV_HEADS, RULE, SCALE = 0, 1, 2, 3
 LINEAR, GATED, DELTA, GATED_DELTA = 0, 1, 2, 3
 RULES = {"linear": LINEAR, "gated": GATED, "delta": DELTA, "gated_delta": GATED_DELTA}

@@ -14,6 +14,7 @@ from rtsoa.ops.abi import (
     I32,
     I64,
     ITEMSIZE,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -26,8 +27,6 @@ from rtsoa.ops.abi import (
     rank,
     view,
 )
-
-OK = np.int32(0)
 
 
 def encode_list(values):

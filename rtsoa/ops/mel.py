@@ -25,6 +25,7 @@ from rtsoa._jit import jit_with_nrt
 from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.ops.abi import (
     F32,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
@@ -42,7 +43,6 @@ from rtsoa.ops.cumulative import integer_scalar
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.spectral import SCALAR_TYPES, SIGNAL_TYPES, signal_type
 
-OK = np.int32(0)
 # ONNX's T3: the floats and integers of every width; rtsoa's Cast does not write uint64.
 OUTPUT_TYPES = (SIGNAL_TYPES | INTEGERS) - {DType.UINT64}
 assert OUTPUT_TYPES <= CASTABLE

@@ -11,6 +11,7 @@ import numpy as np
 from rtsoa._jit import jit_with_nrt
 from rtsoa.abi.views import move_elements
 from rtsoa.ops.abi import (
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -40,7 +41,6 @@ from rtsoa.ops.lists import (
 )
 from rtsoa.ops.registry import register_op
 
-OK = np.int32(0)
 PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP = 0, 1, 2, 3
 PAD_MODES = {"constant": PAD_CONSTANT, "reflect": PAD_REFLECT, "edge": PAD_EDGE, "wrap": PAD_WRAP}
 

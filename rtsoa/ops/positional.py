@@ -16,6 +16,7 @@ from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     I32,
     I64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
@@ -36,9 +37,6 @@ from rtsoa.ops.copying import holds, item_size, row_strides
 from rtsoa.ops.lists import attr_axis, encode_axis
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count
-
-OK = np.int32(0)
-
 
 # -- Trilu ----------------------------------------------------------------------------------------
 

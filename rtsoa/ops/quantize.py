@@ -34,6 +34,7 @@ from rtsoa.ops.abi import (
     I8,
     I16,
     I32,
+    OK,
     RESULT_ROW,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
@@ -67,7 +68,6 @@ NARROW = frozenset(
 QUANTIZE_SOURCES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.FLOAT64, DType.INT32})
 SCALES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.FLOAT64})
 DEQUANTIZE_SOURCES = QUANTIZED | NARROW | {DType.INT32}
-OK = np.int32(0)
 
 
 # -- element conversions --------------------------------------------------------------------------

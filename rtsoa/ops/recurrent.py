@@ -30,6 +30,7 @@ from rtsoa.ops.abi import (
     F64,
     FLOATS,
     I32,
+    OK,
     RESULT_ROW,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
@@ -72,9 +73,6 @@ from rtsoa.ops.recurrent_attributes import (
 )
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count
-
-OK = np.int32(0)
-
 
 # -- activations and products -------------------------------------------------------------------
 

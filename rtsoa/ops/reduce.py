@@ -24,6 +24,7 @@ from rtsoa.ops.abi import (
     I32,
     I64,
     NUMBERS,
+    OK,
     RESULT_ROW,
     SMALL_INTEGERS,
     STATUS_OP_BAD_ATTRIBUTE,
@@ -44,7 +45,6 @@ from rtsoa.ops.lists import attr_axis, encode_list, list_of, normalize_axes
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.shape import as_float64, as_int64, narrow_to
 
-OK = np.int32(0)
 SCRATCH = 63
 SUM, MEAN, MAX, MIN, PROD = 0, 1, 2, 3, 4
 

@@ -12,6 +12,7 @@ from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     BOOL,
     MAX_RANK,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -48,8 +49,6 @@ from rtsoa.ops.lists import (
     normalize_axes,
 )
 from rtsoa.ops.registry import register_op
-
-OK = np.int32(0)
 
 
 @jit_with_nrt

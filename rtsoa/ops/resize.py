@@ -25,6 +25,7 @@ from rtsoa.ops.abi import (
     I32,
     I64,
     NUMBERS,
+    OK,
     SMALL_INTEGERS,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
@@ -54,8 +55,6 @@ from rtsoa.ops.lists import attr_list, encode_list, input_list, normalize_axes
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.shape import as_float64, as_int64
 from rtsoa.ops.window import MAX_ELEMENTS
-
-OK = np.int32(0)
 
 NEAREST, LINEAR, CUBIC = 0, 1, 2
 MODES = {"nearest": NEAREST, "linear": LINEAR, "cubic": CUBIC}

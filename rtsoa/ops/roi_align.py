@@ -26,6 +26,7 @@ from rtsoa.ops.abi import (
     F64,
     FLOATS,
     I64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
@@ -45,7 +46,6 @@ from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.shape import as_float64
 
-OK = np.int32(0)
 HALF_PIXEL, MODE, HEIGHT, WIDTH, RATIO, SCALE = range(6)
 MODES = {"avg": 0, "max": 1}
 COORDINATE_MODES = {"output_half_pixel": 0, "half_pixel": 1}

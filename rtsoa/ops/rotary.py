@@ -18,6 +18,7 @@ from rtsoa.ops.abi import (
     F64,
     FLOATS,
     I64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
@@ -33,7 +34,6 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 
-OK = np.int32(0)
 INTERLEAVED, NUM_HEADS, ROTARY_DIM = 0, 1, 2
 
 

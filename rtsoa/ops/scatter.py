@@ -36,6 +36,7 @@ from rtsoa.ops.abi import (
     I32,
     I64,
     MAX_RANK,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
@@ -60,7 +61,6 @@ from rtsoa.ops.copying import byte_copy, holds, item_size, row_strides
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count
 
-OK = np.int32(0)
 NONE, ADD, MUL, MAX, MIN = range(5)
 REDUCTIONS = {"none": NONE, "add": ADD, "mul": MUL, "max": MAX, "min": MIN}
 LINEAR, CIRCULAR = 0, 1

@@ -16,6 +16,7 @@ from rtsoa.ops.abi import (
     I64,
     MAX_RANK,
     NUMBERS,
+    OK,
     RESULT_ROW,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
@@ -38,7 +39,6 @@ from rtsoa.ops.lists import input_list
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import MAX_ELEMENTS
 
-OK = np.int32(0)
 I8 = np.int64(DType.INT8)
 I16 = np.int64(DType.INT16)
 U8 = np.int64(DType.UINT8)

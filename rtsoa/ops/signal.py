@@ -16,6 +16,7 @@ from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
     F64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_SHAPE,
     DType,
@@ -28,7 +29,6 @@ from rtsoa.ops.copying import holds
 from rtsoa.ops.cumulative import integer_scalar
 from rtsoa.ops.registry import register_op
 
-OK = np.int32(0)
 HANN, HAMMING, BLACKMAN = 0, 1, 2
 WINDOWS = {"HannWindow": HANN, "HammingWindow": HAMMING, "BlackmanWindow": BLACKMAN}
 

@@ -35,6 +35,7 @@ from rtsoa.ops.abi import (
     F16,
     F32,
     F64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -52,7 +53,6 @@ from rtsoa.ops.copying import holds
 from rtsoa.ops.cumulative import integer_scalar
 from rtsoa.ops.registry import register_op
 
-OK = np.int32(0)
 # The element types of a signal (ONNX's T1 of DFT and STFT).
 SIGNAL_TYPES = frozenset({DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16})
 SCALAR_TYPES = frozenset({DType.INT32, DType.INT64})

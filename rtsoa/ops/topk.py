@@ -18,6 +18,7 @@ from rtsoa.ops.abi import (
     F64,
     I32,
     I64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
@@ -36,8 +37,6 @@ from rtsoa.ops.copying import holds
 from rtsoa.ops.cumulative import TYPES, axis_split, integer_scalar
 from rtsoa.ops.lists import attr_axis
 from rtsoa.ops.registry import register_op
-
-OK = np.int32(0)
 
 
 @jit_with_nrt

@@ -23,6 +23,7 @@ from rtsoa.ops.abi import (
     I16,
     I32,
     I64,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_SHAPE,
@@ -43,8 +44,6 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.copying import holds, item_size
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count
-
-OK = np.int32(0)
 
 
 @jit_with_nrt

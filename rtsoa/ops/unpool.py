@@ -21,6 +21,7 @@ from rtsoa.ops.abi import (
     FLOATS,
     I64,
     MAX_RANK,
+    OK,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_DTYPE,
     STATUS_OP_BAD_INDEX,
@@ -41,7 +42,6 @@ from rtsoa.ops.col2im import list_slots
 from rtsoa.ops.copying import holds
 from rtsoa.ops.registry import register_op
 
-OK = np.int32(0)
 LISTS = ("kernel_shape", "pads", "strides")
 
 
