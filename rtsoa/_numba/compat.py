@@ -22,6 +22,8 @@ import importlib
 import os
 from dataclasses import dataclass, field
 
+from rtsoa.abi.registry import Registry
+
 PATCHES_ENV = "RTSOA_NUMBA_PATCHES"
 
 
@@ -38,7 +40,7 @@ class Entry:
     missing: str = field(default=None, repr=False)
 
 
-TABLE = {}  # name -> Entry, in registration order
+TABLE = Registry("compat entry")  # name -> Entry, in registration order
 
 
 def patches_enabled():
@@ -85,7 +87,7 @@ def register(name, scope, requires, purpose, patch=True):
     a private dependency is present). The caller installs it, or runs its fallback."""
     entry = TABLE.get(name)
     if entry is None:
-        entry = TABLE[name] = Entry(name, scope, tuple(requires), purpose, patch)
+        entry = TABLE.add(name, Entry(name, scope, tuple(requires), purpose, patch))
     entry.missing = first_missing(entry.requires)
     if entry.patch and not patches_enabled():
         entry.state = f"skipped: {PATCHES_ENV}=off"

@@ -3,7 +3,9 @@
 - `status`: every status code, one IntEnum per range, and `describe(code)`;
 - `dtypes`: the one table of element types (code, numpy type, ONNX code, item size, name);
 - `operands`: the operand-table and shape-row layouts (MAX_RANK, columns, rows);
-- `views`: typed array views over raw bytes for code without reference counting.
+- `views`: typed array views over raw bytes for code without reference counting;
+- `registry`: `Registry`, the one shape of every name -> entry table rtsoa fills by
+  registration (kernels, ops, executors, converters, fusions, job kinds, the compat table).
 
 Exceptions live in `rtsoa.errors`, one module above this one.
 """

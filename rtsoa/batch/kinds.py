@@ -8,6 +8,8 @@ report a failed job. rtsoa's own kinds (saved graphs, ONNX models) are registere
 
 from typing import NamedTuple
 
+from rtsoa.abi.registry import Registry
+
 
 class JobKind(NamedTuple):
     suffix: str
@@ -16,7 +18,7 @@ class JobKind(NamedTuple):
     takes_inputs: bool
 
 
-JOB_KINDS = {}  # suffix -> JobKind
+JOB_KINDS = Registry("job kind")  # suffix -> JobKind
 
 
 def job_kind(suffix, description, takes_inputs=False):
@@ -24,7 +26,7 @@ def job_kind(suffix, description, takes_inputs=False):
     `suffix`. The function runs in a worker process; it raises to report a failed job."""
 
     def register(run):
-        JOB_KINDS[suffix] = JobKind(suffix, description, run, takes_inputs)
+        JOB_KINDS.add(suffix, JobKind(suffix, description, run, takes_inputs), replace=True)
         return run
 
     return register

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import EntryCache, jit_out_of_line
+from rtsoa.abi.registry import Registry
 from rtsoa.abi.status import (
     STATUS_CANCELLED,
     STATUS_END_OF_SEQUENCE,
@@ -40,7 +41,7 @@ from rtsoa.kernels.dispatch import load_dispatch, specialise
 from rtsoa.kernels.lowered import NO_BLOCK
 from rtsoa.kernels.relations import relations_without_edges
 
-EXECUTORS = {}  # name -> Executor subclass, filled by @register_executor
+EXECUTORS = Registry("executor", ValueError)  # name -> Executor subclass (@register_executor)
 # The reference's automatic choice: control flow with this many launch nodes -> priority.
 AUTO_PRIORITY_MIN_LAUNCHES = 5
 # Default step limit of a run of a graph with loops: a loop that never exits then fails with
@@ -55,7 +56,7 @@ _LAUNCH = int(WorkerClass.LAUNCH)
 
 def register_executor(cls):
     """Class decorator: make an executor available under `cls.name`."""
-    EXECUTORS[cls.name] = cls
+    EXECUTORS.add(cls.name, cls, replace=True)
     return cls
 
 

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import jit
+from rtsoa.abi.registry import Registry
 from rtsoa.errors import OptionError
 from rtsoa.graph.builder import GraphBuilder
 from rtsoa.graph.schema import MAX_STREAMS, DType, Placement, ValueKind, WorkerClass
@@ -291,12 +292,15 @@ def _generator(function):
 
 
 # kind -> Generator; `rtsoa gen` offers exactly these kinds and options.
-GENERATORS = {
-    "chain": _generator(chain),
-    "random": _generator(random_dag),
-    "layered": _generator(layered),
-    "lowered": _generator(lowered),
-}
+GENERATORS = Registry.of(
+    "generator",
+    {
+        "chain": _generator(chain),
+        "random": _generator(random_dag),
+        "layered": _generator(layered),
+        "lowered": _generator(lowered),
+    },
+)
 KINDS = tuple(GENERATORS)
 
 

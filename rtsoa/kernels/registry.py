@@ -31,6 +31,7 @@ import numpy as np
 
 from rtsoa._jit import jit_internal
 from rtsoa._numba.dispatcher import is_dispatcher
+from rtsoa.abi.registry import Registry
 from rtsoa.errors import KernelDefinitionError, UnknownKernelError
 from rtsoa.graph.schema import WorkerClass
 from rtsoa.kernels.conformance import check_kernels
@@ -110,22 +111,25 @@ def default_trace(graph, node):
     return f"{graph.kernel_name(node)}(node={node}, attrs=[{attrs}])"
 
 
-class KernelRegistry:
-    """Ordered name -> KernelInfo table; the order gives each kernel its dispatch id."""
+_UNKNOWN_HINT = (
+    "register them with @rtsoa.kernels.kernel(...) in a module imported before loading the graph"
+)
+
+
+class KernelRegistry(Registry):
+    """Name -> KernelInfo (`rtsoa.abi.registry.Registry`); a kernel's dispatch id is its
+    position in the sorted names."""
 
     def __init__(self):
-        self._entries = {}
+        super().__init__("kernel", UnknownKernelError, _UNKNOWN_HINT)
         self._dependencies = []
         self._sorted = ()
-        self._ids = {}
         self._tables = None
-        self.version = 0  # bumped on every change (memoized dispatch keys use it)
 
     def _changed(self):
-        self._sorted = tuple(self._entries[name] for name in sorted(self._entries))
-        self._ids = {info.name: index for index, info in enumerate(self._sorted)}
+        super()._changed()  # bumps `version`, which memoized dispatch keys use
+        self._sorted = tuple(self[name] for name in self.names())
         self._tables = None
-        self.version += 1
 
     def tables(self):
         """Per dispatch id, as arrays for vectorized and jitted use at prepare (memoized):
@@ -224,15 +228,12 @@ class KernelRegistry:
         )
         if "<locals>" in py_func.__qualname__:
             raise ValueError(f"kernel {name!r} must be a module-level function")
-        old = self._entries.get(info.name)
+        old = self.get(info.name)
         if old is not None and (old.module, old.attribute) != (info.module, info.attribute):
             raise ValueError(
                 f"kernel {name!r} is already registered by {old.module}.{old.attribute}"
             )
-        if old != info:
-            self._entries[info.name] = info
-            self._changed()
-        return info
+        return self.add(info.name, info, replace=True)
 
     def check_kernels(self, runtime, used=None):
         """Check the kernels a graph's dispatch module holds (dispatch ids `used`, None: all)
@@ -245,9 +246,7 @@ class KernelRegistry:
         """Add a node running kernel `name` to `builder` (`fields` as for
         `GraphBuilder.add_node`) and create its output values with the kernel's outputs
         creator, given `output_options`; returns (node, output value ids)."""
-        if name not in self._entries:
-            raise UnknownKernelError(f"unknown kernel {name!r}")
-        info = self._entries[name]
+        info = self[name]
         node = builder.add_node(name, **fields)
         if info.outputs is None:
             return node, []
@@ -255,40 +254,15 @@ class KernelRegistry:
 
     def unregister(self, name):
         """Remove a kernel (tests); kernels sorted after it shift their dispatch ids."""
-        del self._entries[name]
-        self._changed()
-
-    def __contains__(self, name):
-        return name in self._entries
-
-    def __getitem__(self, name):
-        return self._entries[name]
-
-    def __len__(self):
-        return len(self._entries)
+        self.remove(name)
 
     def entries(self):
         """The KernelInfo tuple in dispatch-id order (sorted by name)."""
         return self._sorted
 
-    def names(self):
-        """Kernel names in dispatch-id order."""
-        return tuple(info.name for info in self._sorted)
-
-    def bind(self, kernel_names):
-        """Dispatch id for each of a graph's kernel names; UnknownKernelError lists the unknown."""
-        ids = self._ids
-        unknown = [name for name in kernel_names if name not in ids]
-        if unknown:
-            raise UnknownKernelError(
-                f"unknown kernel(s) {', '.join(repr(n) for n in unknown)}: register them with "
-                "@rtsoa.kernels.kernel(...) in a module imported before loading the graph"
-            )
-        return np.array([ids[name] for name in kernel_names], dtype=np.int32)
-
     def check_importable(self):
         """Every kernel must be reachable as module.attribute (the dispatch imports it so)."""
-        for info in self._entries.values():
+        for info in self.values():
             module = sys.modules.get(info.module)
             if module is None or info.module == "__main__":
                 raise ValueError(

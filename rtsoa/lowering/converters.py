@@ -29,10 +29,11 @@ older semantics.
 
 import numpy as np
 
+from rtsoa.abi.registry import Registry
 from rtsoa.errors import LoweringError
 from rtsoa.ops import OPS
 
-_CONVERTERS = {}  # (domain, op_type) -> [(since, fn)], sorted by since
+_CONVERTERS = Registry("converter")  # (domain, op_type) -> ((since, fn), ...) sorted by since
 # The newest default-domain opset whose op definitions every converter implements (what the
 # importer accepted before definitions were checked op by op).
 IMPLEMENTED_OPSET = 25
@@ -42,10 +43,9 @@ def register_converter(op_type, domain="", since=1):
     """Decorator: `fn(ctx, node)` converts `op_type` of `domain` from opset `since` on."""
 
     def decorate(fn):
-        entries = _CONVERTERS.setdefault((domain, op_type), [])
-        entries[:] = [entry for entry in entries if entry[0] != since]
+        entries = [entry for entry in _CONVERTERS.get((domain, op_type), ()) if entry[0] != since]
         entries.append((int(since), fn))
-        entries.sort(key=lambda entry: entry[0])
+        _CONVERTERS.add((domain, op_type), tuple(sorted(entries, key=lambda entry: entry[0])), True)
         return fn
 
     return decorate
@@ -53,13 +53,14 @@ def register_converter(op_type, domain="", since=1):
 
 def unregister_converter(op_type, domain=""):
     """Remove every converter of `op_type` (tests)."""
-    _CONVERTERS.pop((domain, op_type), None)
+    if (domain, op_type) in _CONVERTERS:
+        _CONVERTERS.remove((domain, op_type))
 
 
 def find_converter(op_type, domain, opset):
     """The converter for `op_type` at `opset`, a default one-to-one converter if `rtsoa.ops`
     has the op, or None."""
-    entries = _CONVERTERS.get((domain, op_type), [])
+    entries = _CONVERTERS.get((domain, op_type), ())
     chosen = None
     for since, fn in entries:
         if since <= opset:
@@ -85,7 +86,7 @@ def changed_definition(op_type, domain, opset):
         return None
     if since <= IMPLEMENTED_OPSET:
         return None
-    if any(known == since for known, _ in _CONVERTERS.get((domain, op_type), [])):
+    if any(known == since for known, _ in _CONVERTERS.get((domain, op_type), ())):
         return None
     return since
 

@@ -49,6 +49,7 @@ runs the fusions named (`FUSIONS`).
 
 import numpy as np
 
+from rtsoa.abi.registry import Registry
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.calls import OpCall, set_constant
 from rtsoa.ops import conv
@@ -364,9 +365,12 @@ def _replace(calls, replaced):
 
 
 # The fusions `lower(model, fuse=...)` runs, by name, in the order they run.
-FUSIONS = {
-    "batch_norm": fold_batch_norm,
-    "conv_activation": fuse_conv_activation,
-    "matmul_bias": fuse_matmul_bias,
-    "gemm_activation": fuse_gemm_activation,
-}
+FUSIONS = Registry.of(
+    "fusion",
+    {
+        "batch_norm": fold_batch_norm,
+        "conv_activation": fuse_conv_activation,
+        "matmul_bias": fuse_matmul_bias,
+        "gemm_activation": fuse_gemm_activation,
+    },
+)

@@ -18,6 +18,8 @@ import inspect
 
 import numpy as np
 
+from rtsoa.abi.registry import Registry
+from rtsoa.errors import UnknownOpError
 from rtsoa.graph.builder import float_bits
 from rtsoa.graph.op_table import bind_op_names, provide_op_switch
 from rtsoa.ops.abi import MAX_OP_OPERANDS
@@ -69,7 +71,7 @@ class OpDef:
         return out
 
 
-OPS = {}
+OPS = Registry("op", UnknownOpError)
 _codes = []  # op codes of this process: the built-in ops sorted, then later registrations
 _frozen = []  # [True] once rtsoa.ops has registered the built-in ops
 
@@ -96,7 +98,7 @@ def register_op(name, infer, compute, **options):
                 + (", input 0's dtype" if options.get("variants") else "")
                 + ")"
             )
-    definition = OPS[name] = OpDef(name=name, infer=infer, compute=compute, **options)
+    definition = OPS.add(name, OpDef(name=name, infer=infer, compute=compute, **options))
     if _frozen:
         _codes.append(name)
     return definition
