@@ -19,8 +19,9 @@
   op library compile then (below), nor compile helpers (RTSOA_COMPILE_JOBS=1): their
   processes would stamp the mutated sources and compile for that stamp.
 * Both cores on a cold cache: the modules that run compute ops (`OP_LIBRARY_MODULES`) run
-  last, and a background process compiles the op library (`rtsoa.ops.library`, about five
-  minutes of one core) while the rest of the suite runs on the other core; the first op test
+  last, and when a session runs many of them (`WARMUP_MIN_MODULES`) a background process
+  compiles the op library (`rtsoa.ops.library`, about five minutes of one core) while the rest
+  of the suite runs on the other core; the first op test
   waits on the library's lock for it, then loads its machine code from the disk cache.
 * Lowered models (`rtsoa.lowering.cache`) go to a directory of this session
   (RTSOA_LOWERED_DIR, inherited by the suite's subprocesses), not the user's cache.
@@ -149,6 +150,9 @@ OP_LIBRARY_MODULES = frozenset(
     }
 )
 _op_library_warmup = []  # the background process compiling the op library, if started
+# The library compiles in the background only for a session running this many of the op test
+# modules (the whole suite, a large part of it): a targeted run compiles just the ops it uses.
+WARMUP_MIN_MODULES = 10
 
 
 def _uses_op_library(item):
@@ -159,6 +163,8 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=_uses_op_library)  # stable: the op tests last, each group in its order
     if config.getoption("collectonly") or not any(map(_uses_op_library, items)):
         return
+    if len({item.path.stem for item in items if _uses_op_library(item)}) < WARMUP_MIN_MODULES:
+        return  # a few op test files: their own ops compile faster than the whole library
     if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):
         return  # its process would hash the mutated sources: a whole op library compile a mutant
     from rtsoa.ops import compiled_op_names
