@@ -243,6 +243,18 @@ def test_newer_versions_are_refused(saved):
     assert where(error) == ("metadata", "format_version", 0)
 
 
+def test_an_element_type_this_rtsoa_does_not_know_is_refused(saved):
+    """New element types add DType codes without a format version: a reader that does not
+    know a code (an older rtsoa, or a file written by hand) refuses the graph, naming the
+    values table, its dtype column and the row, before anything reads the value."""
+    code = len(DType)
+    set_value(saved, "values", "dtype", 1, code)
+    message = rf"value {code} out of range \[0, {code}\)"
+    with pytest.raises(GraphFormatError, match=message) as error:
+        load_graph(saved)
+    assert where(error) == ("values", "dtype", 1)
+
+
 @pytest.mark.parametrize("table", list(TABLES_SINCE))
 def test_a_current_graph_missing_a_new_table_is_refused(saved, table):
     (saved / f"{table}.arrow").unlink()
