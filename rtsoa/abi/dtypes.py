@@ -173,6 +173,18 @@ def dtype_code(numpy_dtype):
     return DTYPE_OF_NUMPY[np.dtype(numpy_dtype)]
 
 
+_NUMPY_OF_CODE = {}  # DType code -> numpy dtype, filled as codes are asked for
+
+
 def numpy_dtype(code):
-    """The numpy dtype of DType `code` (KeyError if it has none: UNDEFINED, unknown codes)."""
-    return np.dtype(NUMPY_DTYPES[DType(code)])
+    """The numpy dtype of DType `code` (KeyError if it has none: UNDEFINED, unknown codes).
+    Memoized: the model API asks it for every input of every run."""
+    known = _NUMPY_OF_CODE.get(code) if isinstance(code, int) else None
+    if known is not None:
+        return known
+    try:
+        kind = np.dtype(NUMPY_DTYPES[DType(code)])
+    except ValueError:  # not a DType code at all
+        raise KeyError(f"no element type has code {code!r}") from None
+    _NUMPY_OF_CODE[int(code)] = kind
+    return kind

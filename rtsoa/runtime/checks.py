@@ -8,20 +8,9 @@ buffer may overlap an input (the model still reads it) or another output buffer.
 
 import numpy as np
 
+from rtsoa.abi.dtypes import numpy_dtype
 from rtsoa.errors import ModelInputError
 from rtsoa.graph.schema import MAX_RANK
-from rtsoa.ops.abi import NUMPY_DTYPES
-
-_NUMPY = {}  # DType code -> numpy dtype, filled as codes are asked for
-
-
-def numpy_dtype(dtype):
-    """The numpy dtype of a DType code (KeyError for a code without one)."""
-    code = int(dtype)
-    kind = _NUMPY.get(code)
-    if kind is None:
-        kind = _NUMPY[code] = np.dtype(NUMPY_DTYPES[code])
-    return kind
 
 
 def check_inputs(model, inputs):
