@@ -5,7 +5,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from rtsoa.lowering import lower
-from rtsoa.runtime import load_model
+from rtsoa.runtime import InferenceSession, SessionOptions
 from rtsoa.testing.models import run_onnxruntime
 
 # float32 within rtol 1e-5, atol 1e-6 of onnxruntime (the same float32 operations in the same
@@ -26,7 +26,7 @@ def subgraph(nodes, name, outputs, inputs=(), initializers=()):
 
 def run_clean(graph, inputs):
     """Run a lowered graph once; no hazard, no leaked block. Returns the outputs."""
-    with load_model(graph) as executor:
+    with InferenceSession(graph) as executor:
         got = executor.execute_sync(inputs)
         assert executor.device.hazard_count == 0
         assert executor.main.leaked_blocks == 0
@@ -59,7 +59,7 @@ def run_and_compare(proto, input_sets, executor="auto", streams=1):
     values); each run must leave no leaked block and the device's allocated bytes where they
     were, and the whole must have zero hazards. Returns the lowered graph."""
     graph = lower(proto, streams=streams)
-    with load_model(graph, executor=executor) as run:
+    with InferenceSession(graph, SessionOptions(executor=executor)) as run:
         if executor != "auto":
             assert run.main.name == executor
         for inputs in input_sets:

@@ -15,7 +15,7 @@ from onnx.reference import ReferenceEvaluator
 
 from rtsoa.errors import LoweringError
 from rtsoa.lowering import lower
-from rtsoa.runtime import load_model
+from rtsoa.runtime import InferenceSession
 from rtsoa.testing.models import run_onnxruntime
 
 ELEMENT = {
@@ -62,7 +62,7 @@ def onnxruntime_outputs(model, feeds):
 
 
 def rtsoa_outputs(model, feeds):
-    with load_model(lower(model)) as executor:
+    with InferenceSession(lower(model)) as executor:
         return executor.execute_sync(feeds)["y"]
 
 
