@@ -238,23 +238,29 @@ class HostDag:
 
 class InceptionBranches:
     """A lowered Inception-v1 (four parallel branches per block): 2 threads against 1, with
-    each sharing of the work and with "auto"."""
+    each sharing of the work and with "auto". `size` "narrow-64": width 0.25, 64 x 64 images,
+    4 blocks (a run of about a millisecond, ~6 us a node); "full-224": the whole network at
+    224 x 224 (tens of milliseconds, the ops' own work dominating)."""
 
     timeout = 1800
+    params = (("narrow-64", "full-224"),)
+    param_names = ("size",)
     SHARINGS = ("classes", "host", "launches", "auto")
+    SIZES = {"narrow-64": ({"width": 0.25, "size": 64, "blocks": 4}, 64), "full-224": ({}, 224)}
 
-    def setup(self):
+    def setup(self, size):
         from rtsoa.lowering import lower
-        from rtsoa.runtime import load_model
+        from rtsoa.runtime import InferenceSession, SessionOptions
         from rtsoa.testing.cnn import inception
 
-        proto = inception(width=0.25, size=64, blocks=4)
+        options, pixels = self.SIZES[size]
+        proto = inception(**options)
         rng = np.random.default_rng(0)
-        self.inputs = {"x": rng.standard_normal((1, 3, 64, 64)).astype(np.float32)}
+        self.inputs = {"x": rng.standard_normal((1, 3, pixels, pixels)).astype(np.float32)}
         graph = lower(proto)
-        self.models = {"sequential": load_model(graph, executor="sequential")}
+        self.models = {"sequential": InferenceSession(graph, SessionOptions(executor="sequential"))}
         for sharing in self.SHARINGS:
-            model = load_model(graph, executor="multithread")
+            model = InferenceSession(graph, SessionOptions(executor="multithread"))
             for executor in model.executors:
                 executor.sharing = sharing
             self.models[sharing] = model
@@ -265,7 +271,7 @@ class InceptionBranches:
                 assert np.array_equal(got, want), name  # no op is split: the same bits
         self.seconds = None
 
-    def teardown(self):
+    def teardown(self, size):
         for model in self.models.values():
             model.unload()
 
@@ -282,19 +288,19 @@ class InceptionBranches:
         seconds = self._measure()
         return seconds["sequential"] / seconds[sharing]
 
-    def track_speedup_two_threads(self):
+    def track_speedup_two_threads(self, size):
         return self._speedup("auto")
 
-    def track_speedup_by_classes(self):
+    def track_speedup_by_classes(self, size):
         return self._speedup("classes")
 
-    def track_speedup_host_sharing(self):
+    def track_speedup_host_sharing(self, size):
         return self._speedup("host")
 
-    def track_speedup_shared_launches(self):
+    def track_speedup_shared_launches(self, size):
         return self._speedup("launches")
 
-    def track_sequential_ms(self):
+    def track_sequential_ms(self, size):
         return self._measure()["sequential"] * 1e3
 
     track_speedup_two_threads.unit = "x"
