@@ -79,12 +79,15 @@ def _castable(code, what):
     dtype = DTYPE_OF_ONNX.get(int(code))
     kind = None if dtype is None else np.dtype(DTYPES[dtype].numpy)
     if kind not in _CASTABLE:
-        name = "unknown" if dtype is None else DTYPES[dtype].name
-        raise ValueError(
-            f"{what} element type {name} cannot be cast to or from a string (rtsoa casts "
-            f"strings to and from {', '.join(k.name for k in _CASTABLE)})"
-        )
+        raise ValueError(_not_castable(what, "unknown" if dtype is None else DTYPES[dtype].name))
     return kind
+
+
+def _not_castable(what, name):
+    return (
+        f"{what} element type {name} cannot be cast to or from a string (rtsoa casts strings "
+        f"to and from {', '.join(k.name for k in _CASTABLE)})"
+    )
 
 
 def _prepare_cast(attributes, kinds, opset):
@@ -104,18 +107,10 @@ def _prepare_cast_like(attributes, kinds, opset):
 def _cast_parameters(source, target):
     if source is None:
         raise ValueError("input 0 has no known element type")
-    if source != STRING:
-        _castable(_onnx_code(source), "input")
-    if target != STRING:
-        _castable(_onnx_code(target), "target")
+    for kind, what in ((source, "input"), (target, "target")):
+        if kind != STRING and np.dtype(kind) not in _CASTABLE:
+            raise ValueError(_not_castable(what, np.dtype(kind).name))
     return {"target": target if target == STRING else target.str}, [target]
-
-
-def _onnx_code(kind):
-    for row in DTYPES.values():
-        if not row.narrow and np.dtype(row.numpy) == kind:
-            return row.onnx
-    return 0
 
 
 _FLOAT_PREFIX = re.compile(
@@ -242,11 +237,22 @@ def _prepare_split(attributes, kinds, opset):
 
 def _run_split(parameters, inputs):
     x = inputs[0]
-    parts = [text.split(parameters["delimiter"], parameters["maxsplit"]) for text in x.ravel()]
+    parts = [_split(text, parameters["delimiter"], parameters["maxsplit"]) for text in x.ravel()]
     counts = np.array([len(p) for p in parts], dtype=np.int64).reshape(x.shape)
     width = max((len(p) for p in parts), default=0)
     padded = [word for p in parts for word in p + [""] * (width - len(p))]
     return [strings(padded, (*x.shape, width)), counts]
+
+
+def _split(text, delimiter, maxsplit):
+    """onnxruntime's split: an empty string has no parts; on white space, the last part has
+    no trailing white space either (Python keeps it when maxsplit stops the split)."""
+    if not text:
+        return []
+    parts = text.split(delimiter, maxsplit)
+    if delimiter is None and parts:
+        parts[-1] = parts[-1].rstrip()
+    return parts
 
 
 # Python re tokens RE2 does not have: lookaround, back references, conditionals, atomic groups,
