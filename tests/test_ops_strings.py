@@ -430,3 +430,34 @@ def test_inference_session_and_onnx_backend_take_strings():
     node = helper.make_node("StringConcat", ["x", "z"], ["y"])
     [y] = rtsoa.backend.run_node(node, [np.array(["u", "v"]), np.array(["1", "2"])])
     assert y.tolist() == ["u1", "v2"]
+
+
+def test_inputs_and_constants_returned_as_outputs_are_copies():
+    unit = texts(" kg")
+    built = proto(
+        [helper.make_node("StringConcat", ["x", "unit"], ["y"])],
+        [("x", STRING, [1])],
+        [("y", STRING, [1]), ("x", STRING, [1]), ("unit", STRING, [1])],
+        initializers=[("unit", unit)],
+    )
+    x = texts("5")
+    with ModelExecutor(lower(built)) as executor:
+        first = executor.execute_sync({"x": x})
+        assert [first[name].tolist() for name in ("y", "x", "unit")] == [["5 kg"], ["5"], [" kg"]]
+        first["unit"][0] = "changed"
+        first["x"][0] = "changed"
+        again = executor.execute({"x": x}).result()
+    assert again["y"].tolist() == ["5 kg"] and again["unit"].tolist() == [" kg"]
+    assert x.tolist() == ["5"]
+
+
+def test_rtsoa_lower_refuses_a_model_with_host_steps(tmp_path, capsys):
+    import onnx
+
+    from rtsoa.cli import main
+
+    path = tmp_path / "concat.onnx"
+    onnx.save(one("StringConcat", STRING, STRING, inputs=("x", "z")), path)
+    assert main(["lower", str(path), "-o", str(tmp_path / "out.rtsoa"), "--no-progress"]) == 1
+    assert "string values, which run as host steps" in capsys.readouterr().err
+    assert not (tmp_path / "out.rtsoa").exists()

@@ -47,6 +47,10 @@ class HostProgram(NamedTuple):
     device_inputs: tuple  # names the device graph takes, in its input order
     device_outputs: tuple  # names the device graph returns, in its output order
 
+    @property
+    def input_names(self):
+        return [value.name for value in self.inputs]
+
 
 class HostModel(NamedTuple):
     """A lowered model with host steps: `device`, the ExecuteGraph of its device ops (no nodes

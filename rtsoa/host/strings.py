@@ -23,6 +23,11 @@ import numpy as np
 from rtsoa.abi.dtypes import DTYPE_OF_ONNX, DTYPES
 from rtsoa.host.kinds import STRING, HostOp, broadcast, kind_name, require, strings
 
+try:  # the parser of Python's `re`, to read patterns: re._parser from 3.11, sre_parse before
+    from re import _parser as parser
+except ImportError:  # pragma: no cover
+    import sre_parse as parser
+
 ONNX_STRING = 8  # TensorProto.STRING
 # The element types Cast converts to and from strings.
 _CASTABLE = tuple(
@@ -286,10 +291,6 @@ def _prepare_regex(attributes, kinds, opset):
 
 def _python_only_token(pattern):
     """The name of the first token of `pattern` that RE2 lacks, or None."""
-    try:
-        from re import _parser as parser  # the parser of the running Python's `re`
-    except ImportError:  # pragma: no cover - older Pythons name it sre_parse
-        import sre_parse as parser
 
     def walk(items):
         for op, argument in items:

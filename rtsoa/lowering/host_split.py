@@ -31,13 +31,15 @@ def split_host_steps(graph):
     before); else (the device ComputeGraph, the HostProgram)."""
     host = [_runs_on_host(graph, index, node) for index, node in enumerate(graph.nodes)]
     if not any(host) and not any(_is_string(graph, n) for n in graph.inputs + graph.outputs):
-        return None
+        return None  # the common case: nothing changes
+
     kinds = {}
     prologue, epilogue, device_nodes = [], [], []
     late = set()  # values made by device nodes or epilogue steps
     made_late = {}  # value made by an epilogue step -> that step's description
     for index, node in enumerate(graph.nodes):
-        if not host[index]:
+        # again: a host step marks its string outputs, which ONNX may not have typed
+        if not _runs_on_host(graph, index, node):
             for name in node.inputs:
                 if name in made_late:
                     raise LoweringError(

@@ -28,12 +28,12 @@ def after(program, values, device_results):
     """The model's outputs {name: array}, in order, after the epilogue."""
     values.update(device_results)
     _run_steps(program.epilogue, values)
-    return {value.name: _output(values[value.name]) for value in program.outputs}
-
-
-def _output(array):
-    """A fresh array the caller owns (an input or constant returned as is is copied)."""
-    return np.array(array, copy=True)
+    outputs = {}
+    for value in program.outputs:
+        array = values[value.name]
+        shared = value.name in program.constants or value.name in program.input_names
+        outputs[value.name] = array.copy() if shared else array  # the caller owns its outputs
+    return outputs
 
 
 def check_feeds(program, feeds):
