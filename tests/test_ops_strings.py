@@ -461,3 +461,23 @@ def test_rtsoa_lower_refuses_a_model_with_host_steps(tmp_path, capsys):
     assert main(["lower", str(path), "-o", str(tmp_path / "out.rtsoa"), "--no-progress"]) == 1
     assert "string values, which run as host steps" in capsys.readouterr().err
     assert not (tmp_path / "out.rtsoa").exists()
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"value_string": "ab"},
+        {"value_strings": ["ab", "c"]},
+        {"value": helper.make_tensor("v", STRING, [2, 1], [b"ab", "\u00e9".encode()])},
+    ],
+)
+def test_string_constants_as_onnxruntime(attributes):
+    built = proto(
+        [
+            helper.make_node("Constant", [], ["c"], **attributes),
+            helper.make_node("StringConcat", ["x", "c"], ["y"]),
+        ],
+        [("x", STRING, None)],
+        [("y", STRING, None)],
+    )
+    same_as_onnxruntime(built, {"x": texts("q", "r")})

@@ -49,6 +49,22 @@ def _run_identity(parameters, inputs):
     return [inputs[0].copy()]
 
 
+def _prepare_constant(attributes, kinds, opset):
+    if "value_string" in attributes:
+        value = strings([attributes["value_string"]], ())
+    elif "value_strings" in attributes:
+        value = strings(list(attributes["value_strings"]), (len(attributes["value_strings"]),))
+    else:
+        value = attributes.get("value")
+        if not isinstance(value, np.ndarray) or value.dtype != object:
+            raise ValueError("a string Constant needs value_string, value_strings or a value")
+    return {"value": value}, [STRING]
+
+
+def _run_constant(parameters, inputs):
+    return [parameters["value"].copy()]
+
+
 def _prepare_equal(attributes, kinds, opset):
     if (kinds[0] == STRING) != (kinds[1] == STRING):
         raise ValueError(
@@ -324,6 +340,7 @@ def _run_regex(parameters, inputs):
 # (domain, op) -> HostOp of the string ops
 STRING_OPS = {
     ("", "Identity"): HostOp(_prepare_identity, _run_identity),
+    ("", "Constant"): HostOp(_prepare_constant, _run_constant),
     ("", "Equal"): HostOp(_prepare_equal, _run_equal),
     ("", "Cast"): HostOp(_prepare_cast, _run_cast),
     ("", "CastLike"): HostOp(_prepare_cast_like, _run_cast),
