@@ -103,7 +103,7 @@ class RtsoaBackend(Backend):
             raise ModelInputError(
                 f"node {node.op_type!r} takes {len(names)} inputs here, {len(inputs)} given"
             )
-        arrays = [np.asarray(value) for value in inputs]
+        arrays = [_string_objects(np.asarray(value)) for value in inputs]
         graph_inputs = [
             helper.make_tensor_value_info(
                 name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape
@@ -128,6 +128,15 @@ class RtsoaBackend(Backend):
     def supports_device(cls, device):
         """rtsoa runs on its simulated device, which the ONNX interface calls "CPU"."""
         return str(device).upper().split(":")[0] == "CPU"
+
+
+def _string_objects(array):
+    """Unicode arrays as object arrays of str, the numpy form of ONNX string tensors."""
+    if array.dtype.kind != "U":
+        return array
+    out = np.empty(array.shape, dtype=object)
+    out[...] = array.tolist() if array.ndim else array.item()
+    return out
 
 
 prepare = RtsoaBackend.prepare

@@ -20,6 +20,7 @@ LAYERS = (
     ("graph", ("rtsoa.graph",)),
     ("device", ("rtsoa.device",)),
     ("ops", ("rtsoa.ops",)),
+    ("host", ("rtsoa.host",)),  # host steps: string ops in Python (below lowering and runtime)
     ("kernels", ("rtsoa.kernels",)),
     ("executors", ("rtsoa.executors",)),
     ("lowering", ("rtsoa.lowering",)),

@@ -325,6 +325,13 @@ def run_model(job, settings):
     return _run_lowered(job, settings, graph)
 
 
+def _output_bytes(array):
+    """An output's bytes for the checksum: a string tensor's UTF-8 text, element by element."""
+    if array.dtype == object:
+        return b"".join(str(v).encode() + b"\0" for v in array.ravel().tolist())
+    return np.ascontiguousarray(array).tobytes()
+
+
 def _run_lowered(job, settings, graph):
     """A lowered model's job: its inputs checked as `rtsoa run` checks them (before loading),
     loaded on a fresh device, run once; the checksum is a digest of the outputs' bytes."""
@@ -341,7 +348,7 @@ def _run_lowered(job, settings, graph):
         fields["run_seconds"] = time.perf_counter() - start
     digest = hashlib.sha256()
     for name in sorted(outputs):
-        digest.update(name.encode() + np.ascontiguousarray(outputs[name]).tobytes())
+        digest.update(name.encode() + _output_bytes(outputs[name]))
     device = model.device
     stats = device.stats()
     fields.update(

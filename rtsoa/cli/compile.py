@@ -4,6 +4,7 @@
 import os
 
 from rtsoa.graph.io import load_graph
+from rtsoa.host.program import HostModel
 from rtsoa.ops import library
 
 
@@ -24,6 +25,8 @@ def model_ops(path):
     from rtsoa.lowering.cache import lower_cached  # as in rtsoa.cli.model: not at every start
 
     graph = lower_cached(path) if str(path).endswith(".onnx") else load_graph(path)
+    if isinstance(graph, HostModel):  # string values: the ops are the device graph's
+        graph = graph.device
     return sorted(set(library.graph_entries(graph).values()))
 
 

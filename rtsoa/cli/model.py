@@ -11,7 +11,9 @@ import time
 import numpy as np
 
 from rtsoa.cli.arguments import progress
+from rtsoa.errors import LoweringError
 from rtsoa.executors import Tracer
+from rtsoa.graph.graph import ExecuteGraph
 from rtsoa.graph.inspect import _shape
 from rtsoa.graph.io import save_graph
 from rtsoa.report import device_trace_events
@@ -57,6 +59,11 @@ def lower_command(args):
         bar.update()
         graph = lower(model, fuse=getattr(args, "fuse", True))
         bar.update()
+        if not isinstance(graph, ExecuteGraph):  # a HostModel: host steps have no graph file
+            raise LoweringError(
+                f"{args.file}: the model has string values, which run as host steps around "
+                "the device graph; a saved graph cannot hold them: run the .onnx file itself"
+            )
         save_graph(graph, args.output, overwrite=args.force)
         bar.update()
     seconds = time.perf_counter() - start
@@ -163,7 +170,8 @@ def inspect_model(args):
 
     def entry(name):
         tensor = graph.tensors[name]
-        return {"name": name, "dtype": tensor.dtype.name, "dims": tensor.dims}
+        dtype = "STRING" if tensor.string else tensor.dtype.name
+        return {"name": name, "dtype": dtype, "dims": tensor.dims}
 
     symbols = sorted(
         {

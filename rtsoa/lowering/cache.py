@@ -54,6 +54,7 @@ from pathlib import Path
 from rtsoa._jit import cache_dir
 from rtsoa.errors import GraphFormatError, LoweringError
 from rtsoa.graph.io import load_graph, save_graph
+from rtsoa.host.program import HostModel
 from rtsoa.limits import parse_size
 from rtsoa.lowering.converters import _CONVERTERS
 from rtsoa.lowering.lower import lower
@@ -361,6 +362,8 @@ def lower_cached(source, streams=1, base_dir=None):
     external = []
     model = load_onnx(source, base_dir=base_dir, external_files=external, external_stamps=stamps)
     graph = lower(model, streams=streams)
+    if isinstance(graph, HostModel):
+        return graph  # host steps are not a saved graph: lowered again each time
     try:
         records = [[name, os.path.getsize(name), _file_digest(name)] for name in external]
     except OSError:

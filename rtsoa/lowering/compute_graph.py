@@ -29,6 +29,9 @@ class Tensor:
     # rtsoa.lowering.sequences into `elements`: the names of its element tensors, in order.
     sequence: bool = False
     elements: tuple | None = None
+    # A string tensor (`dtype` stays UNDEFINED): its values live on the host, and only host
+    # steps (rtsoa.lowering.host_split) read or make it.
+    string: bool = False
 
     @property
     def is_constant(self):

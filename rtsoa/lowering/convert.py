@@ -72,6 +72,12 @@ def convert_node(ctx, node, opset):
                     "sequences at lowering, and only its sequence ops (rtsoa.lowering."
                     "sequences) take or make them"
                 )
+    for name in node.inputs + node.outputs:
+        if name and name in ctx.graph.tensors and ctx.graph.tensors[name].string:
+            raise LoweringError(
+                f"{ctx.describe(node)}: {name!r} is a string tensor; string ops run as host "
+                "steps of the top-level graph only (rtsoa.lowering.host_split), not in subgraphs"
+            )
     try:
         converter(ctx, node)
     except LoweringError:

@@ -20,6 +20,7 @@ import warnings
 
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
+from rtsoa.host.program import HostModel
 from rtsoa.limits import check_lowering_limits
 from rtsoa.lowering.budget import running
 from rtsoa.lowering.calls import OpCall
@@ -30,6 +31,7 @@ from rtsoa.lowering.emit import Emitter
 from rtsoa.lowering.fold import fold_and_infer
 from rtsoa.lowering.fuse import FUSIONS
 from rtsoa.lowering.half_precision import loaded_kind
+from rtsoa.lowering.host_split import split_host_steps
 from rtsoa.lowering.onnx_import import import_onnx
 from rtsoa.ops import OPS
 from rtsoa.ops.library import entry_for, load_ops
@@ -38,6 +40,8 @@ from rtsoa.ops.library import entry_for, load_ops
 def lower(model, name=None, streams=1, fuse=True, limits=None):
     """The ExecuteGraph of `model`: a ComputeGraph, an ONNX ModelProto, ONNX bytes or a path
     to an .onnx file. Raises LoweringError naming the op, node and opset it cannot lower.
+    A model with string values (or an op rtsoa runs only on the host) lowers to a
+    `rtsoa.host.program.HostModel`: its device ops' ExecuteGraph and the host steps around it.
 
     `limits`: a `rtsoa.limits.LoweringLimits` bounding the work (sequence elements resolved,
     op calls emitted); None: its defaults. Going past one is a LoweringError naming the node.
@@ -76,6 +80,10 @@ def _fusions(fuse):
 def _lower(model, name, streams, fuse):
     if not isinstance(model, ComputeGraph):
         model = import_onnx(model)
+    split = split_host_steps(model)
+    if split is not None:  # string values: host steps around a device graph (rtsoa.host)
+        device, program = split
+        return HostModel(_lower(device, name, streams, fuse), program)
     for output in model.outputs:
         model.tensor(output)
     ctx = convert(model)

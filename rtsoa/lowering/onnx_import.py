@@ -20,7 +20,10 @@ import numpy as np
 
 from rtsoa.abi.dtypes import DTYPE_OF_ONNX
 from rtsoa.errors import LoweringError
+from rtsoa.graph.schema import DType
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor, sort_nodes
+
+ONNX_STRING = 8  # TensorProto.STRING: string tensors are host values (rtsoa.host)
 
 OLDEST_OPSET = 1  # the oldest default-domain opset the importer accepts
 
@@ -73,6 +76,13 @@ def _value_info(graph, tensor_proto_info, where):
         )
     elem = type_proto.tensor_type.elem_type
     tensor = graph.tensor(tensor_proto_info.name)
+    if elem == ONNX_STRING:
+        if sequence:
+            raise LoweringError(
+                f"{where} {tensor_proto_info.name!r}: sequences of strings are not supported"
+            )
+        tensor.string = True
+        elem = 0
     if sequence:
         tensor.sequence = True
         if elem:
@@ -92,7 +102,8 @@ def _attribute_value(attribute, where, opsets):
     kind = attribute.type
     if kind == AttributeProto.TENSOR:
         label = f"{where}: attribute {attribute.name!r}"
-        onnx_dtype(attribute.t.data_type, label)
+        if attribute.t.data_type != ONNX_STRING:
+            onnx_dtype(attribute.t.data_type, label)
         return _tensor_data(attribute.t, label)
     if kind == AttributeProto.GRAPH:
         return _convert_graph(attribute.g, opsets, where=f"{where} attribute {attribute.name!r}")
@@ -116,9 +127,19 @@ def _tensor_data(tensor, where):
     if external_data_helper.uses_external_data(tensor):  # never read relative to the cwd
         raise LoweringError(f"{where}: external data was not loaded (no base directory)")
     try:
-        return numpy_helper.to_array(tensor)
+        data = numpy_helper.to_array(tensor)
+        if tensor.data_type == ONNX_STRING:  # object arrays of str, as host values are
+            data = _decoded(data)
+        return data
     except Exception as error:  # a size that does not match the dims, an unknown type, ...
         raise LoweringError(f"{where}: unreadable tensor data ({error})") from None
+
+
+def _decoded(data):
+    """A string tensor's data as a numpy object array of str (ONNX stores UTF-8 bytes)."""
+    out = np.empty(data.size, dtype=object)
+    out[:] = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in data.ravel()]
+    return out.reshape(data.shape)
 
 
 def _contiguous(data):
@@ -132,10 +153,12 @@ def _convert_graph(graph_proto, opsets, where="graph"):
     scope = "" if where == "graph" else f"{where}: "
     for init in graph_proto.initializer:
         label = f"{scope}initializer {init.name!r}"
-        dtype = onnx_dtype(init.data_type, label)  # before to_array, which fails on UNDEFINED
+        string = init.data_type == ONNX_STRING
+        # the dtype before to_array, which fails on UNDEFINED
+        dtype = DType.UNDEFINED if string else onnx_dtype(init.data_type, label)
         data = _tensor_data(init, label)
         graph.tensors[init.name] = Tensor(
-            init.name, dtype, tuple(int(d) for d in data.shape), _contiguous(data)
+            init.name, dtype, tuple(int(d) for d in data.shape), _contiguous(data), string=string
         )
         initializers.add(init.name)
     for info in graph_proto.input:

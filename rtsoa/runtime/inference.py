@@ -30,7 +30,7 @@ from rtsoa.runtime.shared_weights import SharedWeights
 from rtsoa.runtime.sources import graph_of
 
 # onnxruntime's element type names where they differ from numpy's
-_ONNXRUNTIME_TYPE_NAMES = {"float32": "float", "float64": "double"}
+_ONNXRUNTIME_TYPE_NAMES = {"float32": "float", "float64": "double", "object": "string"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@ serialised (one run at a time, in call order, as on one stream).
 
 import math
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,9 +24,11 @@ from rtsoa.errors import InvalidBlock, ModelInputError, ModelStateError
 from rtsoa.executors import Subscriber, prepare_executor
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
+from rtsoa.host.kinds import STRING
+from rtsoa.host.program import HostModel
 from rtsoa.kernels.abi import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
-from rtsoa.runtime import external_weights, resources
+from rtsoa.runtime import external_weights, host_steps, resources
 from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
 from rtsoa.runtime.execution import Execution
 from rtsoa.runtime.forks import CALLS
@@ -80,7 +83,10 @@ class ModelExecutor:
         constant_memory=None,
         threads=None,
     ):
-        if not is_model(graph):
+        self.host = None  # the HostProgram run around the device graph (rtsoa.host), or None
+        if isinstance(graph, HostModel):
+            self.host, graph = graph.program, graph.device
+        if not is_model(graph) and (self.host is None or graph.num_nodes):
             raise ModelInputError(
                 f"graph {graph.meta.name!r} is not a lowered model (it runs no op kernels); "
                 "run it with rtsoa.prepare_executor"
@@ -157,6 +163,10 @@ class ModelExecutor:
             self.outputs.append((name, block, shape, kind, dims))
         self.input_names = [entry[0] for entry in self.inputs]
         self.output_names = [entry[0] for entry in self.outputs]
+        if self.host is not None:  # the device graph's inputs and outputs are not the model's
+            self._device_io = DeviceIO(self.input_names, self.inputs, self.output_names)
+            self.input_names = [value.name for value in self.host.inputs]
+            self.output_names = [value.name for value in self.host.outputs]
         self._main = None
         self._kept = None  # Main keeping the shapes of the run before (see kept_shapes.py), or None
         self._last_shapes = None  # input shapes and dtypes of the last successful run
@@ -295,14 +305,20 @@ class ModelExecutor:
                 "shape": None if dims is None else list(dims),
             }
 
+        if self.host is not None:
+            inputs = [entry(v.name, _host_dtype(v.kind), v.dims) for v in self.host.inputs]
+            outputs = [entry(v.name, _host_dtype(v.kind), v.dims) for v in self.host.outputs]
+        else:
+            inputs = [entry(n, numpy_dtype(t), d) for n, _b, _s, t, d in self.inputs]
+            outputs = [entry(n, t, d) for n, _b, _s, t, d in self.outputs]
         return {
             "name": self.graph.meta.name,
             "stream_count": self.stream_count,
             "event_count": self.event_count,
             "notify_count": self.notify_count,
-            "inputs": [entry(n, numpy_dtype(t), d) for n, _b, _s, t, d in self.inputs],
-            "outputs": [entry(n, t, d) for n, _b, _s, t, d in self.outputs],
-            "is_dynamic": _dims_dynamic(self),
+            "inputs": inputs,
+            "outputs": outputs,
+            "is_dynamic": any(_dynamic(item["shape"]) for item in inputs + outputs),
         }
 
     @property
@@ -324,6 +340,9 @@ class ModelExecutor:
     # -- checks ------------------------------------------------------------------------------
     def check_inputs(self, inputs):
         """Arrays of `inputs` in the model's order, after every check (ModelInputError)."""
+        if self.host is not None:
+            checked = host_steps.check_feeds(self.host, inputs)
+            return [checked[name] for name in self.input_names]
         return self._check_inputs(inputs)[0]
 
     def _check_inputs(self, inputs):
@@ -365,8 +384,11 @@ class ModelExecutor:
                     if self.state == "created"
                     else f"execute on a model that is {self.state}"
                 )
-            arrays, symbols = self._check_inputs(inputs)
-            buffers = self.check_outputs(outputs, arrays, symbols) if outputs else {}
+            if self.host is None:
+                arrays, symbols = self._check_inputs(inputs)
+                buffers = self.check_outputs(outputs, arrays, symbols) if outputs else {}
+            else:
+                values, arrays, buffers = self._host_prologue(inputs, outputs)
             device = self.device
             if stream is not None:
                 if isinstance(stream, bool) or not isinstance(stream, int | np.integer):
@@ -386,6 +408,8 @@ class ModelExecutor:
                 if sync:  # execute_sync: wait for the run's streams (no completion events)
                     for own in self.streams:
                         device.synchronize(own)
+            if self.host is not None:
+                results = host_steps.after(self.host, values, results)
             self.iterations += 1
             if sync:
                 return results
@@ -393,6 +417,16 @@ class ModelExecutor:
             return Execution(
                 self, results, done, self.streams[0] if stream is None else stream, self.iterations
             )
+
+    def _host_prologue(self, inputs, outputs):
+        """(host values, device input arrays, no buffers): the model's inputs checked and the
+        host steps before the device graph run (rtsoa.runtime.host_steps)."""
+        if outputs:
+            raise ModelInputError(
+                "output buffers are not supported for a model with host steps (string values)"
+            )
+        values, feeds = host_steps.before(self.host, inputs)
+        return values, check_inputs(self._device_io, feeds)[0], {}
 
     def _run(self, arrays, buffers, stream, subscribers, record):
         device = self.device
@@ -534,6 +568,21 @@ class ModelExecutor:
                 self.device.synchronize(stream)
 
 
-def _dims_dynamic(model):
-    every = [entry[4] for entry in model.inputs] + [entry[4] for entry in model.outputs]
-    return any(dims is None or any(not isinstance(d, int) for d in dims) for dims in every)
+class DeviceIO(NamedTuple):
+    """The device graph's inputs and outputs of a model with host steps, as the input checks
+    (rtsoa.runtime.checks) read them from a model."""
+
+    input_names: list
+    inputs: list
+    output_names: list
+
+
+def _host_dtype(kind):
+    """The numpy dtype a host value shows: object for strings, None when unknown."""
+    if kind is None:
+        return None
+    return np.dtype(object) if kind == STRING else np.dtype(kind)
+
+
+def _dynamic(shape):
+    return shape is None or any(not isinstance(d, int) for d in shape)

@@ -5,6 +5,7 @@ import os
 from rtsoa.errors import ModelInputError
 from rtsoa.graph.graph import ExecuteGraph
 from rtsoa.graph.io import load_graph
+from rtsoa.host.program import HostModel
 from rtsoa.lowering.cache import lower_cached
 from rtsoa.runtime.forks import CALLS
 
@@ -15,7 +16,7 @@ def graph_of(source, base_dir=None):
     cache, `rtsoa.lowering.cache`). `base_dir`: the directory an ONNX model's external data
     is relative to (default: a path's own directory; bytes and a ModelProto have none, and
     one with external data is refused without it)."""
-    lowered = isinstance(source, ExecuteGraph)
+    lowered = isinstance(source, ExecuteGraph | HostModel)
     if isinstance(source, str | os.PathLike) and os.path.isdir(source):
         lowered, source = True, load_graph(source)
     if lowered:
