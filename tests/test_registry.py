@@ -9,6 +9,7 @@ from rtsoa.batch.jobs import JOB_KINDS  # the built-in kinds register there
 from rtsoa.errors import UnknownKernelError, UnknownOpError
 from rtsoa.executors.base import EXECUTORS
 from rtsoa.graph.generators import GENERATORS
+from rtsoa.host.ops import HOST_OPS
 from rtsoa.kernels import REGISTRY
 from rtsoa.lowering import converters
 from rtsoa.lowering.fuse import FUSIONS
@@ -88,6 +89,7 @@ def test_every_rtsoa_registry_has_the_one_shape():
         "job kinds": JOB_KINDS,
         "compat table": compat.TABLE,
         "graph generators": GENERATORS,
+        "host ops": HOST_OPS,
     }
     for name, registry in registries.items():
         assert isinstance(registry, Registry), name
