@@ -180,7 +180,7 @@ def _run_onnx(args):
     helper = cold_start_model(args.executor)
     try:
         with cores_in_use(1 if helper is not None else 0):
-            graph = lower_onnx(args.file)
+            graph = lower_onnx(args.file, args.inputs)
         status = finish(helper)
     except BaseException:
         finish(helper, timeout=0)

@@ -99,6 +99,8 @@ def _judge(runner, input_names, output_names, data_sets, rtol, atol):
         feeds = dict(zip(input_names, inputs, strict=False))
         try:
             got = runner(feeds)
+        except _Refused:
+            raise
         except Exception as error:
             return ERROR, f"run: {_one_line(error)}"
         for name, want in zip(output_names, expected, strict=False):
@@ -110,11 +112,47 @@ def _judge(runner, input_names, output_names, data_sets, rtol, atol):
     return PASS, ""
 
 
+def _run_sequences(model_bytes, input_names, output_names, data_sets, rtol, atol):
+    """A model with sequence or optional inputs or outputs, through the session that lowers
+    it per run's sequences: a refusal comes with the first run."""
+    from rtsoa.errors import LoweringError, ModelInputError
+    from rtsoa.runtime.inference import InferenceSession
+
+    try:
+        session = InferenceSession(model_bytes)
+    except (LoweringError, ModelInputError) as error:
+        return REFUSED, " ".join(str(error).split())[:400]
+    except Exception as error:
+        return ERROR, f"lowering: {_one_line(error)}"
+
+    def run(feeds):
+        try:
+            return session.execute_sync(feeds)
+        except LoweringError as error:
+            raise _Refused(error) from None
+
+    try:
+        return _judge(run, input_names, output_names, data_sets, rtol, atol)
+    except _Refused as refusal:
+        return REFUSED, " ".join(str(refusal.args[0]).split())[:400]
+    finally:
+        session.close()
+
+
+class _Refused(Exception):
+    """A specialisation's lowering refused the model (carried past `_judge`)."""
+
+
 def _run_rtsoa(model_bytes, input_names, output_names, data_sets, rtol, atol):
+    import onnx
+
     from rtsoa.errors import LoweringError, ModelInputError
     from rtsoa.lowering import lower
+    from rtsoa.lowering.sequence_io import takes_sequences
     from rtsoa.runtime.model import ModelExecutor
 
+    if takes_sequences(onnx.load_from_string(model_bytes)):
+        return _run_sequences(model_bytes, input_names, output_names, data_sets, rtol, atol)
     try:
         executor = ModelExecutor(lower(model_bytes)).load()
     except (LoweringError, ModelInputError) as error:
