@@ -15,6 +15,7 @@ from rtsoa.lowering import (
     mixed_types,  # noqa: F401  (registers Pow of mixed element types, Clip on integers)
     normalizing,  # noqa: F401  (registers MeanVarianceNormalization, LpNormalization, Hardmax)
     quantized,  # noqa: F401  (registers the quantisation converters)
+    randomness,  # noqa: F401  (registers RandomUniformLike and Bernoulli)
     recurrent,  # noqa: F401  (registers the LSTM / GRU / RNN converters)
     reductions,  # noqa: F401  (registers the reductions composed of ReduceSum)
     resampling,  # noqa: F401  (registers the Resize / Upsample converters)
