@@ -244,3 +244,18 @@ def test_the_backend_and_rtsoa_run_take_sequences(tmp_path):
         assert sorted(written.files) == ["joined", "length", "more[0]", "more[1]", "more[2]"]
         np.testing.assert_array_equal(written["more[2]"], t)
         np.testing.assert_array_equal(written["joined"], np.concatenate(xs))
+
+
+def test_a_position_fed_as_an_input_is_part_of_the_signature():
+    proto = _model(
+        [helper.make_node("SequenceAt", ["xs", "k"], ["chosen"])],
+        [_sequence("xs"), helper.make_tensor_value_info("k", INT64, [])],
+        [helper.make_tensor_value_info("chosen", FLOAT, None)],
+    )
+    xs = _arrays(3)
+    with rtsoa.InferenceSession(proto) as session:
+        for k in (0, -1, 2, 0):
+            _check(proto, {"xs": xs, "k": np.array(k, np.int64)}, session)
+        assert session.describe()["specialisations"] == 3
+        with pytest.raises(LoweringError, match="position 3 is out of range"):
+            session.run(None, {"xs": xs, "k": np.array(3, np.int64)})

@@ -26,6 +26,7 @@ from rtsoa.errors import ModelInputError
 TENSOR, SEQUENCE = "tensor", "sequence"
 OPTIONAL, OPTIONAL_SEQUENCE = "optional", "optional_sequence"
 SEQUENCE_KINDS = (SEQUENCE, OPTIONAL_SEQUENCE)
+VALUE = "value"  # a signature entry of an input whose value is part of it (a position)
 _FLOAT = 1  # TensorProto.FLOAT: the element type of an empty sequence of undeclared type
 
 
@@ -74,6 +75,27 @@ def takes_sequences(proto):
     return any(kind not in (TENSOR, None) for _, kind, _ in inputs + outputs)
 
 
+# Inputs a sequence op reads as a position or a split at lowering: op -> input index.
+_POSITION_READS = {"SequenceAt": 1, "SequenceInsert": 2, "SequenceErase": 1, "SplitToSequence": 1}
+
+
+def position_inputs(proto):
+    """Names of graph inputs a sequence op of the main graph reads as a position or a split:
+    a one-element integer given for one is part of the signature (its value), and becomes a
+    constant of that lowering, as rtsoa resolves sequences at lowering."""
+    names = set()
+    for node in proto.graph.node:
+        index = _POSITION_READS.get(node.op_type)
+        if index is not None and index < len(node.input) and node.domain in ("", "ai.onnx"):
+            names.add(node.input[index])
+    return names
+
+
+def baked_inputs(key):
+    """Names of the inputs a signature makes constants (positions, `position_inputs`)."""
+    return {entry[0] for entry in key if entry[1] == VALUE}
+
+
 def _numpy_of(code):
     from onnx import helper
 
@@ -83,11 +105,13 @@ def _numpy_of(code):
 def signature(proto, feeds, max_elements):
     """The hashable signature of `feeds` ({name: value}) for the model's inputs: per input,
     None (an absent optional) or ("tensor", dtype, shape) (tensors and optional tensors) or
-    ("sequence", ((dtype, shape), ...)); every input of such a model is lowered at the run's
-    shapes. ModelInputError naming the input for a tensor where a
-    sequence is expected (or the reverse), elements of mixed or undeclared element types, or
-    more than `max_elements` elements in all."""
+    ("sequence", ((dtype, shape), ...)) or ("value", dtype, shape, value) (a one-element
+    integer a sequence op reads as a position or split, `position_inputs`); every input of
+    such a model is lowered at the run's shapes. ModelInputError naming the input for a tensor
+    where a sequence is expected (or the reverse), elements of mixed or undeclared element
+    types, or more than `max_elements` elements in all."""
     inputs, _ = value_kinds(proto)
+    positions = position_inputs(proto)
     key = []
     total = 0
     for name, kind, code in inputs:
@@ -99,6 +123,9 @@ def signature(proto, feeds, max_elements):
             if isinstance(value, list | tuple) or value is None:
                 raise ModelInputError(f"input {name!r} is a tensor: give an array")
             array = np.asarray(value)
+            if name in positions and array.size == 1 and array.dtype.kind in "iu":
+                key.append((name, VALUE, str(array.dtype), array.shape, array.item()))
+                continue
             key.append((name, TENSOR, str(array.dtype), array.shape))
             continue
         if value is None:
@@ -158,7 +185,7 @@ def specialise(proto, key):
     """(ModelProto, absent outputs): `proto` rewritten for one signature (`signature`), its
     sequence and optional inputs as described in the module docstring; `proto` is not
     modified. ModelInputError when an element's name `x[k]` is a value of the model already."""
-    from onnx import ModelProto, helper
+    from onnx import ModelProto, helper, numpy_helper
 
     model = ModelProto()
     model.CopyFrom(proto)
@@ -185,6 +212,10 @@ def specialise(proto, key):
         if spec[0] == TENSOR:
             dtype, shape = spec[1], spec[2]
             kept.append(helper.make_tensor_value_info(value.name, _code_of(dtype), shape))
+            continue
+        if spec[0] == VALUE:  # a position: the run's value, a constant of this lowering
+            array = np.full(spec[2], spec[3], dtype=spec[1])
+            graph.initializer.append(numpy_helper.from_array(array, value.name))
             continue
         elements = spec[1]
         names = [element_name(value.name, k) for k in range(len(elements))]

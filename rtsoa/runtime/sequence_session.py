@@ -7,7 +7,8 @@
 
 rtsoa resolves sequences at lowering, so such a model is lowered (and loaded) once per
 signature of a run's sequence and optional inputs: each sequence's length and its elements'
-element types and shapes, and which optionals are given (`rtsoa.lowering.sequence_io`). The
+element types and shapes, which optionals are given, and the value of an integer a sequence op
+reads as a position or split (`rtsoa.lowering.sequence_io`). The
 specialisations are kept (at most `MAX_SPECIALISATIONS`, the least recently used one unloaded
 first), and their lowerings go to the disk cache like any model's. A sequence input is a list
 (or tuple) of arrays of one element type; an optional input is None or its value. A sequence
@@ -28,6 +29,7 @@ from rtsoa.errors import ModelInputError, ModelStateError
 from rtsoa.limits import LoweringLimits
 from rtsoa.lowering.sequence_io import (
     SEQUENCE_KINDS,
+    baked_inputs,
     element_name,
     element_outputs,
     signature,
@@ -175,8 +177,11 @@ class SequenceSession:
         limit = LoweringLimits().sequence_elements
         key = signature(self.proto, inputs, limit)
         kinds = {info.name: info.kind for info in self._inputs}
+        baked = baked_inputs(key)  # constants of this specialisation
         feeds = {}
         for name, value in inputs.items():
+            if name in baked:
+                continue
             if kinds.get(name) in SEQUENCE_KINDS and value is not None:
                 feeds.update((element_name(name, k), item) for k, item in enumerate(value))
             elif value is not None:
