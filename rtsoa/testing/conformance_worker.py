@@ -105,11 +105,13 @@ def _one_line(error):
 
 
 def _judge(runner, input_names, output_names, data_sets, rtol, atol, values=True):
+    from rtsoa.errors import LoweringError
+
     for inputs, expected in data_sets:
         feeds = dict(zip(input_names, inputs, strict=False))
         try:
             got = runner(feeds)
-        except _Refused:
+        except LoweringError:  # a run that lowers first (`_run_sequences`): a refusal
             raise
         except Exception as error:
             return ERROR, f"run: {_one_line(error)}"
@@ -135,22 +137,14 @@ def _run_sequences(model_bytes, input_names, output_names, data_sets, rtol, atol
     except Exception as error:
         return ERROR, f"lowering: {_one_line(error)}"
 
-    def run(feeds):
-        try:
-            return session.execute_sync(feeds)
-        except LoweringError as error:
-            raise _Refused(error) from None
-
     try:
-        return _judge(run, input_names, output_names, data_sets, rtol, atol, values)
-    except _Refused as refusal:
-        return REFUSED, " ".join(str(refusal.args[0]).split())[:400]
+        return _judge(
+            session.execute_sync, input_names, output_names, data_sets, rtol, atol, values
+        )
+    except LoweringError as error:  # a specialisation's lowering, carried past `_judge`
+        return REFUSED, " ".join(str(error).split())[:400]
     finally:
         session.close()
-
-
-class _Refused(Exception):
-    """A specialisation's lowering refused the model (carried past `_judge`)."""
 
 
 def _run_rtsoa(model_bytes, input_names, output_names, data_sets, rtol, atol, values):
