@@ -11,6 +11,7 @@ from rtsoa.lowering import (
     gated,  # noqa: F401  (registers SwiGLU and CausalConvWithState)
     image,  # noqa: F401  (Col2Im, MaxUnpool, RoiAlign, DeformConv)
     indexed,  # noqa: F401  (registers the scatter converters)
+    integer_pools,  # noqa: F401  (registers MaxPool on int8 / uint8)
     linear_attention,  # noqa: F401  (registers the LinearAttention converter)
     mixed_types,  # noqa: F401  (registers Pow of mixed element types, Clip on integers)
     normalizing,  # noqa: F401  (registers MeanVarianceNormalization, LpNormalization, Hardmax)
