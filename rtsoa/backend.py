@@ -14,7 +14,9 @@ interface, `onnx.backend.test.BackendTest` first, run models through rtsoa:
 (the only device: "CPU"); a model rtsoa cannot run is refused there with the LoweringError that
 names the op, node, opset or dtype. `BackendRep.run` takes the inputs as a list in the order of
 the graph's inputs (initializers left out) or a dict by name, and returns the outputs in the
-graph's order, as a namedtuple.
+graph's order, as a namedtuple. A model with sequence or optional graph inputs or outputs runs
+in a `rtsoa.runtime.sequence_session.SequenceSession` (lowered per run's sequences, so a refusal
+comes with the first run): a sequence is a list of arrays, an empty optional None.
 """
 
 import numpy as np
@@ -25,6 +27,7 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 from rtsoa.errors import ModelInputError
 from rtsoa.lowering import lower
 from rtsoa.lowering.onnx_import import supported_opsets
+from rtsoa.lowering.sequence_io import takes_sequences
 from rtsoa.runtime.model import ModelExecutor
 
 
@@ -83,7 +86,12 @@ class RtsoaBackend(Backend):
         initialized = {tensor.name for tensor in model.graph.initializer}
         input_names = [value.name for value in model.graph.input if value.name not in initialized]
         output_names = [value.name for value in model.graph.output]
-        executor = ModelExecutor(lower(model)).load()
+        if takes_sequences(model):  # a SequenceSession: lowered per run's sequences
+            from rtsoa.runtime.inference import InferenceSession
+
+            executor = InferenceSession(model)
+        else:
+            executor = ModelExecutor(lower(model)).load()
         return RtsoaRep(executor, input_names, output_names)
 
     @classmethod

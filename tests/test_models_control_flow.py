@@ -420,27 +420,6 @@ def test_loop_with_a_constant_zero_trip_count_is_its_initial_values():
     assert _kernel_count(graph, "Enter") == 0
 
 
-def test_loop_scan_outputs_are_refused_naming_the_node():
-    body = subgraph(
-        [
-            helper.make_node("Add", ["v_in", "v_in"], ["v_out"]),
-            helper.make_node("Identity", ["v_out"], ["scan"]),
-            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-        ],
-        "body",
-        [("cond_out", BOOL, []), ("v_out", FLOAT, None), ("scan", FLOAT, None)],
-        inputs=[("i", INT64, []), ("cond_in", BOOL, []), ("v_in", FLOAT, None)],
-    )
-    proto = model(
-        [helper.make_node("Loop", ["M", "", "x"], ["v", "scans"], name="scanner", body=body)],
-        [("M", INT64, []), ("x", FLOAT, [2])],
-        [("v", FLOAT, [2]), ("scans", FLOAT, None)],
-    )
-    message = "Loop node 'scanner' (#0) (opset 17): scan outputs are not supported"
-    with pytest.raises(LoweringError, match=re.escape(message)):
-        lower(proto)
-
-
 def test_unknown_outer_tensor_in_a_branch_is_named():
     then_branch = subgraph([helper.make_node("Neg", ["ghost"], ["t"])], "t", [("t", FLOAT, None)])
     else_branch = subgraph([helper.make_node("Abs", ["x"], ["e"])], "e", [("e", FLOAT, None)])

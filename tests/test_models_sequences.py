@@ -345,28 +345,31 @@ def test_empty_sequences_are_refused_where_an_element_is_needed():
         assert f"{op} node 'y' (#1) (opset 17): the sequence is empty" in _refusal(proto)
 
 
-def test_a_sequence_as_a_graph_input_or_output_is_refused():
+def test_a_sequence_graph_input_is_refused_and_an_output_is_returned_as_its_elements():
     read = model([_node("SequenceLength", ["s"], "n")], [], [("n", INT64, [])])
     read.graph.input.append(_sequence_value("s"))
     assert _refusal(read).startswith(
         "SequenceLength node 'n' (#0) (opset 17): sequence 's' is a graph input"
     )
+    assert "rtsoa.InferenceSession" in _refusal(read)
     unread = model(
         [helper.make_node("Neg", ["a"], ["y"])], [("a", FLOAT, [2])], [("y", FLOAT, [2])]
     )
     unread.graph.input.append(_sequence_value("s"))
     assert _refusal(unread).startswith("graph input 's' is a sequence value")
-    made = model([_node("SequenceConstruct", ["a"], "s")], [("a", FLOAT, [2])], [])
+    made = model([_node("SequenceConstruct", ["a", "a"], "s")], [("a", FLOAT, [2])], [])
     made.graph.output.append(_sequence_value("s"))
-    assert _refusal(made).startswith(
-        "SequenceConstruct node 's' (#0) (opset 17): sequence 's' is a graph output"
-    )
+    graph = lower(made)
+    assert [entry[0] for entry in graph.io_description()["outputs"]] == ["s[0]", "s[1]"]
+    taken = model([_node("SequenceConstruct", ["s[0]"], "s")], [("s[0]", FLOAT, [2])], [])
+    taken.graph.output.append(_sequence_value("s"))
+    assert "graph output 's': its element 0 would be returned as 's[0]'" in _refusal(taken)
 
 
 def test_other_ops_are_refused_a_sequence():
-    nodes = [_node("SequenceConstruct", ["a"], "s"), helper.make_node("Identity", ["s"], ["y"])]
+    nodes = [_node("SequenceConstruct", ["a"], "s"), helper.make_node("Neg", ["s"], ["y"])]
     proto = model(nodes, [("a", FLOAT, [2])], [("y", FLOAT, None)])
-    assert _refusal(proto).startswith("Identity node (#1) (opset 17): 's' is a sequence value")
+    assert _refusal(proto).startswith("Neg node (#1) (opset 17): 's' is a sequence value")
 
 
 def _if_returning_a_sequence(reader):
@@ -460,7 +463,7 @@ def _construct_then(op, elements=(("x", FLOAT),), **attributes):
         (
             _construct_then("SequenceMap"),
             17,
-            "SequenceMap node 'y' (#1) (opset 17): op 'SequenceMap' is not supported",
+            "SequenceMap node 'y' (#1) (opset 17): attribute 'body' is missing",
         ),
         (
             _construct_then("SequenceLength"),

@@ -180,12 +180,12 @@ def _run_onnx(args):
     helper = cold_start_model(args.executor)
     try:
         with cores_in_use(1 if helper is not None else 0):
-            graph = lower_onnx(args.file)
+            graph, constants = lower_onnx(args.file, args.inputs)
         status = finish(helper)
     except BaseException:
         finish(helper, timeout=0)
         raise
-    return run_model(args, graph, helper_status=status)
+    return run_model(args, graph, helper_status=status, constants=constants)
 
 
 def _run_graph(args, start, helper):

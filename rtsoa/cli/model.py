@@ -42,11 +42,61 @@ def is_onnx_path(path):
     return str(path).lower().endswith(".onnx")
 
 
-def lower_onnx(path):
-    """The lowered graph of the ONNX file at `path` (from the lowering cache when it holds it)."""
+def lower_onnx(path, inputs=None):
+    """(graph, constant inputs): the lowered graph of the ONNX file at `path` (from the
+    lowering cache when it holds it). A model taking sequences or optionals is lowered for the
+    arrays of the .npz file `inputs` (`sequence_feeds`: element k of sequence input `x` is the
+    array named `x[k]`); the inputs that lowering made constants (positions) are named, so the
+    run does not feed them."""
+    from rtsoa.errors import LoweringError
     from rtsoa.lowering.cache import lower_cached  # see the module docstring
 
-    return lower_cached(path)
+    try:
+        return lower_cached(path), set()
+    except LoweringError:
+        from rtsoa.lowering.onnx_import import load_onnx
+        from rtsoa.lowering.sequence_io import takes_sequences
+
+        model = load_onnx(path)
+        if not takes_sequences(model):
+            raise
+    return _lower_specialised(model, read_inputs(inputs) if inputs else {})
+
+
+def sequence_feeds(model, arrays):
+    """{name: value} of .npz `arrays` for a model with sequence or optional inputs: sequence
+    input `x` is the list of the arrays named `x[0]`, `x[1]`, ... (none: empty; for an
+    optional sequence, absent); an optional tensor missing from the file is absent (None)."""
+    from rtsoa.lowering.sequence_io import (
+        OPTIONAL,
+        SEQUENCE,
+        SEQUENCE_KINDS,
+        element_name,
+        value_kinds,
+    )
+
+    feeds = dict(arrays)
+    for name, kind, _ in value_kinds(model)[0]:
+        if kind in SEQUENCE_KINDS:
+            elements = []
+            while element_name(name, len(elements)) in arrays:
+                elements.append(feeds.pop(element_name(name, len(elements))))
+            absent = kind != SEQUENCE and not elements
+            feeds[name] = None if absent else elements
+        elif kind == OPTIONAL and name not in arrays:
+            feeds[name] = None
+    return feeds
+
+
+def _lower_specialised(model, arrays):
+    """The lowering of `model` specialised on the sequences and optionals of `arrays`."""
+    from rtsoa.limits import LoweringLimits
+    from rtsoa.lowering.cache import lower_cached
+    from rtsoa.lowering.sequence_io import baked_inputs, signature, specialise
+
+    key = signature(model, sequence_feeds(model, arrays), LoweringLimits().sequence_elements)
+    specialised, _ = specialise(model, key)
+    return lower_cached(specialised.SerializeToString()), baked_inputs(key)
 
 
 def lower_command(args):
@@ -85,9 +135,10 @@ def lower_command(args):
     )
 
 
-def run_model(args, graph, helper_status=None):
+def run_model(args, graph, helper_status=None, constants=()):
     """rtsoa run on a lowered model (a saved graph or an .onnx file lowered on the fly);
-    `helper_status`: the exit status of a cold start's helper (None: none ran)."""
+    `helper_status`: the exit status of a cold start's helper (None: none ran); `constants`:
+    inputs of the file the lowering made constants (`lower_onnx`), not fed."""
     from rtsoa.runtime.model import ModelExecutor  # see the module docstring
 
     if args.repeat < 1:
@@ -100,6 +151,7 @@ def run_model(args, graph, helper_status=None):
         threads=args.threads,
     )
     inputs = read_inputs(args.inputs) if args.inputs else {}
+    inputs = {name: array for name, array in inputs.items() if name not in constants}
     model.check_inputs(inputs)  # named errors before anything runs
     model.load()
     loaded = time.perf_counter()

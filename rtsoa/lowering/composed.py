@@ -82,6 +82,9 @@ def optional_has_element(ctx, node):
     ctx.set_constant(node.outputs[0], np.array(present))
 
 
+optional_has_element.takes_sequences = True  # it reads whether a sequence is given, not it
+
+
 @register_converter("OptionalGetElement", since=28)
 @register_converter("OptionalGetElement", since=18)
 @register_converter("OptionalGetElement", since=15)

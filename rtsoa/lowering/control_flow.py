@@ -15,8 +15,9 @@ enclosing scope, its `outputs` the node's outputs) but that lowers its subgraphs
 - **emit** (`rtsoa.lowering.regions`): the execute-graph nodes (switch, branch / body
   subgraphs, joins, the tensors' moves).
 
-Refused at lowering, naming the node: Loop scan outputs, conditions and trip counts that are
-not one-element integer / bool tensors, branches whose results disagree in element type.
+Loop scan outputs are carried as accumulators (`rtsoa.lowering.loop_scans`). Refused at
+lowering, naming the node: conditions and trip counts that are not one-element integer / bool
+tensors, branches whose results disagree in element type.
 """
 
 import numpy as np
@@ -27,6 +28,7 @@ from rtsoa.lowering import regions
 from rtsoa.lowering.compute_graph import Tensor
 from rtsoa.lowering.converters import register_converter
 from rtsoa.lowering.dead_code import live_calls
+from rtsoa.lowering.loop_scans import carry_scans
 from rtsoa.lowering.subgraphs import (
     convert_subgraph,
     copy_info,
@@ -272,12 +274,18 @@ def convert_loop(ctx, node):
     scans = len(body.outputs) - 1 - carried
     if scans < 0:
         raise LoweringError(f"{where}: the body has {len(body.outputs)} outputs, too few")
-    if scans:
-        raise LoweringError(
-            f"{where}: scan outputs are not supported ({scans} body output(s) after the "
-            f"{carried} loop-carried value(s)); only loop-carried values are"
-        )
     if any(not name for name in initial):
         raise LoweringError(f"{where}: a loop-carried value has no initial value")
     outputs, _ = _node_outputs(ctx, node, carried, False)
-    ctx.calls.append(LoopRegion(where, ctx.node_index, trip, condition, initial, outputs, body))
+    finals = []
+    if scans:  # carried as accumulators, reshaped after the loop (rtsoa.lowering.loop_scans)
+        body, extra, finish = carry_scans(ctx, where, body, carried)
+        initial = initial + extra
+        finals = [ctx.fresh_name("scan_final") for _ in extra]
+        for name in finals:
+            ctx.graph.tensor(name)
+    region = LoopRegion(where, ctx.node_index, trip, condition, initial, outputs + finals, body)
+    ctx.calls.append(region)
+    if scans:
+        targets = list(node.outputs[carried : carried + scans])
+        finish(finals, targets + [""] * (scans - len(targets)))

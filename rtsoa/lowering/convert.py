@@ -64,7 +64,11 @@ def convert_node(ctx, node, opset):
             f"{ctx.describe(node)}: op {node.op_type!r} changed in opset {changed}, and rtsoa "
             f"implements its definitions up to opset {IMPLEMENTED_OPSET} only"
         )
-    if not getattr(converter, "takes_sequences", False):
+    if _passes_sequence(ctx, node):
+        from rtsoa.lowering.sequences import pass_through
+
+        converter = pass_through
+    elif not getattr(converter, "takes_sequences", False):
         for name in node.inputs + node.outputs:
             if name and name in ctx.graph.tensors and ctx.graph.tensors[name].sequence:
                 raise LoweringError(
@@ -84,3 +88,11 @@ def convert_node(ctx, node, opset):
         raise
     except (ValueError, TypeError, KeyError, IndexError) as error:
         raise LoweringError(f"{ctx.describe(node)}: {error}") from None
+
+
+def _passes_sequence(ctx, node):
+    """Whether `node` is an Identity / OptionalGetElement of a sequence."""
+    if node.domain or node.op_type not in ("Identity", "OptionalGetElement") or not node.inputs:
+        return False
+    tensor = ctx.graph.tensors.get(node.inputs[0])
+    return tensor is not None and tensor.sequence

@@ -46,7 +46,7 @@ def _fold_call(graph, call, kept):
     tensors = [graph.tensors[name] if name else None for name in call.inputs]
     infos = [None if t is None else tensor_info(t) for t in tensors]
     call.slots = definition.slots(call.attributes, infos)
-    constant = all(t is None or t.is_constant for t in tensors)
+    constant = not definition.random and all(t is None or t.is_constant for t in tensors)
     if call.op == "Shape" and tensors[0] is not None and tensors[0].is_static:
         constant = True  # only the dims are read
     if constant:

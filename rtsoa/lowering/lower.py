@@ -33,6 +33,8 @@ from rtsoa.lowering.fuse import FUSIONS
 from rtsoa.lowering.half_precision import loaded_kind
 from rtsoa.lowering.host_split import split_host_steps
 from rtsoa.lowering.onnx_import import import_onnx
+from rtsoa.lowering.sequence_io import element_name
+from rtsoa.lowering.subgraphs import identity_call
 from rtsoa.ops import OPS
 from rtsoa.ops.library import entry_for, load_ops
 
@@ -87,15 +89,16 @@ def _lower(model, name, streams, fuse):
     for output in model.outputs:
         model.tensor(output)
     ctx = convert(model)
-    for kind, names in (("input", model.inputs), ("output", model.outputs)):
-        for name in names:
-            if model.tensors[name].sequence:  # one no node reads or makes (those name the node)
-                raise LoweringError(
-                    f"graph {kind} {name!r} is a sequence value; rtsoa resolves sequences at "
-                    "lowering, so a model cannot take or return one"
-                )
+    for name in model.inputs:
+        if model.tensors[name].sequence:  # one no node reads (those name the node)
+            raise LoweringError(
+                f"graph input {name!r} is a sequence value; rtsoa resolves sequences at "
+                "lowering: run the model through rtsoa.InferenceSession, which lowers it for "
+                "each run's sequence (rtsoa.lowering.sequence_io)"
+            )
     _load_ops(model, ctx.calls, fuse)
     calls = fold_and_infer(model, ctx.calls)
+    calls += _sequence_outputs(model)
     calls = drop_dead(model, calls)
     for fusion, run in FUSIONS.items():  # in this order: a folded BatchNormalization's conv fuses
         if fusion in fuse:
@@ -110,6 +113,30 @@ def _lower(model, name, streams, fuse):
             call.slots = OPS["Identity"].slots({}, [])
             calls.append(call)
     return Emitter(model, calls, name or model.name or "model", streams).emit()
+
+
+def _sequence_outputs(model):
+    """Identity calls returning each sequence graph output as its elements, tensor outputs
+    `y[0]` .. `y[n-1]` in its place (`rtsoa.lowering.sequence_io` regroups them)."""
+    calls, outputs = [], []
+    for name in model.outputs:
+        tensor = model.tensors[name]
+        if not tensor.sequence:
+            outputs.append(name)
+            continue
+        if tensor.elements is None:
+            raise LoweringError(f"graph output {name!r}: a sequence not known at lowering")
+        for index, element in enumerate(tensor.elements):
+            target = element_name(name, index)
+            if target in model.tensors:
+                raise LoweringError(
+                    f"graph output {name!r}: its element {index} would be returned as "
+                    f"{target!r}, which names a value of the model already"
+                )
+            calls.append(identity_call(model, element, target, -1))
+            outputs.append(target)
+    model.outputs[:] = outputs
+    return calls
 
 
 def _load_ops(model, calls, fuse):

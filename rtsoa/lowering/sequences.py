@@ -9,6 +9,7 @@ ops that read one become op calls on those tensors:
 - SequenceEmpty: no elements; SequenceConstruct: its inputs.
 - SequenceInsert / SequenceErase: the elements with one inserted / removed at a constant
   position (absent: at the end; a negative position counts from the end).
+- Identity / OptionalGetElement of a sequence: the same elements.
 - SequenceAt: an Identity of the element at a constant position.
 - SequenceLength: an int64 constant.
 - ConcatFromSequence: a Concat of the elements (each Unsqueezed at `axis` with `new_axis`).
@@ -22,8 +23,9 @@ More parts than one op takes (`GROUP`) are split / joined in groups. Each op cou
 elements it reads and makes against the lowering's `LoweringLimits.sequence_elements` (a
 split before it builds its parts), and its op calls against `op_calls`. Refused at lowering,
 naming the op, node and opset: positions that are not constants or out of range, a number of
-elements not known at lowering, a sequence as a graph input or output or as a result of an
-If / Loop subgraph, and a sequence read or made by any other op (`lower.convert_node`).
+elements not known at lowering, a sequence as a graph input (`rtsoa.lowering.sequence_io`
+lowers a model per run's sequences instead) or as a result of an If / Loop subgraph, and a
+sequence read or made by any other op (`lower.convert_node`).
 """
 
 import numpy as np
@@ -319,6 +321,25 @@ def _split_calls(call, model, source, sizes, axis, outputs):
     return calls
 
 
+def _same(call, model):
+    elements = _elements(call, model)
+    return _set_sequence(call, model, elements, model.tensors[call.inputs[0]].dtype, counted=True)
+
+
+# ops that pass a sequence on unchanged (an optional holding one is the sequence itself)
+PASS_THROUGH = ("Identity", "OptionalGetElement")
+
+
+def pass_through(ctx, node):
+    """Identity / OptionalGetElement of a sequence: the same elements (`lower.convert_node`
+    sends such a node here in place of the op's own converter)."""
+    where = ctx.describe(node)
+    if len([name for name in node.inputs if name]) != 1 or len(node.outputs) != 1:
+        raise LoweringError(f"{where}: one input and one output are needed")
+    ctx.tensor(node.outputs[0]).sequence = True
+    ctx.calls.append(SequenceCall(ctx, node, _same))
+
+
 # op: (resolver, (fewest, most) inputs, sequence inputs, makes a sequence)
 _SEQUENCE_OPS = {
     "SequenceEmpty": (_empty, (0, 0), (), True),
@@ -356,7 +377,8 @@ def _converter(resolve, arity, sequence_inputs, makes_sequence):
             elif name in ctx.graph.inputs:
                 raise LoweringError(
                     f"{where}: sequence {name!r} is a graph input; rtsoa resolves sequences at "
-                    "lowering, so a model cannot take one"
+                    "lowering: run the model through rtsoa.InferenceSession, which lowers it "
+                    "for each run's sequence (rtsoa.lowering.sequence_io)"
                 )
             elif not tensor.sequence:
                 raise LoweringError(
@@ -364,12 +386,7 @@ def _converter(resolve, arity, sequence_inputs, makes_sequence):
                     "resolves sequences at lowering, so only those ops may make the ones it reads"
                 )
         (output,) = node.outputs
-        if makes_sequence:
-            if output in ctx.graph.outputs:
-                raise LoweringError(
-                    f"{where}: sequence {output!r} is a graph output; rtsoa resolves sequences "
-                    "at lowering, so a model cannot return one"
-                )
+        if makes_sequence:  # a graph output: returned as its elements (lower._sequence_outputs)
             ctx.tensor(output).sequence = True
         ctx.calls.append(SequenceCall(ctx, node, resolve))
 

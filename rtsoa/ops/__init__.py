@@ -34,6 +34,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     pooling,
     positional,
     quantize,
+    randomness,
     recurrent,
     reduce,
     reshape,

@@ -189,12 +189,14 @@ def eye_like_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt
-def _one_bytes(kind):
-    """The bytes of 1 in dtype `kind` (every dtype but float16, which EyeLike refuses)."""
+def one_bytes(kind):
+    """The bytes of 1 in dtype `kind` (bool, the integers, float16, float32, float64)."""
     if kind == F32:
         return np.ones(1, dtype=np.float32).view(np.uint8)
     if kind == F64:
         return np.ones(1, dtype=np.float64).view(np.uint8)
+    if kind == F16:
+        return np.full(1, 0x3C00, dtype=np.uint16).view(np.uint8)
     if kind == I16 or kind == U16:
         return np.ones(1, dtype=np.int16).view(np.uint8)
     if kind == I32 or kind == U32:
@@ -212,7 +214,7 @@ def eye_like_compute(arena, table, n_in, n_out, attrs, fattrs):
     if not holds(table, n_in):
         return np.int32(STATUS_OP_BAD_SHAPE)
     rows, columns = dim(table, n_in, 0), dim(table, n_in, 1)
-    one = _one_bytes(dtype(table, n_in))
+    one = one_bytes(dtype(table, n_in))
     size = one.shape[0]
     out = view(arena, table, n_in, np.uint8)
     out[: rows * columns * size] = 0

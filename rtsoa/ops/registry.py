@@ -51,6 +51,8 @@ class OpDef:
     # literal, every other dtype's branch pruned before typing (`rtsoa.ops.entry`): a model
     # compiles only the dtypes it uses.
     variants: bool = False
+    # True: the op draws random numbers, so lowering never folds it into a constant.
+    random: bool = False
 
     @property
     def max_inputs(self):

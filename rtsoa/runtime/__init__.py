@@ -2,7 +2,8 @@
 ModelExecutor / StreamExecutor / SharedWeights.
 
 Modules, from the entry down: `api` (the deprecated entries, `is_dynamic`), `inference`
-(InferenceSession, SessionOptions, TensorInfo), `streams` (StreamExecutor), `model`
+(InferenceSession, SessionOptions, TensorInfo), `sequence_session` (SequenceSession, a model
+taking or returning sequences or optionals), `streams` (StreamExecutor), `model`
 (ModelExecutor), `shared_weights` (weights shared by executors: ModelHome, SharedWeights),
 `external_weights` (weights the caller holds in device memory), `kept_shapes` (reruns that
 keep the shapes), `sources` (a model's graph from a path, bytes or a graph), `checks`,
@@ -19,6 +20,8 @@ _LAZY = {
     "InferenceSession": "rtsoa.runtime.inference",
     "SessionOptions": "rtsoa.runtime.inference",
     "TensorInfo": "rtsoa.runtime.inference",
+    "SequenceSession": "rtsoa.runtime.sequence_session",
+    "ValueInfo": "rtsoa.runtime.sequence_session",
     "is_dynamic": "rtsoa.runtime.api",
     "Execution": "rtsoa.runtime.execution",
     "ModelExecutor": "rtsoa.runtime.model",

@@ -21,11 +21,12 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa.device import Device
-from rtsoa.errors import ModelInputError, SessionOptionsError
+from rtsoa.errors import LoweringError, ModelInputError, SessionOptionsError
 from rtsoa.executors import EXECUTORS
 from rtsoa.executors.multithread import MAX_THREADS
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.model import ModelExecutor
+from rtsoa.runtime.sequence_session import SequenceSession, chosen_outputs
 from rtsoa.runtime.shared_weights import SharedWeights
 from rtsoa.runtime.sources import graph_of
 
@@ -137,6 +138,24 @@ class InferenceSession(ModelExecutor):
     `source`: an ONNX model (path, bytes, ModelProto), a saved .rtsoa directory or an
     ExecuteGraph; `options`: a `SessionOptions`. See the module docstring."""
 
+    def __new__(cls, source=None, options=None):
+        """An InferenceSession, or a `SequenceSession` for an ONNX model whose graph inputs or
+        outputs are sequences or optionals (it is lowered per run's sequences)."""
+        session = super().__new__(cls)
+        if cls is InferenceSession and _onnx_source(source):
+            base_dir = options.base_dir if isinstance(options, SessionOptions) else None
+            try:
+                session._lowered = graph_of(source, base_dir=base_dir)
+            except LoweringError:
+                if not _takes_sequences(source, base_dir):
+                    raise
+                return _sequence_session(source, options)
+            outputs = session._lowered.io_description()["outputs"]
+            if any(entry[0].endswith("]") for entry in outputs):
+                if _takes_sequences(source, base_dir):  # a sequence output's elements
+                    return _sequence_session(source, options)
+        return session
+
     def __init__(self, source, options=None):
         with CALLS:  # a fork waits for the device's creation and the load (forks.py)
             self._create(source, options)
@@ -159,7 +178,10 @@ class InferenceSession(ModelExecutor):
             )
         if isinstance(source, str | os.PathLike) and not os.path.exists(source):
             raise ModelInputError(f"{os.fspath(source)!r}: no such file or directory")
-        graph = graph_of(source, base_dir=options.base_dir)
+        graph = getattr(self, "_lowered", None)  # lowered by __new__ already
+        if graph is None:
+            graph = graph_of(source, base_dir=options.base_dir)
+        self._lowered = None
         extra = {}
         if options.constant_memory is not None:
             extra["constant_memory"] = options.constant_memory
@@ -195,20 +217,7 @@ class InferenceSession(ModelExecutor):
     def run(self, output_names, input_feed):
         """onnxruntime's `run`: the outputs named by `output_names` (None or empty: all, in
         the model's order) as a list of arrays, computed from `input_feed` ({name: array})."""
-        if output_names is None or (
-            isinstance(output_names, list | tuple) and len(output_names) == 0
-        ):
-            output_names = self.output_names
-        if isinstance(output_names, str) or not isinstance(output_names, list | tuple):
-            raise ModelInputError(
-                f"output_names must be a list of output names or None, got {output_names!r}"
-            )
-        for name in output_names:
-            if name not in self.output_names:
-                raise ModelInputError(
-                    f"{name!r} is not an output of the model (outputs: "
-                    f"{', '.join(self.output_names)})"
-                )
+        output_names = chosen_outputs(output_names, self.output_names)
         outputs = self.execute_sync(input_feed)
         return [outputs[name] for name in output_names]
 
@@ -216,3 +225,44 @@ class InferenceSession(ModelExecutor):
         """Unload the session (DeInit runs when its weights' last user goes); idempotent."""
         if self.state == "loaded":
             self.unload()
+
+
+def _sequence_session(source, options):
+    """A SequenceSession of `source` whose specialisations are InferenceSessions."""
+    options = SessionOptions() if options is None else options
+    if not isinstance(options, SessionOptions):
+        raise SessionOptionsError(
+            f"options must be a rtsoa.SessionOptions, got {type(options).__name__}"
+        )
+
+    lowered = dataclasses.replace(options, base_dir=None)  # the data is in the bytes
+
+    def open_session(data):  # made as `created` makes one: no dispatch to a SequenceSession
+        graph = graph_of(data)
+        if not len(graph.graph_outputs):
+            return None  # every output an empty sequence or absent: nothing to run
+        session = InferenceSession.created(graph, lowered)
+        with CALLS:
+            return session.load()
+
+    return SequenceSession(source, options, open_session)
+
+
+def _onnx_source(source):
+    """Whether `source` is an ONNX model (bytes, a ModelProto, a path to a file)."""
+    if isinstance(source, bytes | bytearray):
+        return True
+    if isinstance(source, str | os.PathLike):
+        return os.path.isfile(source)
+    return type(source).__name__ == "ModelProto"
+
+
+def _takes_sequences(source, base_dir):
+    """Whether an ONNX model has sequence or optional graph inputs or outputs."""
+    from rtsoa.lowering.onnx_import import load_onnx
+    from rtsoa.lowering.sequence_io import takes_sequences
+
+    try:
+        return takes_sequences(load_onnx(source, base_dir=base_dir))
+    except Exception:  # not a readable model: the lowering's own error stands
+        return False
