@@ -163,6 +163,24 @@ def test_depthwise_3x3_phases_bit_for_bit(shape, strides, pads, dtype):
     assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
+CHUNK_BORDERS = [(1, 2, 1, 15), (1, 2, 1, 16), (1, 2, 1, 17), (1, 2, 2, 7), (1, 2, 1, 32)]
+
+
+@pytest.mark.parametrize("shape", [*CHUNK_BORDERS, (2, 3, 5, 33)])
+@pytest.mark.parametrize("strides", [[1, 1], [1, 2], [1, 3]])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_depthwise_3x3_flat_loop_chunk_borders_bit_for_bit(shape, strides, dtype):
+    """The flat loop runs in whole chunks of `depthwise.CHUNK` outputs: planes whose flat
+    output count (to the last row's end) is a chunk less one, one, one more, two, and one
+    output row: the in-order sums exactly, nothing past the plane written."""
+    c = shape[1]
+    x, w = random(shape, dtype), random((c, 1, 3, 3), dtype)
+    attributes = {"group": c, "strides": strides, "pads": [1, 1, 1, 1]}
+    (got,) = run_numpy("Conv", [x, w], attributes)
+    want = _taps_in_order(x, w, strides, [1, 1, 1, 1], 1)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
 def test_depthwise_3x3_with_infinite_weights_skips_the_padding_taps(strides):
     """A channel with an infinite or NaN weight runs the row kernel, which skips the taps in

@@ -53,10 +53,11 @@ def phases_fit(geo):
 
 
 @jit_with_nrt
-def phase_buffer(geo, padding, dtype_of):
-    """The phases of one plane, every cell holding `padding` (of `dtype_of`'s dtype)."""
+def phase_buffer(geo, padding, dtype_of, slack):
+    """The phases of one plane and `slack` cells after them, every cell holding `padding` (of
+    `dtype_of`'s dtype): a flat loop run in whole chunks reads up to a chunk past its end."""
     rows, pitch = phase_shape(geo)
-    count = geo[G_S + 1] * geo[G_S + 2] * rows * pitch
+    count = geo[G_S + 1] * geo[G_S + 2] * rows * pitch + slack
     buffer = np.empty(count, dtype=dtype_of.dtype)
     buffer[:] = padding
     return buffer
