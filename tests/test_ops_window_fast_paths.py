@@ -87,6 +87,18 @@ def test_convs_built_from_stride_phases_match_the_judges(seed):
         check("Conv", inputs + [random(m, dtype)], attributes)
 
 
+@pytest.mark.parametrize("dilations", [[1, 1], [2, 2]])
+@pytest.mark.parametrize("pads", [[1, 1, 1, 1], [0, 2, 0, 0]])
+@pytest.mark.parametrize("width", [27, 30])
+def test_convs_from_column_stride_2_phases_on_wide_planes(dilations, pads, width):
+    """A column stride 2 whose phase rows are `phases.PAIRED_PITCH` or more long fills both
+    column phases of a row in one loop: onnxruntime's values, odd and even widths."""
+    inputs = [random((1, 3, 9, width)), random((4, 3, 3, 3)), random(4)]
+    for strides in ([2, 2], [1, 2]):
+        attributes = {"strides": strides, "pads": pads, "dilations": dilations}
+        check("Conv", inputs, attributes)
+
+
 def _taps_in_order(x, w, strides, pads, multiplier):
     """A 2-D depthwise convolution summed as the kernels sum it: per element, from +0, the
     products of the taps inside the input in (kh, kw) order, each rounded in x's dtype."""
@@ -163,6 +175,20 @@ def test_depthwise_3x3_phases_bit_for_bit(shape, strides, pads, dtype):
     assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("width", [23, 24, 25, 26, 40])
+@pytest.mark.parametrize(
+    "pads", [[1, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1], [2, 3, 2, 3], [0, 0, 0, 0]]
+)
+def test_depthwise_3x3_column_stride_2_on_wide_planes_bit_for_bit(width, pads):
+    """Column stride 2 with phase rows of `phases.PAIRED_PITCH` or more fills both column
+    phases of a row in one loop: odd and even widths, pads at either end or none, pads
+    wider than a stride; the in-order sums exactly."""
+    x, w = random((1, 3, 6, width)), random((3, 1, 3, 3))
+    for strides in ([2, 2], [1, 2]):
+        (got,) = run_numpy("Conv", [x, w], {"group": 3, "strides": strides, "pads": pads})
+        assert np.array_equal(got, _taps_in_order(x, w, strides, pads, 1)), strides
+
+
 CHUNK_BORDERS = [(1, 2, 1, 15), (1, 2, 1, 16), (1, 2, 1, 17), (1, 2, 2, 7), (1, 2, 1, 32)]
 
 
@@ -207,6 +233,11 @@ def test_depthwise_3x3_with_infinite_weights_skips_the_padding_taps(strides):
         ((1, 3, 9, 10), {"kernel_shape": [3, 2], "strides": [3, 1], "dilations": [2, 3]}),
         ((1, 3, 30), {"kernel_shape": [4], "strides": [3], "pads": [2, 3]}),
         ((1, 2, 5, 5), {"kernel_shape": [5, 5], "pads": [4, 4, 4, 4]}),  # padding-only windows
+        # column stride 2 on wide planes: both column phases filled in one loop, odd widths,
+        # a pad at one end only, pads of a window's width
+        ((1, 3, 9, 27), {"kernel_shape": [3, 3], "strides": [1, 2], "pads": [0, 0, 1, 1]}),
+        ((1, 2, 8, 26), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+        ((1, 2, 5, 31), {"kernel_shape": [2, 4], "strides": [3, 2], "pads": [1, 3, 0, 0]}),
     ],
 )
 def test_max_pool_phases_match_onnxruntime_and_the_window_loop(shape, attributes):
