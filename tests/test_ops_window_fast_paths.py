@@ -99,6 +99,23 @@ def test_convs_from_column_stride_2_phases_on_wide_planes(dilations, pads, width
         check("Conv", inputs, attributes)
 
 
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attributes",
+    [
+        # a stem: 3 channels, 7 x 7 stride 2, a column matrix of 2.1 MB (row tiles)
+        ((1, 3, 120, 120), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+        # MobileNet's stem, odd size, padding at the end only
+        ((2, 3, 281, 279), (16, 3, 3, 3), {"strides": [2, 2], "pads": [0, 0, 1, 1]}),
+        # row stride 1, column stride 3, two groups
+        ((1, 4, 90, 600), (6, 2, 5, 5), {"strides": [1, 3], "pads": [2, 2, 2, 2], "group": 2}),
+    ],
+)
+def test_strided_convs_over_few_channels_build_phase_tiles(x_shape, w_shape, attributes):
+    """A column stride above 1 over few input channels takes the phase-built column matrix
+    even where it is larger than `conv.TILE_BYTES` (in row tiles): onnxruntime's values."""
+    check("Conv", [random(x_shape), random(w_shape), random(w_shape[0])], attributes)
+
+
 def _taps_in_order(x, w, strides, pads, multiplier):
     """A 2-D depthwise convolution summed as the kernels sum it: per element, from +0, the
     products of the taps inside the input in (kh, kw) order, each rounded in x's dtype."""
