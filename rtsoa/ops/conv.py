@@ -6,11 +6,12 @@ Both run on float32 / float64 (X, W and the optional bias B of one dtype). Every
 Conv: for each image and group, the input patches are unrolled into a (Cg*K, P) matrix (K
 kernel elements, P output positions) and Y[n, group] = W[group] @ cols is one `np.dot` (the
 BLAS scipy exposes); a 1x1 kernel with stride 1 and no padding multiplies the input directly.
-A 2-D kernel of several taps whose matrix fits `TILE_BYTES`, with few output channels per
-group (see `_conv_run`), builds it from the input's zero-padded stride phases
-(`rtsoa.ops.phases`), one contiguous copy per row, with `pitch` >= P / n_h columns per output
-row of which Y keeps the first n_w (`_phase_tile`); each kept column holds the same elements
-as im2col's, so its dot products are the same.
+A 2-D kernel of several taps whose matrix fits `TILE_BYTES`, or whose column stride is above
+1 over few input channels (a stem), with few output channels per group (see `_conv_run`),
+builds it from the input's zero-padded stride phases (`rtsoa.ops.phases`), one contiguous
+copy per row, with `pitch` >= P / n_h columns per output row of which Y keeps the first n_w
+(`_phase_tile`); each kept column holds the same elements as im2col's, so its dot products
+are the same.
 ConvTranspose: cols = W[group]^T @ X[n, group], then cols are added into Y (col2im).
 
 FusedConv (X, W, B?, Z?): what lowering makes of Conv -> Add (a residual Z of the output's
