@@ -11,6 +11,7 @@ import pytest
 
 from rtsoa.ops.abi import STATUS_OP_BAD_SHAPE
 from rtsoa.ops.copying import copy_runs, gather_axes, linear_tables
+from rtsoa.ops.host import run_numpy
 
 KINDS = [np.uint8, np.int16, np.float32, np.int64]
 
@@ -78,3 +79,23 @@ def test_offsets_past_a_row_are_refused_on_both_paths(size, misalign):
         STATUS_OP_BAD_SHAPE
     )
     assert not dst.any()
+
+
+@pytest.mark.parametrize(
+    "shapes, axis",
+    [
+        ([(1, 3, 4, 5), (1, 2, 4, 5), (1, 1, 4, 5)], 1),  # DenseNet's channel Concat
+        ([(2, 3, 4), (2, 3, 1)], -1),  # the last axis: blocks of one row
+        ([(3, 2), (1, 2), (0, 2)], 0),  # the first axis, an empty input
+        ([(2, 0, 3), (2, 4, 3)], 1),
+        ([(4,), (5,)], 0),
+        ([(2, 1, 3, 2), (2, 2, 3, 2), (2, 1, 3, 2)], 1),  # several blocks per input
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.bool_])
+def test_concat_moves_each_input_block_as_numpy_does(shapes, axis, dtype):
+    rng = np.random.default_rng(len(shapes) + axis)
+    inputs = [(rng.standard_normal(shape) * 50).astype(dtype) for shape in shapes]
+    (got,) = run_numpy("Concat", inputs, {"axis": axis})
+    want = np.concatenate(inputs, axis=axis)
+    assert got.dtype == want.dtype and np.array_equal(got, want)

@@ -87,6 +87,35 @@ def test_convs_built_from_stride_phases_match_the_judges(seed):
         check("Conv", inputs + [random(m, dtype)], attributes)
 
 
+@pytest.mark.parametrize("dilations", [[1, 1], [2, 2]])
+@pytest.mark.parametrize("pads", [[1, 1, 1, 1], [0, 2, 0, 0]])
+@pytest.mark.parametrize("width", [27, 30])
+def test_convs_from_column_stride_2_phases_on_wide_planes(dilations, pads, width):
+    """A column stride 2 whose phase rows are `phases.PAIRED_PITCH` or more long fills both
+    column phases of a row in one loop: onnxruntime's values, odd and even widths."""
+    inputs = [random((1, 3, 9, width)), random((4, 3, 3, 3)), random(4)]
+    for strides in ([2, 2], [1, 2]):
+        attributes = {"strides": strides, "pads": pads, "dilations": dilations}
+        check("Conv", inputs, attributes)
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attributes",
+    [
+        # a stem: 3 channels, 7 x 7 stride 2, a column matrix of 2.1 MB (row tiles)
+        ((1, 3, 120, 120), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+        # MobileNet's stem, odd size, padding at the end only
+        ((2, 3, 281, 279), (16, 3, 3, 3), {"strides": [2, 2], "pads": [0, 0, 1, 1]}),
+        # row stride 1, column stride 3, two groups
+        ((1, 4, 90, 600), (6, 2, 5, 5), {"strides": [1, 3], "pads": [2, 2, 2, 2], "group": 2}),
+    ],
+)
+def test_strided_convs_over_few_channels_build_phase_tiles(x_shape, w_shape, attributes):
+    """A column stride above 1 over few input channels takes the phase-built column matrix
+    even where it is larger than `conv.TILE_BYTES` (in row tiles): onnxruntime's values."""
+    check("Conv", [random(x_shape), random(w_shape), random(w_shape[0])], attributes)
+
+
 def _taps_in_order(x, w, strides, pads, multiplier):
     """A 2-D depthwise convolution summed as the kernels sum it: per element, from +0, the
     products of the taps inside the input in (kh, kw) order, each rounded in x's dtype."""
@@ -163,6 +192,38 @@ def test_depthwise_3x3_phases_bit_for_bit(shape, strides, pads, dtype):
     assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("width", [23, 24, 25, 26, 40])
+@pytest.mark.parametrize(
+    "pads", [[1, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1], [2, 3, 2, 3], [0, 0, 0, 0]]
+)
+def test_depthwise_3x3_column_stride_2_on_wide_planes_bit_for_bit(width, pads):
+    """Column stride 2 with phase rows of `phases.PAIRED_PITCH` or more fills both column
+    phases of a row in one loop: odd and even widths, pads at either end or none, pads
+    wider than a stride; the in-order sums exactly."""
+    x, w = random((1, 3, 6, width)), random((3, 1, 3, 3))
+    for strides in ([2, 2], [1, 2]):
+        (got,) = run_numpy("Conv", [x, w], {"group": 3, "strides": strides, "pads": pads})
+        assert np.array_equal(got, _taps_in_order(x, w, strides, pads, 1)), strides
+
+
+CHUNK_BORDERS = [(1, 2, 1, 15), (1, 2, 1, 16), (1, 2, 1, 17), (1, 2, 2, 7), (1, 2, 1, 32)]
+
+
+@pytest.mark.parametrize("shape", [*CHUNK_BORDERS, (2, 3, 5, 33)])
+@pytest.mark.parametrize("strides", [[1, 1], [1, 2], [1, 3]])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_depthwise_3x3_flat_loop_chunk_borders_bit_for_bit(shape, strides, dtype):
+    """The flat loop runs in whole chunks of `depthwise.CHUNK` outputs: planes whose flat
+    output count (to the last row's end) is a chunk less one, one, one more, two, and one
+    output row: the in-order sums exactly, nothing past the plane written."""
+    c = shape[1]
+    x, w = random(shape, dtype), random((c, 1, 3, 3), dtype)
+    attributes = {"group": c, "strides": strides, "pads": [1, 1, 1, 1]}
+    (got,) = run_numpy("Conv", [x, w], attributes)
+    want = _taps_in_order(x, w, strides, [1, 1, 1, 1], 1)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
 def test_depthwise_3x3_with_infinite_weights_skips_the_padding_taps(strides):
     """A channel with an infinite or NaN weight runs the row kernel, which skips the taps in
@@ -189,6 +250,11 @@ def test_depthwise_3x3_with_infinite_weights_skips_the_padding_taps(strides):
         ((1, 3, 9, 10), {"kernel_shape": [3, 2], "strides": [3, 1], "dilations": [2, 3]}),
         ((1, 3, 30), {"kernel_shape": [4], "strides": [3], "pads": [2, 3]}),
         ((1, 2, 5, 5), {"kernel_shape": [5, 5], "pads": [4, 4, 4, 4]}),  # padding-only windows
+        # column stride 2 on wide planes: both column phases filled in one loop, odd widths,
+        # a pad at one end only, pads of a window's width
+        ((1, 3, 9, 27), {"kernel_shape": [3, 3], "strides": [1, 2], "pads": [0, 0, 1, 1]}),
+        ((1, 2, 8, 26), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+        ((1, 2, 5, 31), {"kernel_shape": [2, 4], "strides": [3, 2], "pads": [1, 3, 0, 0]}),
     ],
 )
 def test_max_pool_phases_match_onnxruntime_and_the_window_loop(shape, attributes):

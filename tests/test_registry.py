@@ -99,4 +99,10 @@ def test_every_rtsoa_registry_has_the_one_shape():
     with pytest.raises(UnknownOpError, match="unknown op 'NoSuchOp'"):
         OPS["NoSuchOp"]
     assert REGISTRY.names() == tuple(sorted(REGISTRY))  # dispatch ids: sorted names
-    assert list(FUSIONS) == ["batch_norm", "conv_activation", "matmul_bias", "gemm_activation"]
+    assert list(FUSIONS) == [  # the order they run in
+        "batch_norm",
+        "batch_norm_activation",
+        "conv_activation",
+        "matmul_bias",
+        "gemm_activation",
+    ]

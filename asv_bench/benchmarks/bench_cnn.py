@@ -103,11 +103,13 @@ class CnnFusion:
     params = (("resnet18", "mobilenet_v2", "resnet50"), ("1x224",))
     param_names = ("model", "input")
     timeout = 1200
+    fusion = "conv_activation"  # the one `rtsoa.lowering.fuse.FUSIONS` entry measured
 
     def setup(self, model, shape):
         from threadpoolctl import threadpool_limits
 
         from rtsoa.lowering import lower
+        from rtsoa.lowering.fuse import FUSIONS
         from rtsoa.runtime.model import ModelExecutor
         from rtsoa.testing.cnn import ARCHITECTURES
 
@@ -116,7 +118,7 @@ class CnnFusion:
         rng = np.random.default_rng(0)
         self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
         self.fused = ModelExecutor(lower(proto)).load()
-        others = ("batch_norm", "matmul_bias")
+        others = tuple(name for name in FUSIONS if name != self.fusion)
         self.unfused = ModelExecutor(lower(proto, fuse=others)).load()
         self.limits = threadpool_limits
         with self.limits(1):
@@ -137,6 +139,15 @@ class CnnFusion:
         return fused / unfused
 
     track_fused_over_unfused.unit = "fused / unfused"
+
+
+class CnnBatchNormFusion(CnnFusion):
+    """The lowering's BatchNormalization -> Relu fusion (FusedBatchNormalization) on the
+    normalizations no conv absorbs (DenseNet's, after each Concat): a model's latency with it
+    over without it (the other fusions in both), as `CnnFusion` measures."""
+
+    params = (("densenet121",), ("1x224",))
+    fusion = "batch_norm_activation"
 
 
 _MEMORY_PROBE = """

@@ -43,6 +43,13 @@ onnxruntime's FusedGemm, where the Gemm is float32 or float64 and its result is 
 Relu alone and is not a graph output. The Relu runs over the finished Gemm result as the Relu
 op does: the same bits (`tests/test_lowering_gemm_fusion.py`).
 
+`fuse_batch_norm_activation`: BatchNormalization -> Relu, where the normalization was not
+folded into a conv (DenseNet's, which follow a Concat), becomes one `FusedBatchNormalization`
+op (`rtsoa/ops/normalization.py`), as onnxruntime runs a BatchNormalization with its
+activation, where the BatchNormalization has one output of float32 or float64, read by the
+Relu alone and no graph output. The Relu runs over each rounded result in the same pass: the
+same bits as the two ops (`tests/test_lowering_bn_relu_fusion.py`).
+
 `lower(model, fuse=False)` keeps every op as the model has it; `fuse=("batch_norm", ...)`
 runs the fusions named (`FUSIONS`).
 """
@@ -326,14 +333,14 @@ def fuse_conv_activation(graph, calls):
     return _replace(calls, replaced)
 
 
-def fuse_gemm_activation(graph, calls):
-    """`calls` with each fusable Gemm -> Relu pair as one FusedGemm call in the Relu's place
-    (see the module docstring)."""
+def _fuse_relu(graph, calls, op, fused_op):
+    """`calls` with each `op` call of one float output read by a Relu alone (and no graph
+    output) as one `fused_op` call, its attributes plus activation Relu, in the Relu's place."""
     readers = _readers(calls)
     outputs = set(graph.outputs)
     replaced = {}  # id(call) -> its replacement (None: dropped)
     for call in calls:
-        if getattr(call, "region", False) or call.op != "Gemm" or len(call.outputs) != 1:
+        if getattr(call, "region", False) or call.op != op or len(call.outputs) != 1:
             continue
         (result,) = call.outputs
         tensor = graph.tensors.get(result)
@@ -343,11 +350,23 @@ def fuse_gemm_activation(graph, calls):
         if relu is None or id(relu) in replaced:
             continue
         attributes = {**call.attributes, "activation": ACT_RELU}
-        fused = OpCall("FusedGemm", list(call.inputs), list(relu.outputs), attributes, call.node)
-        fused.slots = OPS["FusedGemm"].slots(attributes, [])
+        fused = OpCall(fused_op, list(call.inputs), list(relu.outputs), attributes, call.node)
+        fused.slots = OPS[fused_op].slots(attributes, [])
         replaced[id(call)] = None
         replaced[id(relu)] = fused
     return _replace(calls, replaced)
+
+
+def fuse_gemm_activation(graph, calls):
+    """`calls` with each fusable Gemm -> Relu pair as one FusedGemm call in the Relu's place
+    (see the module docstring)."""
+    return _fuse_relu(graph, calls, "Gemm", "FusedGemm")
+
+
+def fuse_batch_norm_activation(graph, calls):
+    """`calls` with each BatchNormalization -> Relu pair (the normalization not folded into a
+    conv) as one FusedBatchNormalization call in the Relu's place (see the module docstring)."""
+    return _fuse_relu(graph, calls, "BatchNormalization", "FusedBatchNormalization")
 
 
 def _replace(calls, replaced):
@@ -369,6 +388,7 @@ FUSIONS = Registry.of(
     "fusion",
     {
         "batch_norm": fold_batch_norm,
+        "batch_norm_activation": fuse_batch_norm_activation,
         "conv_activation": fuse_conv_activation,
         "matmul_bias": fuse_matmul_bias,
         "gemm_activation": fuse_gemm_activation,

@@ -49,7 +49,8 @@ def lower(model, name=None, streams=1, fuse=True, limits=None):
     op calls emitted); None: its defaults. Going past one is a LoweringError naming the node.
 
     `fuse`: True runs every fusion of `rtsoa.lowering.fuse` (FUSIONS: "batch_norm", a
-    BatchNormalization folded into the preceding Conv's weights; "conv_activation", Conv -> Add
+    BatchNormalization folded into the preceding Conv's weights; "batch_norm_activation", one
+    not folded, -> Relu as one FusedBatchNormalization; "conv_activation", Conv -> Add
     -> Relu / Clip as one FusedConv; "matmul_bias", MatMul -> Add of a bias (-> Relu) as one
     MatMulBias; "gemm_activation", Gemm -> Relu as one FusedGemm), False none (every op of the
     model kept), or a collection of those names, the ones to run.

@@ -6,11 +6,12 @@ Both run on float32 / float64 (X, W and the optional bias B of one dtype). Every
 Conv: for each image and group, the input patches are unrolled into a (Cg*K, P) matrix (K
 kernel elements, P output positions) and Y[n, group] = W[group] @ cols is one `np.dot` (the
 BLAS scipy exposes); a 1x1 kernel with stride 1 and no padding multiplies the input directly.
-A 2-D kernel of several taps whose matrix fits `TILE_BYTES`, with few output channels per
-group (see `_conv_run`), builds it from the input's zero-padded stride phases
-(`rtsoa.ops.phases`), one contiguous copy per row, with `pitch` >= P / n_h columns per output
-row of which Y keeps the first n_w (`_phase_tile`); each kept column holds the same elements
-as im2col's, so its dot products are the same.
+A 2-D kernel of several taps whose matrix fits `TILE_BYTES`, or whose column stride is above
+1 over few input channels (a stem), with few output channels per group (see `_conv_run`),
+builds it from the input's zero-padded stride phases (`rtsoa.ops.phases`), one contiguous
+copy per row, with `pitch` >= P / n_h columns per output row of which Y keeps the first n_w
+(`_phase_tile`); each kept column holds the same elements as im2col's, so its dot products
+are the same.
 ConvTranspose: cols = W[group]^T @ X[n, group], then cols are added into Y (col2im).
 
 FusedConv (X, W, B?, Z?): what lowering makes of Conv -> Add (a residual Z of the output's
@@ -288,11 +289,17 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
     # 2-D kernels of several taps whose column matrix stays in cache and whose GEMM is short
     # (few output channels): built from the input's stride phases. The phases' extra columns
     # cost m_g GEMM products each, which ResNet's 256- and 512-channel 3 x 3 layers lost
-    # (bench_cnn); larger matrices keep im2col's row tiles (DenseNet-121's 56 x 56 layers).
+    # (bench_cnn); larger matrices keep im2col's row tiles (DenseNet-121's 56 x 56 layers),
+    # but for a column stride above 1 over few input channels (the CNNs' stems: 3 x 224 x 224
+    # images, 7 x 7 or 3 x 3 kernels, stride 2), whose im2col rows gather every other
+    # element, and whose phases are small: row tiles of the phase-built matrix.
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
     phase_rows, pitch = phase_shape(geo)
+    span = geo[G_S + 1] * geo[G_S + 2] * phase_rows * pitch  # phase cells per channel
     phased = not depthwise and taps > 1 and p > 0 and flat_window(geo) and phases_fit(geo)
-    phased = phased and k * p * x.itemsize <= TILE_BYTES and m_g * (pitch - n_w) <= 16 * n_w
+    small = k * p * x.itemsize <= TILE_BYTES
+    strided = geo[G_S + 2] > 1 and c_g * span * x.itemsize <= TILE_BYTES // 2
+    phased = phased and (small or strided) and m_g * (pitch - n_w) <= 16 * n_w
     width = pitch if phased else n_w  # the column matrix's columns per output row
     # im2col in tiles of output rows where the whole matrix would leave the cache (2-D only)
     rows = n_h
@@ -301,7 +308,7 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
     tiled = rows < n_h
     cols = np.empty(0 if pointwise or depthwise else k * rows * width * geo[G_OUT], dtype=x.dtype)
     tile = np.empty(m_g * rows * width if tiled or phased else 0, dtype=x.dtype)
-    span = geo[G_S + 1] * geo[G_S + 2] * phase_rows * pitch if phased else 0  # per channel
+    span = span if phased else 0
     # one group's phases, zero-padded, and `pitch` more zeros: the last tap of the last
     # channel reads up to reach_w // s_w cells past its phases, for columns Y drops
     buffer = np.zeros(c_g * span + pitch if phased else 0, dtype=x.dtype)

@@ -4,7 +4,7 @@ Every data-movement op moves bytes, so one compile serves every dtype. The copie
 one function, `gather_axes`: for each output element (a multi-index over `dims`) the source
 element is the sum of one per-axis offset table entry per axis (`tables[starts[k] + i_k]`) and
 the destination is `dst_base + sum(i_k * dst_strides[k])`. Transpose, Slice (negative steps
-too), Expand, Tile, Pad (reflect / edge / wrap), Gather, Concat and Split only differ in the
+too), Expand, Tile, Pad (reflect / edge / wrap), Gather and Split only differ in the
 tables they build (`linear_tables`, `broadcast_tables`). `gather_axes` checks the extreme
 offsets against both rows' byte ranges before it copies, so a table a hostile graph made
 inconsistent gives STATUS_OP_BAD_SHAPE, never a stray write. Where the innermost axis is

@@ -24,6 +24,9 @@ from rtsoa.ops.phases import (
 )
 from rtsoa.ops.window_layout import G_C, G_D, G_GROUP, G_IN, G_K, G_M, G_N, G_OUT, G_PB, G_S
 
+# outputs per step of `_plane_phases`' flat loop: one AVX-512 vector of float32
+CHUNK = 16
+
 
 @jit_with_nrt
 def depthwise_run(x, w, y, geo):
@@ -120,10 +123,11 @@ def _depthwise_3x3(x, w, y, geo):
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
     p = n_h * n_w
     rows, pitch = phase_shape(geo)
-    buffer = phase_buffer(geo, 0.0, x)
-    out = np.empty(n_h * pitch, dtype=x.dtype)
+    buffer = phase_buffer(geo, 0.0, x, CHUNK)
     offsets = tap_offsets(geo)
     count = (n_h - 1) * pitch + n_w  # the flat loop's outputs, to the last row's end
+    chunks = (count + CHUNK - 1) // CHUNK
+    out = np.empty(chunks * CHUNK, dtype=x.dtype)
     for n in range(n_images):
         for g in range(group):
             x_base = (n * c + g) * plane
@@ -132,7 +136,7 @@ def _depthwise_3x3(x, w, y, geo):
                 channel = g * m_g + j
                 y_base = (n * m + channel) * p
                 if _finite(w, channel * 9):
-                    _plane_phases(buffer, w, channel * 9, out, offsets, geo[G_S + 2], count)
+                    _plane_phases(buffer, w, channel * 9, out, offsets, geo[G_S + 2], chunks)
                     copy_rows(out, pitch, y, y_base, n_h, n_w)
                 else:
                     _plane_checked(x, x_base, w, channel * 9, y, y_base, geo)
@@ -164,15 +168,18 @@ def _nine_taps(data, at, weights, zero):
 
 
 @jit_inline_llvm
-def _plane_phases(buffer, w, w_base, out, offsets, stride, count):
+def _plane_phases(buffer, w, w_base, out, offsets, stride, chunks):
     """One output plane of `_depthwise_3x3` from the phases of its input plane (`offsets`:
-    `phases.tap_offsets`), its first `count` flat outputs into `out`: per element, from +0,
-    the nine taps in (kh, kw) order, the padding cells adding 0 * w (+0 or -0, which leave a
-    sum begun at +0 unchanged), so the sums equal the in-order sums of the taps inside. With
-    column stride 1 each tap row reads one phase row at offsets 0, 1, 2; with stride 2 the
-    even phase at 0, 1 and the odd one at 0: three or six pointers, few enough for LLVM's
-    runtime alias checks, so the loop vectorises (nine unrelated offsets, as larger strides
-    have, are too many)."""
+    `phases.tap_offsets`), its first `chunks` * CHUNK flat outputs into `out`: per element,
+    from +0, the nine taps in (kh, kw) order, the padding cells adding 0 * w (+0 or -0, which
+    leave a sum begun at +0 unchanged), so the sums equal the in-order sums of the taps
+    inside. With column stride 1 each tap row reads one phase row at offsets 0, 1, 2; with
+    stride 2 the even phase at 0, 1 and the odd one at 0: three or six pointers, few enough
+    for LLVM's runtime alias checks, so the loop vectorises (nine unrelated offsets, as larger
+    strides have, are too many). The elements go in chunks of CHUNK, a constant trip count
+    LLVM vectorises whole: a loop to the plane's own end left a scalar remainder as long as
+    the vector part on MobileNetV2's 7 x 7 and 14 x 14 planes (`benchmarks.cnn_layers`); the
+    outputs past the plane's end read the buffer's slack and are dropped."""
     weights = (w[w_base], w[w_base + 1], w[w_base + 2], w[w_base + 3], w[w_base + 4])
     weights = weights + (w[w_base + 5], w[w_base + 6], w[w_base + 7], w[w_base + 8])
     e0, d0, f0 = offsets[0], offsets[1], offsets[2]
@@ -180,23 +187,25 @@ def _plane_phases(buffer, w, w_base, out, offsets, stride, count):
     e2, d2, f2 = offsets[6], offsets[7], offsets[8]
     one, two = np.uint64(1), np.uint64(2)
     zero = out.dtype.type(0)
-    if stride == 1:
-        for f in range(count):
-            u = np.uint64(f)
-            at = (u + e0, u + e0 + one, u + e0 + two, u + e1, u + e1 + one, u + e1 + two)
-            at = at + (u + e2, u + e2 + one, u + e2 + two)
-            out[u] = _nine_taps(buffer, at, weights, zero)
-    elif stride == 2:
-        for f in range(count):
-            u = np.uint64(f)
-            at = (u + e0, u + d0, u + e0 + one, u + e1, u + d1, u + e1 + one)
-            at = at + (u + e2, u + d2, u + e2 + one)
-            out[u] = _nine_taps(buffer, at, weights, zero)
-    else:
-        for f in range(count):
-            u = np.uint64(f)
-            at = (u + e0, u + d0, u + f0, u + e1, u + d1, u + f1, u + e2, u + d2, u + f2)
-            out[u] = _nine_taps(buffer, at, weights, zero)
+    for chunk in range(chunks):
+        first = np.uint64(chunk * CHUNK)
+        if stride == 1:
+            for lane in range(CHUNK):
+                u = first + np.uint64(lane)
+                at = (u + e0, u + e0 + one, u + e0 + two, u + e1, u + e1 + one, u + e1 + two)
+                at = at + (u + e2, u + e2 + one, u + e2 + two)
+                out[u] = _nine_taps(buffer, at, weights, zero)
+        elif stride == 2:
+            for lane in range(CHUNK):
+                u = first + np.uint64(lane)
+                at = (u + e0, u + d0, u + e0 + one, u + e1, u + d1, u + e1 + one)
+                at = at + (u + e2, u + d2, u + e2 + one)
+                out[u] = _nine_taps(buffer, at, weights, zero)
+        else:
+            for lane in range(CHUNK):
+                u = first + np.uint64(lane)
+                at = (u + e0, u + d0, u + f0, u + e1, u + d1, u + f1, u + e2, u + d2, u + f2)
+                out[u] = _nine_taps(buffer, at, weights, zero)
 
 
 @jit_with_nrt

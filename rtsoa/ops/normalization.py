@@ -4,6 +4,8 @@ RMSNormalization.
 float32 / float64; every parameter input has X's dtype (BatchNormalization's opset-15 option
 of other dtypes for mean / var is refused). Means and variances accumulate in float64.
 BatchNormalization refuses training_mode = 1 and the pre-opset-9 spatial = 0 form.
+FusedBatchNormalization is BatchNormalization then an optional Relu over its rounded result,
+in one pass: the same bits as the two ops.
 LayerNormalization (opset 17): Scale and B broadcast to X.shape[axis:]; its optional Mean and
 InvStdDev outputs are float32 (stash_type 1, the only stash type accepted) of shape
 X.shape[:axis] + (1, ...).
@@ -37,6 +39,11 @@ from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count, float_inputs, holds
 
 BATCH, INSTANCE, LAYER = 0, 1, 2
+# FusedBatchNormalization: what the lowering fuses BatchNormalization -> Relu into
+# (rtsoa.lowering.fuse), as onnxruntime runs a BatchNormalization with its activation.
+# attrs: BatchNormalization's, then activation (ACT_NONE, ACT_RELU) in this slot.
+BATCH_ACTIVATION = 3
+ACT_NONE, ACT_RELU = 0, 1
 
 
 @jit_with_nrt
@@ -138,16 +145,27 @@ def layer_norm_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt
-def _batch_norm_run(x, y, channels, inner, scale, bias, mean, var, epsilon):
-    """y = (x - mean) / sqrt(var + epsilon) * scale + bias, per channel (axis 1)."""
+def _batch_norm_run(x, y, channels, inner, scale, bias, mean, var, epsilon, relu):
+    """y = (x - mean) / sqrt(var + epsilon) * scale + bias, per channel (axis 1), in float64
+    and rounded once to y's dtype; then, with `relu`, negatives to 0 as the Relu op has it
+    (NaN and -0 kept). Unsigned indices: no negative-index wrap, so LLVM vectorises the loop
+    (DenseNet-121's BatchNormalizations of Concat outputs, `benchmarks.cnn_layers`)."""
     images = x.shape[0] // max(channels * inner, 1)
+    zero = y.dtype.type(0)
     for c in range(channels):
         a = scale[c] / np.sqrt(np.float64(var[c]) + epsilon)
         b = bias[c] - mean[c] * a
         for n in range(images):
-            start = (n * channels + c) * inner
-            for j in range(start, start + inner):
-                y[j] = x[j] * a + b
+            start = np.uint64((n * channels + c) * inner)
+            if relu:
+                for j in range(inner):
+                    at = start + np.uint64(j)
+                    value = y.dtype.type(x[at] * a + b)
+                    y[at] = zero if value < zero else value
+            else:
+                for j in range(inner):
+                    at = start + np.uint64(j)
+                    y[at] = x[at] * a + b
 
 
 @jit_with_nrt
@@ -215,9 +233,9 @@ def _standardize(x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, 
 @jit_with_nrt
 def _run(op, x, y, scale, bias, mean, var, extent, epsilon, scale_map, bias_map, stats):
     """The op's loop on typed views (bias empty when absent; mean / var BatchNormalization's)."""
-    rows, length, channels = extent
+    rows, length, channels, relu = extent
     if op == BATCH:
-        _batch_norm_run(x, y, channels, length, scale, bias, mean, var, epsilon)
+        _batch_norm_run(x, y, channels, length, scale, bias, mean, var, epsilon, relu)
     else:
         _standardize(x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, channels, stats)
 
@@ -251,6 +269,7 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
         bias_count = channels if op != LAYER else element_count(table, 2)
     mean_row = 3 if op == BATCH else 0
     var_row = 4 if op == BATCH else 0
+    relu = op == BATCH and attrs.shape[0] > BATCH_ACTIVATION and attrs[BATCH_ACTIVATION] == ACT_RELU
     if item == 4:
         _run(
             op,
@@ -260,7 +279,7 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
             view(arena, table, bias_row, np.float32)[:bias_count],
             view(arena, table, mean_row, np.float32),
             view(arena, table, var_row, np.float32),
-            (rows, length, channels),
+            (rows, length, channels, relu),
             epsilon,
             scale_map,
             bias_map,
@@ -275,7 +294,7 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
             view(arena, table, bias_row, np.float64)[:bias_count],
             view(arena, table, mean_row, np.float64),
             view(arena, table, var_row, np.float64),
-            (rows, length, channels),
+            (rows, length, channels, relu),
             epsilon,
             scale_map,
             bias_map,
@@ -290,6 +309,32 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
 
 @jit_with_nrt
 def batch_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
+    return _compute(BATCH, arena, table, n_in, n_out, attrs, fattrs)
+
+
+@jit_with_nrt
+def _activation_status(attrs):
+    """FusedBatchNormalization's activation slot: present and ACT_NONE or ACT_RELU."""
+    if attrs.shape[0] <= BATCH_ACTIVATION:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
+    if attrs[BATCH_ACTIVATION] != ACT_NONE and attrs[BATCH_ACTIVATION] != ACT_RELU:
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE)
+    return np.int32(0)
+
+
+@jit_with_nrt
+def fused_batch_norm_infer(arena, table, n_in, n_out, attrs, fattrs):
+    status = _activation_status(attrs)
+    if status != 0:
+        return status
+    return _infer(BATCH, table, n_in, n_out, attrs)
+
+
+@jit_with_nrt
+def fused_batch_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
+    status = _activation_status(attrs)
+    if status != 0:
+        return status
     return _compute(BATCH, arena, table, n_in, n_out, attrs, fattrs)
 
 
@@ -388,6 +433,11 @@ def encode_batch_norm(attributes, inputs):
     ]
 
 
+def encode_fused_batch_norm(attributes, inputs):
+    """FusedBatchNormalization slots: BatchNormalization's, then activation (0 none, 1 Relu)."""
+    return encode_batch_norm(attributes, inputs) + [int(attributes.get("activation", ACT_NONE))]
+
+
 def encode_instance_norm(attributes, inputs):
     """InstanceNormalization slots: epsilon."""
     return [onnx_float(attributes.get("epsilon", 1e-5))]
@@ -408,6 +458,15 @@ register_op(
     batch_norm_compute,
     encode=encode_batch_norm,
     inputs=(5, 5),
+)
+register_op(
+    "FusedBatchNormalization",
+    fused_batch_norm_infer,
+    fused_batch_norm_compute,
+    encode=encode_fused_batch_norm,
+    inputs=(5, 5),
+    doc="BatchNormalization, then an optional Relu: the lowering's fusion of "
+    "BatchNormalization -> Relu",
 )
 register_op(
     "InstanceNormalization",

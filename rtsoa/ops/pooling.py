@@ -275,7 +275,7 @@ def _max_pool_phases(x, y, geo):
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
     plane = geo[G_IN + 1] * geo[G_IN + 2]
     p = n_h * n_w
-    buffer = phase_buffer(geo, -np.inf, x)
+    buffer = phase_buffer(geo, -np.inf, x, 0)
     top = np.empty(n_h * pitch, dtype=x.dtype)
     count = (n_h - 1) * pitch + n_w
     offsets = tap_offsets(geo)
