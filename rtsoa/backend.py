@@ -28,6 +28,7 @@ from rtsoa.errors import ModelInputError
 from rtsoa.lowering import lower
 from rtsoa.lowering.onnx_import import supported_opsets
 from rtsoa.lowering.sequence_io import takes_sequences
+from rtsoa.runtime.inference import InferenceSession
 from rtsoa.runtime.model import ModelExecutor
 
 
@@ -87,8 +88,6 @@ class RtsoaBackend(Backend):
         input_names = [value.name for value in model.graph.input if value.name not in initialized]
         output_names = [value.name for value in model.graph.output]
         if takes_sequences(model):  # a SequenceSession: lowered per run's sequences
-            from rtsoa.runtime.inference import InferenceSession
-
             executor = InferenceSession(model)
         else:
             executor = ModelExecutor(lower(model)).load()

@@ -52,6 +52,16 @@ def convert(graph):
     return ctx
 
 
+# The converter of an Identity / OptionalGetElement that passes a sequence on: provided by
+# rtsoa.lowering.sequences (`provide_pass_through`), which imports this module's callers.
+_PASS_THROUGH = []
+
+
+def provide_pass_through(converter):
+    """Make `converter` the one a node passing a sequence on is converted with."""
+    _PASS_THROUGH[:] = [converter]
+
+
 def convert_node(ctx, node, opset):
     """Run `node`'s converter into `ctx`; an unsupported op or a converter's error becomes a
     LoweringError naming the node (top-level graphs and If / Loop subgraphs alike)."""
@@ -65,9 +75,9 @@ def convert_node(ctx, node, opset):
             f"implements its definitions up to opset {IMPLEMENTED_OPSET} only"
         )
     if _passes_sequence(ctx, node):
-        from rtsoa.lowering.sequences import pass_through
-
-        converter = pass_through
+        if not _PASS_THROUGH:
+            raise LoweringError(f"{ctx.describe(node)}: sequence support is not loaded")
+        converter = _PASS_THROUGH[0]
     elif not getattr(converter, "takes_sequences", False):
         for name in node.inputs + node.outputs:
             if name and name in ctx.graph.tensors and ctx.graph.tensors[name].sequence:

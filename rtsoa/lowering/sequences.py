@@ -34,6 +34,7 @@ from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.budget import spend
 from rtsoa.lowering.calls import op_call, set_constant
+from rtsoa.lowering.convert import provide_pass_through
 from rtsoa.lowering.converters import register_converter
 from rtsoa.lowering.onnx_import import onnx_dtype
 from rtsoa.lowering.subgraphs import fresh_tensor_name, identity_call, merged_dtype, scalar_value
@@ -394,5 +395,6 @@ def _converter(resolve, arity, sequence_inputs, makes_sequence):
     return convert
 
 
+provide_pass_through(pass_through)
 for _op, (_resolve, _arity, _sequence_inputs, _makes) in _SEQUENCE_OPS.items():
     register_converter(_op, since=SINCE)(_converter(_resolve, _arity, _sequence_inputs, _makes))

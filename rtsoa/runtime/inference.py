@@ -24,6 +24,9 @@ from rtsoa.device import Device
 from rtsoa.errors import LoweringError, ModelInputError, SessionOptionsError
 from rtsoa.executors import EXECUTORS
 from rtsoa.executors.multithread import MAX_THREADS
+from rtsoa.host.program import HostModel
+from rtsoa.lowering.onnx_import import load_onnx
+from rtsoa.lowering.sequence_io import takes_sequences
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.model import ModelExecutor
 from rtsoa.runtime.sequence_session import SequenceSession, chosen_outputs
@@ -150,7 +153,9 @@ class InferenceSession(ModelExecutor):
                 if not _takes_sequences(source, base_dir):
                     raise
                 return _sequence_session(source, options)
-            outputs = session._lowered.io_description()["outputs"]
+            lowered = session._lowered
+            # a model with host steps (string values) takes and returns no sequences
+            outputs = [] if isinstance(lowered, HostModel) else lowered.io_description()["outputs"]
             if any(entry[0].endswith("]") for entry in outputs):
                 if _takes_sequences(source, base_dir):  # a sequence output's elements
                     return _sequence_session(source, options)
@@ -259,9 +264,6 @@ def _onnx_source(source):
 
 def _takes_sequences(source, base_dir):
     """Whether an ONNX model has sequence or optional graph inputs or outputs."""
-    from rtsoa.lowering.onnx_import import load_onnx
-    from rtsoa.lowering.sequence_io import takes_sequences
-
     try:
         return takes_sequences(load_onnx(source, base_dir=base_dir))
     except Exception:  # not a readable model: the lowering's own error stands

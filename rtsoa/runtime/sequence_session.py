@@ -27,6 +27,7 @@ import numpy as np
 
 from rtsoa.errors import ModelInputError, ModelStateError
 from rtsoa.limits import LoweringLimits
+from rtsoa.lowering.onnx_import import load_onnx
 from rtsoa.lowering.sequence_io import (
     SEQUENCE_KINDS,
     baked_inputs,
@@ -91,8 +92,6 @@ class SequenceSession:
     the same `options`, a `rtsoa.SessionOptions`)."""
 
     def __init__(self, source, options, open_session):
-        from rtsoa.lowering.onnx_import import load_onnx
-
         self.options = options
         self._open_session = open_session
         self.proto = load_onnx(source, base_dir=options.base_dir)
