@@ -1,9 +1,9 @@
 """Sequences and optionals as graph inputs and outputs, and SequenceMap, judged by onnx.reference.
 
 A model taking a sequence is lowered per run's sequence (`rtsoa.lowering.sequence_io`) by the
-session `rtsoa.InferenceSession` makes for it (`rtsoa.runtime.sequence_session`); the backend
-and `rtsoa run` use the same specialisation. Outputs are compared with onnx.reference's, bad
-input must be a typed error naming the input.
+`SequenceSession` that `rtsoa.InferenceSession` returns for it
+(`rtsoa.runtime.sequence_session`); the backend and `rtsoa run` use the same specialisation.
+Outputs are compared with onnx.reference's, bad input must be a typed error naming the input.
 """
 
 import numpy as np
@@ -52,14 +52,14 @@ def _same(have, want):
         np.testing.assert_allclose(have, want, rtol=1e-6)
 
 
-def _check(proto, feeds, session=None):
+def _check(proto, feeds, model=None):
     """Run `feeds` through rtsoa and onnx.reference; the outputs must agree."""
     want = ReferenceEvaluator(proto).run(None, feeds)
-    if session is None:
+    if model is None:
         with rtsoa.InferenceSession(proto) as fresh:
             have = fresh.run(None, feeds)
     else:
-        have = session.run(None, feeds)
+        have = model.run(None, feeds)
     for item, expected in zip(have, want, strict=True):
         _same(item, expected)
     return have
@@ -89,20 +89,20 @@ CONCAT = _model(
 
 
 def test_a_sequence_input_is_lowered_per_signature_and_outputs_come_back_as_lists():
-    session = rtsoa.InferenceSession(CONCAT)
-    assert isinstance(session, SequenceSession)
-    with session:
-        assert [(i.name, i.kind) for i in session.get_inputs()] == [
+    model = rtsoa.InferenceSession(CONCAT)
+    assert isinstance(model, SequenceSession)
+    with model:
+        assert [(i.name, i.kind) for i in model.get_inputs()] == [
             ("xs", "sequence"),
             ("t", "tensor"),
         ]
-        assert [o.kind for o in session.get_outputs()] == ["tensor", "tensor", "sequence"]
+        assert [o.kind for o in model.get_outputs()] == ["tensor", "tensor", "sequence"]
         t = _arrays(1)[0]
         for count in (1, 3, 1):  # the second run of length 1 reuses its specialisation
-            _check(CONCAT, {"xs": _arrays(count), "t": t}, session)
-        assert session.describe()["specialisations"] == 2
-        _check(CONCAT, {"xs": _arrays(2, shape=(1, 3)), "t": t}, session)  # other shapes
-        assert session.describe()["specialisations"] == 3
+            _check(CONCAT, {"xs": _arrays(count), "t": t}, model)
+        assert model.describe()["specialisations"] == 2
+        _check(CONCAT, {"xs": _arrays(2, shape=(1, 3)), "t": t}, model)  # other shapes
+        assert model.describe()["specialisations"] == 3
 
 
 def test_an_empty_sequence_input_and_an_empty_sequence_output():
@@ -114,10 +114,10 @@ def test_an_empty_sequence_input_and_an_empty_sequence_output():
         [_sequence("xs")],
         [helper.make_tensor_value_info("length", INT64, []), _sequence("same")],
     )
-    with rtsoa.InferenceSession(proto) as session:
-        length, same = session.run(None, {"xs": []})
+    with rtsoa.InferenceSession(proto) as model:
+        length, same = model.run(None, {"xs": []})
         assert int(length) == 0 and same == []
-        _check(proto, {"xs": _arrays(2)}, session)
+        _check(proto, {"xs": _arrays(2)}, model)
 
 
 def test_a_sequence_output_of_split_to_sequence():
@@ -146,12 +146,12 @@ def test_optional_inputs_given_and_absent_and_optional_outputs():
         ],
         opset=18,
     )
-    with rtsoa.InferenceSession(proto) as session:
-        assert [i.kind for i in session.get_inputs()] == ["optional", "optional_sequence"]
+    with rtsoa.InferenceSession(proto) as model:
+        assert [i.kind for i in model.get_inputs()] == ["optional", "optional_sequence"]
         x = _arrays(1)[0]
-        has, passed, has_seq = session.run(None, {"maybe": x, "maybe_seq": None})
+        has, passed, has_seq = model.run(None, {"maybe": x, "maybe_seq": None})
         assert bool(has) and np.array_equal(passed, x) and not bool(has_seq)
-        has, passed, has_seq = session.run(None, {"maybe": None, "maybe_seq": _arrays(2)})
+        has, passed, has_seq = model.run(None, {"maybe": None, "maybe_seq": _arrays(2)})
         assert not bool(has) and passed is None and bool(has_seq)
 
 
@@ -179,14 +179,14 @@ def _map_model():
 
 def test_sequence_map_with_a_tensor_input_and_two_outputs():
     proto = _map_model()
-    with rtsoa.InferenceSession(proto) as session:
+    with rtsoa.InferenceSession(proto) as model:
         bias = np.float32([1.5, -2.0, 0.25])
         elements = [RNG.standard_normal((k + 1, 3)).astype(np.float32) for k in range(3)]
         # onnx.reference's SequenceMap fails on a tensor input: judged by numpy
-        sums, shapes = session.run(None, {"xs": elements, "bias": bias})
+        sums, shapes = model.run(None, {"xs": elements, "bias": bias})
         _same(sums, [element + bias for element in elements])
         _same(shapes, [np.array(element.shape, np.int64) for element in elements])
-        assert session.run(None, {"xs": [], "bias": bias}) == [[], []]
+        assert model.run(None, {"xs": [], "bias": bias}) == [[], []]
 
 
 def test_sequence_map_of_two_sequences_refuses_different_lengths():
@@ -201,32 +201,32 @@ def test_sequence_map_of_two_sequences_refuses_different_lengths():
         [_sequence("xs"), _sequence("ys")],
         [_sequence("products")],
     )
-    with rtsoa.InferenceSession(proto) as session:
-        _check(proto, {"xs": _arrays(2), "ys": _arrays(2)}, session)
+    with rtsoa.InferenceSession(proto) as model:
+        _check(proto, {"xs": _arrays(2), "ys": _arrays(2)}, model)
         with pytest.raises(LoweringError, match=r"SequenceMap node 'map' .* different lengths"):
-            session.run(None, {"xs": _arrays(2), "ys": _arrays(3)})
+            model.run(None, {"xs": _arrays(2), "ys": _arrays(3)})
 
 
 def test_bad_sequence_inputs_are_typed_errors_naming_the_input():
-    with rtsoa.InferenceSession(CONCAT) as session:
+    with rtsoa.InferenceSession(CONCAT) as model:
         t = _arrays(1)[0]
         with pytest.raises(ModelInputError, match="input 'xs' is a sequence of tensors"):
-            session.run(None, {"xs": t, "t": t})
+            model.run(None, {"xs": t, "t": t})
         with pytest.raises(ModelInputError, match="input 't' is a tensor"):
-            session.run(None, {"xs": [t], "t": [t]})
+            model.run(None, {"xs": [t], "t": [t]})
         mixed = [t, t.astype(np.float64)]
         with pytest.raises(ModelInputError, match="input 'xs': a sequence's elements share"):
-            session.run(None, {"xs": mixed, "t": t})
+            model.run(None, {"xs": mixed, "t": t})
         with pytest.raises(ModelInputError, match="the model declares float32"):
-            session.run(None, {"xs": [t.astype(np.float64)], "t": t})
+            model.run(None, {"xs": [t.astype(np.float64)], "t": t})
         with pytest.raises(ModelInputError, match="not an optional: None given"):
-            session.run(None, {"xs": None, "t": t})
+            model.run(None, {"xs": None, "t": t})
         with pytest.raises(ModelInputError, match="input 'xs' is not given"):
-            session.run(None, {"t": t})
+            model.run(None, {"t": t})
         many = [np.zeros(1, np.float32)] * (rtsoa.limits.LoweringLimits().sequence_elements + 1)
         with pytest.raises(ModelInputError, match="LoweringLimits.sequence_elements"):
-            session.run(None, {"xs": many, "t": t})
-        assert session.describe()["specialisations"] == 0
+            model.run(None, {"xs": many, "t": t})
+        assert model.describe()["specialisations"] == 0
 
 
 def test_the_backend_and_rtsoa_run_take_sequences(tmp_path):
@@ -253,9 +253,9 @@ def test_a_position_fed_as_an_input_is_part_of_the_signature():
         [helper.make_tensor_value_info("chosen", FLOAT, None)],
     )
     xs = _arrays(3)
-    with rtsoa.InferenceSession(proto) as session:
+    with rtsoa.InferenceSession(proto) as model:
         for k in (0, -1, 2, 0):
-            _check(proto, {"xs": xs, "k": np.array(k, np.int64)}, session)
-        assert session.describe()["specialisations"] == 3
+            _check(proto, {"xs": xs, "k": np.array(k, np.int64)}, model)
+        assert model.describe()["specialisations"] == 3
         with pytest.raises(LoweringError, match="position 3 is out of range"):
-            session.run(None, {"xs": xs, "k": np.array(3, np.int64)})
+            model.run(None, {"xs": xs, "k": np.array(3, np.int64)})
