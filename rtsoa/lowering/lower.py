@@ -157,6 +157,7 @@ def _load_ops(model, calls, fuse):
                 kinds.setdefault("Cast", set()).update((int(tensor.dtype), kind))
     for fusion, fused, replaced in (
         ("matmul_bias", "MatMulBias", "MatMul"),
+        ("batch_norm_activation", "FusedBatchNormalization", "BatchNormalization"),
         ("conv_activation", "FusedConv", "Conv"),
         ("gemm_activation", "FusedGemm", "Gemm"),
     ):
