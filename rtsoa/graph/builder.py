@@ -125,7 +125,8 @@ class GraphBuilder:
         self._outputs = _Pairs(np.int32)
         self._attributes = _Pairs(np.int64)
         self._relations = _Pairs(np.int32)
-        self._constants = bytearray()
+        self._constants = []  # uint8 arrays, concatenated into the blob by finalize
+        self._constant_bytes = 0
         self._graph_inputs = []
         self._graph_outputs = []
         self._tensors = {"value": [], "name": [], "rank": [], "dim_start": []}
@@ -177,12 +178,33 @@ class GraphBuilder:
         self._graph_names.append(name or f"subgraph{len(self._graph_kind) - 1}")
         return len(self._graph_kind) - 1
 
-    def add_constant(self, data):
-        """Append bytes to the constant blob; returns (offset, length) to store as attributes."""
-        data = bytes(data)
-        offset = len(self._constants)
-        self._constants.extend(data)
-        return offset, len(data)
+    def add_constant(self, data, copy=True):
+        """Append bytes to the constant blob; returns (offset, length) to store as attributes.
+
+        `data`: bytes-like, or a numpy array (its C-order bytes). `copy=False` keeps a view of
+        an array and copies it into the blob only when the graph is finalized, so a model's
+        weights are not held twice while it is built: the caller keeps `data` unchanged until
+        then (the lowering does, for the constants of a model it owns)."""
+        if isinstance(data, np.ndarray):
+            chunk = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+            if copy:
+                chunk = chunk.copy()
+        else:
+            chunk = np.frombuffer(bytes(data), dtype=np.uint8)  # bytes: no copy
+        offset = self._constant_bytes
+        self._constants.append(chunk)
+        self._constant_bytes += chunk.shape[0]
+        return offset, int(chunk.shape[0])
+
+    def _constant_blob(self):
+        """The constants as one array, written once; the builder keeps only that array."""
+        blob = np.empty(self._constant_bytes, dtype=np.uint8)
+        at = 0
+        for chunk in self._constants:
+            blob[at : at + chunk.shape[0]] = chunk
+            at += chunk.shape[0]
+        self._constants = [blob]
+        return blob
 
     def symbol_index(self, name):
         """Row of a symbolic dimension's name (e.g. "batch") in the symbols table (interned)."""
@@ -392,7 +414,7 @@ class GraphBuilder:
             attr_pool=attr_pool,
             relation_offsets=relation_offsets,
             relation_targets=relation_targets,
-            constants=np.frombuffer(bytes(self._constants), dtype=np.uint8).copy(),
+            constants=self._constant_blob(),
             value_kind=self._values["kind"].to_array(),
             value_dtype=self._values["dtype"].to_array(),
             value_placement=self._values["placement"].to_array(),

@@ -100,7 +100,7 @@ class Emitter:
     def constant(self, tensor, priority):
         """Init: upload `tensor`; DeInit: free it."""
         data = np.ascontiguousarray(tensor.data)
-        offset, length = self.builder.add_constant(data.view(np.uint8).reshape(-1).tobytes())
+        offset, length = self.builder.add_constant(data, copy=False)
         dims = [int(d) for d in data.shape]
         if tensor.is_static and int(np.prod(tensor.dims, dtype=np.int64)) == data.size:
             # ascontiguousarray makes a 0-d array 1-d: the tensor's dims keep its rank

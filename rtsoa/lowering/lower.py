@@ -81,7 +81,8 @@ def _fusions(fuse):
 
 
 def _lower(model, name, streams, fuse):
-    if not isinstance(model, ComputeGraph):
+    owned = not isinstance(model, ComputeGraph)  # the import is the lowering's own
+    if owned:
         model = import_onnx(model)
     split = split_host_steps(model)
     if split is not None:  # string values: host steps around a device graph (rtsoa.host)
@@ -113,7 +114,22 @@ def _lower(model, name, streams, fuse):
             call = OpCall("Identity", [source], [output], {}, -1)
             call.slots = OPS["Identity"].slots({}, [])
             calls.append(call)
+    if owned:
+        _release_unread_constants(model, calls)
     return Emitter(model, calls, name or model.name or "model", streams).emit()
+
+
+def _release_unread_constants(model, calls):
+    """Drop the data of the constants no call reads any more (a folded BatchNormalization's
+    Conv weights and parameters, the inputs of dead or folded calls), so that a model's
+    weights are not held twice while its graph is emitted. Only for a graph the lowering
+    imported itself: a caller's ComputeGraph keeps its tensors."""
+    keep = {name for call in calls for name in call.inputs if name}
+    keep.update(model.inputs)
+    keep.update(model.outputs)
+    for tensor_name, tensor in model.tensors.items():
+        if tensor.data is not None and tensor_name not in keep:
+            tensor.data = None
 
 
 def _sequence_outputs(model):

@@ -14,6 +14,7 @@ definition at that opset is one rtsoa implements is decided op by op at conversi
 (only `ai.onnx.ml` or training ops, say) is accepted, and a default-domain node in it refused.
 """
 
+import math
 import os
 
 import numpy as np
@@ -147,11 +148,15 @@ def _contiguous(data):
     return np.ascontiguousarray(data).reshape(np.shape(data))
 
 
-def _convert_graph(graph_proto, opsets, where="graph"):
+def _convert_graph(graph_proto, opsets, where="graph", initializer_protos=None):
+    """`initializer_protos`: the graph's initializers where `graph_proto` is a copy without
+    its large ones (`_inferred`), else None (its own)."""
     graph = ComputeGraph(name=graph_proto.name, opsets=dict(opsets))
     initializers = set()
     scope = "" if where == "graph" else f"{where}: "
-    for init in graph_proto.initializer:
+    if initializer_protos is None:
+        initializer_protos = graph_proto.initializer
+    for init in initializer_protos:
         label = f"{scope}initializer {init.name!r}"
         string = init.data_type == ONNX_STRING
         # the dtype before to_array, which fails on UNDEFINED
@@ -313,13 +318,62 @@ def _refuse_default_domain_nodes(graph_proto, domains):
             )
 
 
+INFERENCE_INLINE_ELEMENTS = 1024  # larger initializers reach shape inference as typed inputs
+
+
+def _inferred(model):
+    """`model` with the shapes ONNX's shape inference adds, computed on a copy that carries
+    the large initializers (more than INFERENCE_INLINE_ELEMENTS elements: weights, never a
+    shape operand) as typed graph inputs without their data, so that inference does not copy
+    a model's weights twice (it serialises its input and parses its result). The copy's
+    top-level initializers are then not the model's: read those from `model`. `model` itself
+    where inference fails (its declared shapes are kept)."""
+    import onnx
+    from onnx import helper
+
+    large = [
+        init
+        for init in model.graph.initializer
+        if math.prod(init.dims) > INFERENCE_INLINE_ELEMENTS and init.data_type != ONNX_STRING
+    ]
+    if large:
+        listed = {info.name for info in model.graph.input}
+        names = {init.name for init in large}
+        stripped = onnx.ModelProto()
+        _copy_fields(model, stripped, skip=("graph",))
+        _copy_fields(model.graph, stripped.graph, skip=("initializer",))
+        stripped.graph.initializer.extend(
+            init for init in model.graph.initializer if init.name not in names
+        )
+        stripped.graph.input.extend(
+            helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
+            for init in large
+            if init.name not in listed
+        )
+    try:
+        return onnx.shape_inference.infer_shapes(stripped if large else model, strict_mode=False)
+    except Exception:  # keep the declared shapes when ONNX cannot infer more
+        return model
+
+
+def _copy_fields(source, target, skip):
+    """Copy every set field of protobuf message `source` into `target` but those in `skip`."""
+    for field, value in source.ListFields():
+        if field.name in skip:
+            continue
+        if hasattr(getattr(target, field.name), "extend"):  # a repeated field
+            getattr(target, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
+
+
 def import_onnx(source, infer_shapes=True, base_dir=None):
     """A ComputeGraph from an ONNX model (path, bytes or ModelProto); `base_dir`: where its
     external data is (see load_onnx). Nodes come in a topological order (sorted if the model
     lists them otherwise, as onnxruntime does); a cycle, a tensor nothing defines or an
     unreadable initializer is a LoweringError naming it."""
-    import onnx
-
     model = load_onnx(source, base_dir=base_dir)
     opsets = {entry.domain or "": int(entry.version) for entry in model.opset_import}
     if not opsets:  # onnx's checker refuses this too (IR version 3 on)
@@ -334,12 +388,8 @@ def import_onnx(source, infer_shapes=True, base_dir=None):
             )
     else:
         _refuse_default_domain_nodes(model.graph, sorted(opsets))
-    if infer_shapes:
-        try:
-            model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-        except Exception:  # keep the declared shapes when ONNX cannot infer more
-            pass
-    graph = _convert_graph(model.graph, opsets)
+    inferred = _inferred(model) if infer_shapes else model
+    graph = _convert_graph(inferred.graph, opsets, initializer_protos=model.graph.initializer)
     graph.name = model.graph.name or "model"
     sort_nodes(graph)
     return graph
