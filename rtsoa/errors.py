@@ -220,22 +220,23 @@ class RunCancelled(RtsoaError):
         super().__init__(message or f"run cancelled after {self.nodes_executed:,} node(s)")
 
     def __reduce__(self):
-        return (type(self), (self.nodes_executed,))
+        return (type(self), (self.nodes_executed, str(self)))
 
 
 class RunTimeout(RunCancelled):
     """A run stopped because its `timeout=` passed. Attributes: nodes_executed, timeout
     (seconds)."""
 
-    def __init__(self, nodes_executed, timeout):
+    def __init__(self, nodes_executed, timeout, message=None):
         self.timeout = timeout
         super().__init__(
             nodes_executed,
-            f"run stopped by its timeout of {timeout} s after {int(nodes_executed):,} node(s)",
+            message
+            or f"run stopped by its timeout of {timeout} s after {int(nodes_executed):,} node(s)",
         )
 
     def __reduce__(self):
-        return (type(self), (self.nodes_executed, self.timeout))
+        return (type(self), (self.nodes_executed, self.timeout, str(self)))
 
 
 class RunInterrupted(KeyboardInterrupt):

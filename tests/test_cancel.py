@@ -222,3 +222,29 @@ def test_a_kept_words_array_is_polled_by_every_loop():
         executor = prepare(graph, name)
         assert executor._arguments[-1] is executor.cancel_words
         assert executor.cancel_words.dtype == np.int64
+
+
+def test_a_ctrl_c_read_late_does_not_stop_the_next_run():
+    """Each Ctrl-C reaches a run twice: the scope's Python handler (at once, the main thread
+    being in Python here) and the watcher thread reading the wakeup pipe, which may read it
+    after that run has ended and the next begun. The next run must not see it: 200 runs,
+    each interrupted, each followed at once by a run that must end untouched."""
+    from rtsoa.executors.cancel import CANCEL_INTERRUPT, CancelFlag, _watcher
+
+    flag = CancelFlag()
+    stale = 0
+    for _ in range(200):
+        with pytest.raises(RunInterrupted):
+            with flag.scope():
+                signal.raise_signal(signal.SIGINT)
+        try:
+            with flag.scope():
+                deadline = time.monotonic() + 0.002  # the watcher thread's chance to run
+                while time.monotonic() < deadline:
+                    time.sleep(0)
+                stale += int(flag.words[REASON] == CANCEL_INTERRUPT)
+        except RunInterrupted:  # the scope raises the interrupt it saw at its end
+            pass
+    assert stale == 0, f"{stale} of 200 runs were stopped by the run before's Ctrl-C"
+    watcher = _watcher()
+    assert watcher.read <= watcher.handled  # every byte read was one a handler took

@@ -94,13 +94,18 @@ class CancelFlag:
         self._lock = threading.Lock()
         self._depth = 0  # scopes open: a model's run holds one around its executor's
         self._timeout = None  # seconds of the outermost timeout in force
+        self._generation = 0  # outermost scopes opened: a Ctrl-C is for the run it came in
 
     def cancel(self):
         """Stop the run in progress (RunCancelled); with none in progress, do nothing."""
         self._request(CANCEL_CALL)
 
-    def _request(self, reason):
+    def _request(self, reason, generation=None):
+        """Ask the run in progress to stop; with `generation`, only if it is still the run of
+        that generation (a Ctrl-C read late must not stop the next run)."""
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return
             if self._depth > 0 and self.words[REASON] == 0:
                 self.words[REASON] = reason
 
@@ -167,6 +172,7 @@ class _Scope:
             flag._depth += 1
             self._deadline = int(words[DEADLINE])  # restored on exit
             if not outer:
+                flag._generation += 1
                 words[REASON] = 0
                 words[DEADLINE] = 0
                 self._deadline = 0
@@ -189,9 +195,12 @@ class _Scope:
             return  # ours already (an outer scope), or the caller's own: left alone
         watcher = _watcher()
         flag = self.flag
+        generation = flag._generation
 
         def on_interrupt(signum, frame):  # runs once the main thread is back in Python
-            flag._request(CANCEL_INTERRUPT)
+            with watcher.lock:
+                watcher.handled += 1  # this SIGINT's byte needs no request from the watcher
+            flag._request(CANCEL_INTERRUPT, generation)
 
         with watcher.lock:
             watcher.flags.add(flag)
@@ -223,7 +232,15 @@ class _Scope:
 
 class _Watcher:
     """The read end of the wakeup pipe and the one idle thread that reads it: a SIGINT byte
-    asks every flag in `flags` (runs in a scope taking Ctrl-C) to stop."""
+    asks every flag in `flags` (runs in a scope taking Ctrl-C) to stop.
+
+    The thread may read a byte late, after the run it came in has ended and the next one has
+    begun; that Ctrl-C must not stop the next run. Each SIGINT is one byte read here and one
+    call of the scope's Python handler (which runs as soon as the main thread is back in
+    Python, so before that run's scope has ended): a byte beyond the handler's count is a
+    Ctrl-C the main thread has not seen (it is inside compiled code) and is acted on; one
+    within it was handled already. And a request carries the generation of the run it was
+    taken for, so a run that began after it is not stopped by it."""
 
     def __init__(self):
         self.pid = os.getpid()
@@ -231,6 +248,8 @@ class _Watcher:
         os.set_blocking(self.write_fd, False)  # set_wakeup_fd's requirement
         self.lock = threading.Lock()
         self.flags = set()
+        self.read = 0  # SIGINT bytes read from the pipe
+        self.handled = 0  # SIGINTs the scopes' Python handlers took
         thread = threading.Thread(target=self._watch, name="rtsoa-interrupt-watcher", daemon=True)
         thread.start()
 
@@ -242,11 +261,14 @@ class _Watcher:
                 return
             if not data:
                 return
-            if signal.SIGINT in data:
+            count = data.count(signal.SIGINT)
+            if count:
                 with self.lock:
-                    flags = list(self.flags)
-                for flag in flags:
-                    flag._request(CANCEL_INTERRUPT)
+                    self.read += count
+                    unseen = self.read > self.handled
+                    flags = [(flag, flag._generation) for flag in self.flags] if unseen else []
+                for flag, generation in flags:
+                    flag._request(CANCEL_INTERRUPT, generation)
 
 
 _watchers = {}  # pid -> _Watcher (a forked child makes its own: threads do not survive fork)

@@ -5,7 +5,10 @@ str, as object or unicode arrays, every element a str; numeric inputs: dtype; al
 static and symbolic dims), fills the host value table and runs the prologue; it returns the
 table and the device graph's feeds. `after(program, values, device_results)` adds the device
 results, runs the epilogue and returns the model's outputs in order. A host step refusing
-its input raises ModelInputError naming the node.
+its input raises ModelInputError naming the node. `stop(where)`, when given, is called
+before each step (`where` names its node) and raises to stop the run there: the model's
+cancellation (timeout=, cancel(), Ctrl-C) is polled between host steps as the executor
+loops poll it between nodes.
 """
 
 import numpy as np
@@ -16,18 +19,18 @@ from rtsoa.host.ops import HOST_OPS
 from rtsoa.runtime.checks import check_dtype_rank, show_dims
 
 
-def before(program, feeds):
+def before(program, feeds, stop=None):
     """(host value table, device feeds) of a run on `feeds` (see the module docstring)."""
     values = dict(program.constants)
     values.update(check_feeds(program, feeds))
-    _run_steps(program.prologue, values)
+    _run_steps(program.prologue, values, stop)
     return values, {name: values[name] for name in program.device_inputs}
 
 
-def after(program, values, device_results):
+def after(program, values, device_results, stop=None):
     """The model's outputs {name: array}, in order, after the epilogue."""
     values.update(device_results)
-    _run_steps(program.epilogue, values)
+    _run_steps(program.epilogue, values, stop)
     outputs = {}
     for value in program.outputs:
         array = values[value.name]
@@ -85,8 +88,10 @@ def _check_dims(value, array, symbols):
                 )
 
 
-def _run_steps(steps, values):
+def _run_steps(steps, values, stop):
     for step in steps:
+        if stop is not None:
+            stop(step.where)
         inputs = [values[name] if name else None for name in step.inputs]
         try:
             outputs = HOST_OPS[(step.domain, step.op)].run(step.parameters, inputs)

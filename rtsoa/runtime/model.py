@@ -13,6 +13,7 @@ What "asynchronous" means on the simulated device: see execution.py. Calls on on
 serialised (one run at a time, in call order, as on one stream).
 """
 
+import contextlib
 import math
 import threading
 from typing import NamedTuple
@@ -20,7 +21,14 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa.device.allocators import Allocator
-from rtsoa.errors import InvalidBlock, ModelInputError, ModelStateError
+from rtsoa.errors import (
+    InvalidBlock,
+    ModelInputError,
+    ModelStateError,
+    RunCancelled,
+    RunInterrupted,
+    RunTimeout,
+)
 from rtsoa.executors import Subscriber, prepare_executor
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
@@ -384,39 +392,58 @@ class ModelExecutor:
                     if self.state == "created"
                     else f"execute on a model that is {self.state}"
                 )
-            if self.host is None:
-                arrays, symbols = self._check_inputs(inputs)
-                buffers = self.check_outputs(outputs, arrays, symbols) if outputs else {}
-            else:
-                values, arrays, buffers = self._host_prologue(inputs, outputs)
-            device = self.device
-            if stream is not None:
-                if isinstance(stream, bool) or not isinstance(stream, int | np.integer):
-                    raise ModelInputError(f"stream must be a stream index, got {stream!r}")
-                if not 0 <= stream < device.num_streams:
-                    raise ModelInputError(
-                        f"stream {stream} is not a stream of the device "
-                        f"(0..{device.num_streams - 1})"
-                    )
-                stream = int(stream)
-            subscribers = self._subscribers
-            if subscriber is not None:
-                extra = list(subscriber) if isinstance(subscriber, list | tuple) else [subscriber]
-                subscribers = subscribers + extra
-            with self.home.lock, self.cancellation.scope(timeout):
-                results = self._run(arrays, buffers, stream, subscribers or None, not sync)
-                if sync:  # execute_sync: wait for the run's streams (no completion events)
-                    for own in self.streams:
-                        device.synchronize(own)
-            if self.host is not None:
-                results = host_steps.after(self.host, values, results)
-            self.iterations += 1
-            if sync:
-                return results
-            done = self.events[: self.stream_count]
-            return Execution(
-                self, results, done, self.streams[0] if stream is None else stream, self.iterations
+            # host steps: the whole run, prologue to epilogue, is one stoppable scope
+            hosted = self.host is not None
+            with self.cancellation.scope(timeout) if hosted else contextlib.nullcontext():
+                return self._execute_checked(inputs, outputs, stream, subscriber, sync, timeout)
+
+    def _execute_checked(self, inputs, outputs, stream, subscriber, sync, timeout):
+        if self.host is None:
+            arrays, symbols = self._check_inputs(inputs)
+            buffers = self.check_outputs(outputs, arrays, symbols) if outputs else {}
+        else:
+            values, arrays, buffers = self._host_prologue(inputs, outputs)
+        device = self.device
+        if stream is not None:
+            if isinstance(stream, bool) or not isinstance(stream, int | np.integer):
+                raise ModelInputError(f"stream must be a stream index, got {stream!r}")
+            if not 0 <= stream < device.num_streams:
+                raise ModelInputError(
+                    f"stream {stream} is not a stream of the device (0..{device.num_streams - 1})"
+                )
+            stream = int(stream)
+        subscribers = self._subscribers
+        if subscriber is not None:
+            extra = list(subscriber) if isinstance(subscriber, list | tuple) else [subscriber]
+            subscribers = subscribers + extra
+        with self.home.lock, self.cancellation.scope(timeout):
+            results = self._run(arrays, buffers, stream, subscribers or None, not sync)
+            if sync:  # execute_sync: wait for the run's streams (no completion events)
+                for own in self.streams:
+                    device.synchronize(own)
+        if self.host is not None:
+            results = host_steps.after(self.host, values, results, self._stop_before)
+        self.iterations += 1
+        if sync:
+            return results
+        done = self.events[: self.stream_count]
+        return Execution(
+            self, results, done, self.streams[0] if stream is None else stream, self.iterations
+        )
+
+    def _stop_before(self, where):
+        """Raise the stop asked for (timeout=, cancel(), Ctrl-C) before host step `where`."""
+        error = self.cancellation.error(0)
+        if error is None:
+            return
+        if isinstance(error, RunInterrupted):
+            raise RunInterrupted(None)
+        if isinstance(error, RunTimeout):
+            timeout = error.timeout
+            raise RunTimeout(
+                0, timeout, f"run stopped by its timeout of {timeout} s before {where}"
             )
+        raise RunCancelled(0, f"run cancelled before {where}")
 
     def _host_prologue(self, inputs, outputs):
         """(host values, device input arrays, no buffers): the model's inputs checked and the
@@ -425,7 +452,7 @@ class ModelExecutor:
             raise ModelInputError(
                 "output buffers are not supported for a model with host steps (string values)"
             )
-        values, feeds = host_steps.before(self.host, inputs)
+        values, feeds = host_steps.before(self.host, inputs, self._stop_before)
         return values, check_inputs(self._device_io, feeds)[0], {}
 
     def _run(self, arrays, buffers, stream, subscribers, record):
