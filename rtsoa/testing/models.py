@@ -161,3 +161,88 @@ def small_cnn(seed=0, channels=8, classes=10, size=16):
         [("y", FLOAT, ["batch", classes])],
         inits,
     )
+
+
+def decoder_step(seed=0, d_model=32, heads=2, ff=64):
+    """One step of a transformer decoder with a KV cache: the new token x [batch, 1, d_model]
+    attends to the cached keys and values of the tokens before it (past_key, past_value:
+    [batch, heads, "past", head], "past" symbolic, 0 on the first step) and to itself; the
+    outputs are y [batch, 1, d_model] and the cache with the new token appended (present_key,
+    present_value: [batch, heads, "past + 1", head]), fed back as the next step's past."""
+    rng = np.random.default_rng(seed)
+    head = d_model // heads
+    s = 1 / np.sqrt(d_model)
+    inits = [
+        _init(rng, "Wq", d_model, d_model, scale=s),
+        _init(rng, "Wk", d_model, d_model, scale=s),
+        _init(rng, "Wv", d_model, d_model, scale=s),
+        _init(rng, "Wo", d_model, d_model, scale=s),
+        _init(rng, "W1", d_model, ff, scale=s),
+        _init(rng, "W2", ff, d_model, scale=1 / np.sqrt(ff)),
+        ("g", np.ones(d_model, np.float32)),
+        ("b", np.zeros(d_model, np.float32)),
+        ("heads_shape", np.array([0, 1, heads, head], np.int64)),
+        ("merge_shape", np.array([0, 1, d_model], np.int64)),
+        ("scale", np.array(np.sqrt(head), np.float32)),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("LayerNormalization", ["x", "g", "b"], ["ln"], axis=-1, epsilon=1e-5),
+        n("MatMul", ["ln", "Wq"], ["q"]),
+        n("MatMul", ["ln", "Wk"], ["k"]),
+        n("MatMul", ["ln", "Wv"], ["v"]),
+        n("Reshape", ["q", "heads_shape"], ["q4"]),
+        n("Reshape", ["k", "heads_shape"], ["k4"]),
+        n("Reshape", ["v", "heads_shape"], ["v4"]),
+        n("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        n("Transpose", ["k4"], ["kh"], perm=[0, 2, 1, 3]),
+        n("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+        n("Concat", ["past_key", "kh"], ["present_key"], axis=2),
+        n("Concat", ["past_value", "vh"], ["present_value"], axis=2),
+        n("Transpose", ["present_key"], ["kt"], perm=[0, 1, 3, 2]),
+        n("MatMul", ["qh", "kt"], ["scores"]),
+        n("Div", ["scores", "scale"], ["scaled"]),
+        n("Softmax", ["scaled"], ["attn"], axis=-1),
+        n("MatMul", ["attn", "present_value"], ["ctx"]),
+        n("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["ctx_t", "merge_shape"], ["merged"]),
+        n("MatMul", ["merged", "Wo"], ["proj"]),
+        n("Add", ["x", "proj"], ["res"]),
+        n("MatMul", ["res", "W1"], ["f1"]),
+        n("Relu", ["f1"], ["f1g"]),
+        n("MatMul", ["f1g", "W2"], ["f2"]),
+        n("Add", ["res", "f2"], ["y"]),
+    ]
+    cache = ["batch", heads, "past", head]
+    grown = ["batch", heads, "past_plus_one", head]
+    return model(
+        nodes,
+        [
+            ("x", FLOAT, ["batch", 1, d_model]),
+            ("past_key", FLOAT, cache),
+            ("past_value", FLOAT, cache),
+        ],
+        [
+            ("y", FLOAT, ["batch", 1, d_model]),
+            ("present_key", FLOAT, grown),
+            ("present_value", FLOAT, grown),
+        ],
+        inits,
+    )
+
+
+def float16_model(proto):
+    """A copy of `proto` with its float32 initializers, inputs and outputs in float16 (how a
+    model converted to half precision with its I/O types changed holds them)."""
+    from onnx import ModelProto
+
+    half = ModelProto()
+    half.CopyFrom(proto)
+    for init in half.graph.initializer:
+        if init.data_type == FLOAT:
+            data = numpy_helper.to_array(init).astype(np.float16)
+            init.CopyFrom(numpy_helper.from_array(data, init.name))
+    for value in list(half.graph.input) + list(half.graph.output):
+        if value.type.tensor_type.elem_type == FLOAT:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    return half
