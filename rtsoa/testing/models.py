@@ -62,17 +62,32 @@ def _init(rng, name, *shape, scale=None):
     return (name, data.astype(np.float32))
 
 
+def _projection_weights(rng, d_model):
+    """Wq, Wk, Wv, Wo of an attention layer, scaled by 1 / sqrt(d_model)."""
+    s = 1 / np.sqrt(d_model)
+    return [_init(rng, name, d_model, d_model, scale=s) for name in ("Wq", "Wk", "Wv", "Wo")]
+
+
+def _heads(source, key, key_perm):
+    """Nodes: q, k, v projections of `source` split into heads (`heads_shape`): qh and vh
+    [batch, heads, seq, head], the keys as `key` transposed by `key_perm`."""
+    n = helper.make_node
+    nodes = [n("MatMul", [source, f"W{part}"], [part]) for part in "qkv"]
+    nodes += [n("Reshape", [part, "heads_shape"], [f"{part}4"]) for part in "qkv"]
+    return nodes + [
+        n("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        n("Transpose", ["k4"], [key], perm=key_perm),
+        n("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+    ]
+
+
 def transformer_block(seed=0, d_model=32, heads=2, ff=64):
     """A transformer encoder block (self-attention + feed-forward, each with LayerNorm and a
     residual); input x: [batch, "seq", d_model] with a symbolic sequence length."""
     rng = np.random.default_rng(seed)
     head = d_model // heads
     s = 1 / np.sqrt(d_model)
-    inits = [
-        _init(rng, "Wq", d_model, d_model, scale=s),
-        _init(rng, "Wk", d_model, d_model, scale=s),
-        _init(rng, "Wv", d_model, d_model, scale=s),
-        _init(rng, "Wo", d_model, d_model, scale=s),
+    inits = _projection_weights(rng, d_model) + [
         _init(rng, "W1", d_model, ff, scale=s),
         _init(rng, "b1", ff),
         _init(rng, "W2", ff, d_model, scale=1 / np.sqrt(ff)),
@@ -88,15 +103,7 @@ def transformer_block(seed=0, d_model=32, heads=2, ff=64):
     n = helper.make_node
     nodes = [
         n("LayerNormalization", ["x", "g1", "be1"], ["ln1"], axis=-1, epsilon=1e-5),
-        n("MatMul", ["ln1", "Wq"], ["q"]),
-        n("MatMul", ["ln1", "Wk"], ["k"]),
-        n("MatMul", ["ln1", "Wv"], ["v"]),
-        n("Reshape", ["q", "heads_shape"], ["q4"]),
-        n("Reshape", ["k", "heads_shape"], ["k4"]),
-        n("Reshape", ["v", "heads_shape"], ["v4"]),
-        n("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
-        n("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
-        n("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+        *_heads("ln1", "kt", [0, 2, 3, 1]),
         n("MatMul", ["qh", "kt"], ["scores"]),
         n("Div", ["scores", "scale"], ["scaled"]),
         n("Softmax", ["scaled"], ["attn"], axis=-1),
@@ -172,11 +179,7 @@ def decoder_step(seed=0, d_model=32, heads=2, ff=64):
     rng = np.random.default_rng(seed)
     head = d_model // heads
     s = 1 / np.sqrt(d_model)
-    inits = [
-        _init(rng, "Wq", d_model, d_model, scale=s),
-        _init(rng, "Wk", d_model, d_model, scale=s),
-        _init(rng, "Wv", d_model, d_model, scale=s),
-        _init(rng, "Wo", d_model, d_model, scale=s),
+    inits = _projection_weights(rng, d_model) + [
         _init(rng, "W1", d_model, ff, scale=s),
         _init(rng, "W2", ff, d_model, scale=1 / np.sqrt(ff)),
         ("g", np.ones(d_model, np.float32)),
@@ -188,15 +191,7 @@ def decoder_step(seed=0, d_model=32, heads=2, ff=64):
     n = helper.make_node
     nodes = [
         n("LayerNormalization", ["x", "g", "b"], ["ln"], axis=-1, epsilon=1e-5),
-        n("MatMul", ["ln", "Wq"], ["q"]),
-        n("MatMul", ["ln", "Wk"], ["k"]),
-        n("MatMul", ["ln", "Wv"], ["v"]),
-        n("Reshape", ["q", "heads_shape"], ["q4"]),
-        n("Reshape", ["k", "heads_shape"], ["k4"]),
-        n("Reshape", ["v", "heads_shape"], ["v4"]),
-        n("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
-        n("Transpose", ["k4"], ["kh"], perm=[0, 2, 1, 3]),
-        n("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+        *_heads("ln", "kh", [0, 2, 1, 3]),
         n("Concat", ["past_key", "kh"], ["present_key"], axis=2),
         n("Concat", ["past_value", "vh"], ["present_value"], axis=2),
         n("Transpose", ["present_key"], ["kt"], perm=[0, 1, 3, 2]),
