@@ -41,3 +41,26 @@ def test_outputs_are_not_saturated(name):
 def test_depth_is_checked():
     with pytest.raises(ValueError, match="depth must be 18 or 50"):
         resnet(34)
+
+
+@pytest.mark.parametrize("mask", ["unnamed", "named", "graph-output"])
+def test_a_cnn_with_dropout_before_its_classifier(mask):
+    """Exported inference graphs keep Dropout (ratio 0.2, no training mode) before the
+    classifier, some with its mask named: an identity for the output, all-true mask."""
+    from onnx import TensorProto, helper
+
+    proto = ARCHITECTURES["mobilenet_v2"](**SMALL["mobilenet_v2"])
+    graph = proto.graph
+    (gemm,) = [node for node in graph.node if node.op_type == "Gemm"]
+    features = gemm.input[0]
+    outputs = ["dropped"] + ([] if mask == "unnamed" else ["mask"])
+    ratio = helper.make_tensor("ratio", TensorProto.FLOAT, [], [0.2])
+    graph.initializer.append(ratio)
+    dropout = helper.make_node("Dropout", [features, "ratio"], outputs, name="drop")
+    position = list(graph.node).index(gemm)
+    graph.node.insert(position, dropout)
+    gemm.input[0] = "dropped"
+    if mask == "graph-output":
+        graph.output.append(helper.make_tensor_value_info("mask", TensorProto.BOOL, None))
+    x = np.random.default_rng(3).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    run_and_compare(proto, [{"x": x}])
