@@ -27,6 +27,7 @@ from rtsoa.lowering import (
     signal,  # noqa: F401  (registers the window converters)
     spatial,  # noqa: F401  (registers CenterCropPad and LpPool)
     spectral,  # noqa: F401  (registers the DFT / STFT / MelWeightMatrix converters)
+    training,  # noqa: F401  (registers the Adagrad / Adam / Momentum optimizers)
 )
 from rtsoa.lowering.compute_graph import ComputeGraph, Node, Tensor
 from rtsoa.lowering.converters import find_converter, register_converter
