@@ -17,8 +17,9 @@ narrow type; in outputs of the Fourier transforms, an element and its expected v
 both below one float32 step of the output's largest expected magnitude, since the reference
 transforms float32 in single precision: `conformance_worker.compare` gives the measurements),
 everything else exactly; a case using a random op (Bernoulli,
-RandomUniformLike, ...: `conformance_worker.RANDOM_OPS`) by its outputs' element types and
-shapes only, its expected values being one draw of the reference's generator. Each case
+RandomUniformLike, ...: `conformance_worker.RANDOM_OPS`, and Dropout with its training mode
+an input) by its outputs' element types and shapes only, its expected values being one draw
+of the reference's generator. Each case
 runs in a worker process (`conformance_pool`), so a crash or a hang is that case's failure.
 The outcomes are the statuses of `conformance_worker` (pass, refused, error, wrong, crash,
 timeout).

@@ -79,6 +79,13 @@ RANDOM_OPS = frozenset(
 )
 
 
+def _draws_at_random(node):
+    """Is `node` a random op, or a Dropout whose training mode is an input (true in the
+    node suite's training cases: it drops elements at random)?"""
+    training = node.op_type == "Dropout" and len(node.input) > 2 and bool(node.input[2])
+    return node.op_type in RANDOM_OPS or training
+
+
 def compare(name, have, want, rtol, atol, values=True, line_sums=False):
     """None if `have` matches `want` (arrays, lists of them for sequences, None for an empty
     optional), else what differs: dtypes and shapes exactly, floats within rtol / atol (NaN
@@ -231,15 +238,15 @@ RUNTIMES = {"rtsoa": _run_rtsoa, "onnxruntime": _run_onnxruntime}
 
 def run_case(runtime, model_bytes, data_sets, rtol, atol):
     """(status, reason) of one case (a serialized model and its [(inputs, outputs)] data
-    sets) in `runtime`; a case using a random op (RANDOM_OPS) is judged by its outputs'
-    element types and shapes only."""
+    sets) in `runtime`; a case using a random op (RANDOM_OPS, or Dropout with its training
+    mode an input) is judged by its outputs' element types and shapes only."""
     import onnx
 
     graph = onnx.load_from_string(model_bytes).graph
     initialized = {tensor.name for tensor in graph.initializer}
     input_names = [value.name for value in graph.input if value.name not in initialized]
     output_names = [value.name for value in graph.output]
-    values = not any(node.op_type in RANDOM_OPS for node in graph.node)
+    values = not any(_draws_at_random(node) for node in graph.node)
     line_sums = any(node.op_type in LINE_SUM_OPS for node in graph.node)
     judging = Judging(rtol, atol, values, line_sums)
     return RUNTIMES[runtime](model_bytes, input_names, output_names, data_sets, judging)
