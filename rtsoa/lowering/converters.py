@@ -275,6 +275,19 @@ register_converter("PRelu", since=7)(one_to_one)
 # Definitions after IMPLEMENTED_OPSET whose change does not touch what rtsoa runs: Cast 28
 # adds the float6 types and Range 27 a stash type for float16 / bfloat16, element types these
 # ops refuse. Mod 28 defines fmod 0 on floats (numpy's remainder), which the Mod op computes.
-register_converter("Cast", since=28)(one_to_one)
+@register_converter("Cast", since=28)
+@register_converter("Cast", since=1)
+def cast(ctx, node):
+    """The Cast op; a round_mode (ONNX Cast 25 on: for float8 E8M0 targets) other than "up",
+    "down" or "nearest" is refused naming the node."""
+    mode = node.attributes.get("round_mode", "up")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("up", "down", "nearest"):
+        raise LoweringError(
+            f"{ctx.describe(node)}: round_mode {mode!r} is not 'up', 'down' or 'nearest'"
+        )
+    one_to_one(ctx, node)
+
+
 register_converter("Range", since=27)(one_to_one)
 register_converter("Mod", since=28)(one_to_one)
