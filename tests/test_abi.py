@@ -144,7 +144,11 @@ def test_cast_refuses_only_what_the_table_has_and_it_cannot_convert():
     assert set(dtypes.DTYPES) - CASTABLE == {dtypes.DType.UINT64}
     for code, info in dtypes.DTYPES.items():
         expected = int(code) if code in CASTABLE else -1
-        assert encode_cast({"to": info.onnx}, []) == [expected, 1]
+        assert encode_cast({"to": info.onnx}, []) == [expected, 1, 0]  # round_mode "up"
+    to_e8m0 = dtypes.DTYPES[dtypes.DType.FLOAT8E8M0].onnx
+    assert encode_cast({"to": to_e8m0, "round_mode": "nearest"}, [])[2] == 2
+    assert encode_cast({"to": to_e8m0, "round_mode": b"down"}, [])[2] == 1
+    assert encode_cast({"to": to_e8m0, "round_mode": "sideways"}, [])[2] == -1  # infer refuses
 
 
 def test_the_operand_layout_fits_the_worker_tables():

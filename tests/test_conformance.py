@@ -72,6 +72,28 @@ def test_outputs_are_judged_by_dtype_shape_and_tolerance():
     assert compare("o", ints, None, 0.0, 0.0) is not None
 
 
+def test_half_types_pass_within_two_rounding_steps_and_not_three():
+    import ml_dtypes
+
+    for dtype, step in ((ml_dtypes.bfloat16, 2.0**-9), (np.float16, 2.0**-12)):
+        want = np.array([0.4], dtype)  # in [0.25, 0.5): one step is 2**-9 / 2**-12
+        two = (want.astype(np.float64) + 2 * step).astype(dtype)
+        three = (want.astype(np.float64) + 3 * step).astype(dtype)
+        assert compare("y", two, want, 1e-3, 1e-7) is None
+        assert "differ" in compare("y", three, want, 1e-3, 1e-7)
+
+
+def test_fourier_outputs_pass_zeros_at_the_output_s_scale_only():
+    # float32 noise at an exact zero of a line summing to 54 (test_dft_inverse's)
+    want = np.array([54.0, 1.9073486e-07], np.float32)
+    have = np.array([54.0, 3.0e-15], np.float32)
+    assert "differ" in compare("y", have, want, 1e-3, 1e-7)
+    assert compare("y", have, want, 1e-3, 1e-7, line_sums=True) is None
+    # above one float32 step of 54 (6.4e-06): a real difference, even there
+    wrong = np.array([54.0, 1.0e-5], np.float32)
+    assert "differ" in compare("y", wrong, want, 1e-3, 1e-7, line_sums=True)
+
+
 def _relu_request():
     from onnx import TensorProto, helper
 

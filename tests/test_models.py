@@ -136,10 +136,10 @@ def test_unsupported_op_fails_at_lowering_naming_op_node_and_opset():
 def test_unsupported_element_type_is_named():
     proto = model(
         [helper.make_node("Identity", ["x"], ["y"])],
-        [("x", TensorProto.FLOAT8E8M0, [2])],
-        [("y", TensorProto.FLOAT8E8M0, [2])],
+        [("x", TensorProto.FLOAT6E2M3, [2])],
+        [("y", TensorProto.FLOAT6E2M3, [2])],
     )
-    with pytest.raises(LoweringError, match="input 'x': element type FLOAT8E8M0"):
+    with pytest.raises(LoweringError, match="input 'x': element type FLOAT6E2M3"):
         lower(proto)
 
 

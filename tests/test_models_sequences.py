@@ -396,21 +396,20 @@ def _if_returning_a_sequence(reader):
     return model(nodes, inputs, [(reader.output[0], FLOAT, None)])
 
 
-def test_a_sequence_leaving_an_if_is_refused_naming_the_if():
-    """Typed by ONNX's shape inference, the If is refused at conversion; untyped, when its
-    branch is lowered (the subgraph's result)."""
+def test_a_sequence_leaving_an_if_of_an_unknown_condition_is_refused_naming_the_if():
+    """Typed by ONNX's shape inference or not, the If's branch must be known at lowering
+    (tests/test_ops_sequence_regions.py: a known one is taken)."""
     proto = _if_returning_a_sequence(helper.make_node("SequenceLength", ["s"], ["n"]))
-    assert _refusal(proto).startswith("If node 'choose' (#0) (opset 17): 's' is a sequence value")
+    start = "If node 'choose' (#0) (opset 17): a sequence leaves it"
+    assert _refusal(proto).startswith(start)
+    assert "condition 'flag' must be known" in _refusal(proto)
     untyped = import_onnx(
         _if_returning_a_sequence(helper.make_node("Identity", ["s"], ["y"])), infer_shapes=False
     )
-    assert _refusal(untyped).startswith(
-        "else_branch of If node 'choose' (#0) (opset 17): result 's.else_branch/else_s' is a "
-        "sequence value"
-    )
+    assert _refusal(untyped).startswith(start)
 
 
-def test_a_loop_carrying_a_sequence_is_refused_naming_the_loop():
+def test_a_loop_carrying_a_sequence_with_an_unknown_trip_count_is_refused_naming_it():
     body = subgraph(
         [
             helper.make_node("Identity", ["cond_in"], ["cond_out"]),
@@ -428,7 +427,11 @@ def test_a_loop_carrying_a_sequence_is_refused_naming_the_loop():
         helper.make_node("SequenceLength", ["final"], ["n"]),
     ]
     proto = model(nodes, [("a", FLOAT, [2]), ("M", INT64, [])], [("n", INT64, [])])
-    assert _refusal(proto).startswith("Loop node 'repeat' (#1) (opset 17): 'start' is a sequence")
+    assert _refusal(proto).startswith(
+        "Loop node 'repeat' (#1) (opset 17): it carries a sequence, and rtsoa resolves "
+        "sequences at lowering, so it is unrolled there: its trip count and condition must be "
+        "known at lowering"
+    )
 
 
 def _split_length(split=None, runtime_split=False, x_dims=(4, 6)):

@@ -1,16 +1,14 @@
 """Ops with a training mode, as exported models hold them: Dropout with its mask named, and
-training mode refused by name (never a silent copy of the input)."""
-
-import pickle
+BatchNormalization's training mode refused by name (never a silent inference). Dropout's
+training mode runs: tests/test_ops_dropout_training.py."""
 
 import numpy as np
 import pytest
 from model_checks import run_and_compare
 from onnx import TensorProto, helper, numpy_helper
 
-from rtsoa.errors import LoweringError, RtsoaError
+from rtsoa.errors import LoweringError
 from rtsoa.lowering import lower
-from rtsoa.runtime import load_model
 
 F = TensorProto.FLOAT
 X = np.arange(-6, 6, dtype=np.float32).reshape(3, 4)
@@ -42,17 +40,6 @@ def test_dropout_with_its_mask_named_lowers_and_matches_onnxruntime(training):
     run_and_compare(proto, [{"x": X}])
 
 
-def test_constant_training_mode_is_refused_at_lowering():
-    proto = _model(
-        helper.make_node("Dropout", ["x", "r", "t"], ["y"]),
-        [("x", F, [3, 4])],
-        [("y", F, [3, 4])],
-        [("r", np.float32(0.5)), ("t", np.bool_(True))],
-    )
-    with pytest.raises(LoweringError, match="Dropout.*training mode"):
-        lower(proto)
-
-
 def test_training_mode_with_ratio_zero_is_the_identity():
     proto = _model(
         helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"]),
@@ -61,24 +48,6 @@ def test_training_mode_with_ratio_zero_is_the_identity():
         [("r", np.float32(0.0)), ("t", np.bool_(False))],
     )
     run_and_compare(proto, [{"x": X}])
-
-
-def test_training_mode_given_at_run_time_fails_the_run_when_true():
-    """A training flag that is a graph input reaches the op: false runs as inference, true
-    fails the run instead of returning the input unchanged."""
-    proto = _model(
-        helper.make_node("Dropout", ["x", "r", "t"], ["y"]),
-        [("x", F, [3, 4]), ("t", TensorProto.BOOL, [])],
-        [("y", F, [3, 4])],
-        [("r", np.float32(0.5))],
-    )
-    with load_model(lower(proto)) as run:
-        got = run.execute_sync({"x": X, "t": np.bool_(False)})
-        np.testing.assert_array_equal(got["y"], X)
-        with pytest.raises(RtsoaError, match=r"\(op Dropout\)") as failure:
-            run.execute_sync({"x": X, "t": np.bool_(True)})
-    assert failure.value.op == "Dropout"
-    assert pickle.loads(pickle.dumps(failure.value)).op == "Dropout"  # batch workers pickle it
 
 
 @pytest.mark.parametrize("training_outputs", [False, True])

@@ -51,6 +51,7 @@ class DType(enum.IntEnum):
     FLOAT4E2M1 = 20
     UINT2 = 21
     INT2 = 22
+    FLOAT8E8M0 = 23
 
 
 class DTypeInfo(NamedTuple):
@@ -99,6 +100,7 @@ DTYPES = {
         DTypeInfo(DType.FLOAT4E2M1, "ml_dtypes.float4_e2m1fn", 23, 1, "float4_e2m1fn"),
         DTypeInfo(DType.UINT2, "ml_dtypes.uint2", 25, 1, "uint2"),
         DTypeInfo(DType.INT2, "ml_dtypes.int2", 26, 1, "int2"),
+        DTypeInfo(DType.FLOAT8E8M0, "ml_dtypes.float8_e8m0fnu", 24, 1, "float8_e8m0fnu"),
     )
 }
 

@@ -23,6 +23,7 @@ from rtsoa.lowering import (
     scan,  # noqa: F401  (registers the Scan converter)
     selection,  # noqa: F401  (registers the CumProd / TopK converters)
     sequence_map,  # noqa: F401  (registers the SequenceMap converter)
+    sequence_regions,  # noqa: F401  (registers the Optional converter)
     sequences,  # noqa: F401  (registers the sequence op converters)
     signal,  # noqa: F401  (registers the window converters)
     spatial,  # noqa: F401  (registers CenterCropPad and LpPool)

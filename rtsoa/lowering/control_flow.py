@@ -29,6 +29,13 @@ from rtsoa.lowering.compute_graph import Tensor
 from rtsoa.lowering.converters import register_converter
 from rtsoa.lowering.dead_code import live_calls
 from rtsoa.lowering.loop_scans import carry_scans
+from rtsoa.lowering.sequence_regions import (
+    pass_on,
+    refuse_unknown_branch,
+    sequence_results,
+    unroll_loop,
+    with_elements,
+)
 from rtsoa.lowering.subgraphs import (
     convert_subgraph,
     copy_info,
@@ -76,17 +83,17 @@ class IfRegion:
         self.branches = []  # after fold: [(calls, result names)] per branch
         self.inputs = [condition]
 
-    def _lower_branch(self, model, label, sub, fold):
+    def _lower_branch(self, model, label, sub, fold, sequences=False):
         prefix = fresh_tensor_name(model, f"{self.where_short}.{label}")
         calls, results = convert_subgraph(
-            model, sub, prefix, {}, f"{label} of {self.where}", self.node
+            model, sub, prefix, {}, f"{label} of {self.where}", self.node, sequences
         )
         if len(results) != len(self.outputs):
             raise LoweringError(
                 f"{self.where}: {label} has {len(results)} outputs, the node {len(self.outputs)}"
             )
-        calls = live_calls(fold(model, calls), results)
-        return calls, results, prefix
+        calls = fold(model, calls)
+        return live_calls(calls, with_elements(model, results)), results, prefix
 
     @property
     def where_short(self):
@@ -97,11 +104,13 @@ class IfRegion:
         condition = _check_scalar(model, self.condition, "condition", self.where)
         if condition.is_constant:
             label, sub = self.subgraphs[1 if scalar_value(condition) else 0]
-            calls, results, _ = self._lower_branch(model, label, sub, fold)
+            calls, results, _ = self._lower_branch(model, label, sub, fold, sequences=True)
             copies = []
             for result, output in zip(results, self.outputs, strict=True):
-                copies.append(identity_call(model, result, output, self.node))
+                copies += pass_on(model, result, output, self.node)
             return calls + fold(model, copies)
+        if any(model.tensors[output].sequence for output in self.outputs):
+            raise refuse_unknown_branch(self)
         for label, sub in self.subgraphs:
             calls, results, prefix = self._lower_branch(model, label, sub, fold)
             results = materialise(model, calls, results, prefix, self.node)
@@ -159,11 +168,12 @@ class LoopRegion:
             self.static_first is not None and not self.static_first
         )
         if never:
-            copies = [
-                identity_call(model, source, target, self.node)
-                for source, target in zip(self.initial, self.outputs, strict=True)
-            ]
+            copies = []
+            for source, target in zip(self.initial, self.outputs, strict=True):
+                copies += pass_on(model, source, target, self.node)
             return fold(model, copies)
+        if any(model.tensors[name].sequence for name in self.initial):
+            return unroll_loop(self, model, fold)
         # the loop state starts as copies of the initial values (with their dtypes and dims)
         self.copies = [
             identity_call(model, source, target, self.node)
@@ -199,6 +209,10 @@ class LoopRegion:
         self.inputs = runtime + list(self.initial) + self.body_reads
         return [self]
 
+    @property
+    def where_short(self):
+        return self.outputs[0] if self.outputs else "loop"
+
     def _lower_body(self, model, fold):
         """Convert and fold the body once, with the loop state's current dims."""
         body = self.body
@@ -223,13 +237,15 @@ class LoopRegion:
         regions.emit_loop(emitter, index, self)
 
 
-def _node_outputs(ctx, node, count, fresh_for_graph_outputs):
-    """The region's output names: "" (unused) and, for an If, graph outputs get fresh names
-    (a graph output must be a block an AllocMemory creates: an Identity copies it there)."""
+def _node_outputs(ctx, node, count, fresh_for_graph_outputs, sequences=()):
+    """The region's output names: "" (unused) and, for an If, graph outputs that are not
+    `sequences` (flags per output) get fresh names (a graph output must be a block an
+    AllocMemory creates: an Identity copies it there; a sequence is returned as elements)."""
     names, copies = [], []
     for k in range(count):
         name = node.outputs[k] if k < len(node.outputs) else ""
-        if not name or (fresh_for_graph_outputs and name in ctx.graph.outputs):
+        sequence = k < len(sequences) and sequences[k]
+        if not name or (fresh_for_graph_outputs and name in ctx.graph.outputs and not sequence):
             fresh = ctx.fresh_name(f"{name or node.op_type.lower()}_{k}")
             ctx.graph.tensor(fresh)
             if name:
@@ -250,10 +266,17 @@ def convert_if(ctx, node):
         branches.append((label, node.subgraphs[label]))
     if not node.inputs or not node.inputs[0]:
         raise LoweringError(f"{where}: the condition input is missing")
-    outputs, copies = _node_outputs(ctx, node, len(node.outputs), True)
+    flags = [sequence_results(branch) for _, branch in branches]
+    sequences = [any(pair) for pair in zip(*flags, strict=False)]
+    outputs, copies = _node_outputs(ctx, node, len(node.outputs), True, sequences)
+    for name, sequence in zip(outputs, sequences, strict=False):
+        ctx.tensor(name).sequence = ctx.tensor(name).sequence or sequence
     ctx.calls.append(IfRegion(where, ctx.node_index, node.inputs[0], outputs, branches))
     for fresh, name in copies:
         ctx.emit("Identity", [fresh], [name])
+
+
+convert_if.takes_sequences = True  # a sequence result: the branch is chosen at lowering
 
 
 @register_converter("Loop")
@@ -277,6 +300,10 @@ def convert_loop(ctx, node):
     if any(not name for name in initial):
         raise LoweringError(f"{where}: a loop-carried value has no initial value")
     outputs, _ = _node_outputs(ctx, node, carried, False)
+    results = sequence_results(body)[1 : 1 + carried]
+    for name, initial_value, sequence in zip(outputs, initial, results, strict=True):
+        carries = sequence or ctx.tensor(initial_value).sequence
+        ctx.tensor(name).sequence = ctx.tensor(name).sequence or carries
     finals = []
     if scans:  # carried as accumulators, reshaped after the loop (rtsoa.lowering.loop_scans)
         body, extra, finish = carry_scans(ctx, where, body, carried)
@@ -289,3 +316,6 @@ def convert_loop(ctx, node):
     if scans:
         targets = list(node.outputs[carried : carried + scans])
         finish(finals, targets + [""] * (scans - len(targets)))
+
+
+convert_loop.takes_sequences = True  # a carried sequence: the loop is unrolled at lowering

@@ -31,6 +31,7 @@ import numpy as np
 
 from rtsoa.abi.registry import Registry
 from rtsoa.errors import LoweringError
+from rtsoa.graph.schema import DType
 from rtsoa.ops import OPS
 
 _CONVERTERS = Registry("converter")  # (domain, op_type) -> ((since, fn), ...) sorted by since
@@ -128,27 +129,38 @@ def constant(ctx, node):
 
 @register_converter("Dropout")
 def dropout(ctx, node):
-    """Inference: output 0 is the input and the optional mask all True.
-
-    Training mode (input 2 true, ratio above 0) drops elements at random, which rtsoa does not
-    do: a constant true flag is refused here, and a flag given at run time goes to the Dropout
-    op, whose compute fails the run when it is true, so training mode is never a silent copy."""
+    """Inference: output 0 is the input and the optional mask all True. Training mode (input
+    2 true) given at run time, or constant with a ratio above 0, runs the DropoutTraining op
+    (`rtsoa.ops.dropout`: seeded by the `seed` attribute); its data must be float32 or
+    float64 and its ratio float32 or float64 (refused here, naming the node, otherwise)."""
     inputs = list(node.inputs)
     outputs = list(node.outputs)
     flag = inputs[2] if len(inputs) > 2 else ""
     dynamic_flag = bool(flag) and not ctx.tensor(flag).is_constant
-    if flag and not dynamic_flag and _training_ratio(ctx, node) > 0.0:
-        raise LoweringError(
-            f"{ctx.describe(node)}: training mode (training_mode true) is not supported; "
-            "rtsoa runs inference only"
-        )
+    if dynamic_flag or (flag and _training_ratio(ctx, node) > 0.0):
+        _check_training_types(ctx, node)
+        wanted = outputs[:2] if len(outputs) > 1 and outputs[1] else outputs[:1]
+        ctx.emit("DropoutTraining", inputs, wanted, node.attributes)
+        return
     wants_mask = len(outputs) > 1 and bool(outputs[1])
-    if not (wants_mask or dynamic_flag):
+    if not wants_mask:
         ctx.emit("Identity", inputs[:1], outputs[:1], {})
         return
-    if "Dropout" not in OPS:
-        raise LoweringError(f"{ctx.describe(node)}: the mask output is not supported")
-    ctx.emit("Dropout", inputs, outputs if wants_mask else outputs[:1], node.attributes)
+    ctx.emit("Dropout", inputs, outputs, node.attributes)
+
+
+def _check_training_types(ctx, node):
+    """Refuse, naming the node, training-mode Dropout data or ratio types DropoutTraining does
+    not read (float16 / bfloat16 ones)."""
+    wanted = (DType.FLOAT32, DType.FLOAT64)
+    for position, what in ((0, "data"), (1, "ratio")):
+        name = node.inputs[position] if len(node.inputs) > position else ""
+        kind = ctx.tensor(name).dtype if name else DType.UNDEFINED
+        if kind not in (DType.UNDEFINED, *wanted):
+            raise LoweringError(
+                f"{ctx.describe(node)}: training mode with {what} of element type "
+                f"{DType(kind).name} is not supported (float32, float64)"
+            )
 
 
 @register_converter("BatchNormalization")
@@ -263,6 +275,19 @@ register_converter("PRelu", since=7)(one_to_one)
 # Definitions after IMPLEMENTED_OPSET whose change does not touch what rtsoa runs: Cast 28
 # adds the float6 types and Range 27 a stash type for float16 / bfloat16, element types these
 # ops refuse. Mod 28 defines fmod 0 on floats (numpy's remainder), which the Mod op computes.
-register_converter("Cast", since=28)(one_to_one)
+@register_converter("Cast", since=28)
+@register_converter("Cast", since=1)
+def cast(ctx, node):
+    """The Cast op; a round_mode (ONNX Cast 25 on: for float8 E8M0 targets) other than "up",
+    "down" or "nearest" is refused naming the node."""
+    mode = node.attributes.get("round_mode", "up")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("up", "down", "nearest"):
+        raise LoweringError(
+            f"{ctx.describe(node)}: round_mode {mode!r} is not 'up', 'down' or 'nearest'"
+        )
+    one_to_one(ctx, node)
+
+
 register_converter("Range", since=27)(one_to_one)
 register_converter("Mod", since=28)(one_to_one)

@@ -6,6 +6,9 @@ both made float64 (int64 when both are integers), the power taken there, and the
 to x's type once (a float rounded to nearest even, an integer base truncated toward zero, an
 integer power wrapped as numpy's int64 power then narrowed). The element types must be known
 at lowering; where either is not, the Pow op itself runs and refuses a mismatch at run time.
+A uint64 exponent of a float or signed integer base is made float64 from its two 32-bit halves
+(rounded once, as numpy promotes it); a uint64 base, or an unsigned base with a uint64
+exponent (which numpy computes in uint64), is refused, since rtsoa casts nothing to uint64.
 
 Clip on integer tensors (opset 12 on) is Min(Max(x, min), max), each bound where given: the
 same result, with min > max giving max as ONNX defines. A bound must be a scalar (a one-element
@@ -35,6 +38,28 @@ def _cast(ctx, name, kind, label):
     return cast
 
 
+def _uint64_as_float64(ctx, name):
+    """uint64 tensor `name` as float64, rounded once to nearest even as numpy converts it:
+    its high and low 32 bits (BitShift, BitwiseAnd) are int64s once bit-cast, each exact in
+    float64, and high * 2**32 + low rounds only in the Add."""
+    halves = []
+    for op, operand, label in (
+        ("BitShift", np.uint64(32), "high"),
+        ("BitwiseAnd", np.uint64(0xFFFFFFFF), "low"),
+    ):
+        constant, bits, signed, wide = (ctx.fresh_name(f"pow_{label}_{k}") for k in "cbsw")
+        ctx.set_constant(constant, np.asarray(operand))
+        ctx.emit(op, [name, constant], [bits], {"direction": "RIGHT"} if op == "BitShift" else {})
+        ctx.emit("BitCast", [bits], [signed], {"to": DTYPES[DType.INT64].onnx})
+        ctx.emit("Cast", [signed], [wide], {"to": DTYPES[DType.FLOAT64].onnx})
+        halves.append(wide)
+    scale, scaled, result = (ctx.fresh_name(f"pow_exponent_{k}") for k in ("scale", "high", "f"))
+    ctx.set_constant(scale, np.asarray(2.0**32))
+    ctx.emit("Mul", [halves[0], scale], [scaled])
+    ctx.emit("Add", [scaled, halves[1]], [result])
+    return result
+
+
 @register_converter("Pow", since=7)
 def power(ctx, node):
     """Pow: the op itself on one element type; on two, computed in float64 or int64 and cast
@@ -44,14 +69,21 @@ def power(ctx, node):
     if DType.UNDEFINED in (base_kind, exponent_kind) or base_kind == exponent_kind:
         one_to_one(ctx, node)
         return
-    if DType.UINT64 in (base_kind, exponent_kind):
+    unsigned = np.dtype(DTYPES[base_kind].numpy).kind == "u"
+    if base_kind == DType.UINT64 or (unsigned and exponent_kind == DType.UINT64):
         raise LoweringError(
             f"{ctx.describe(node)}: Pow of {DTYPES[base_kind].name} and "
-            f"{DTYPES[exponent_kind].name} is not supported (rtsoa converts no uint64 tensor)"
+            f"{DTYPES[exponent_kind].name} is not supported (numpy computes it in uint64, "
+            "and rtsoa casts nothing to uint64)"
         )
     integers = _is_integer(base_kind) and _is_integer(exponent_kind)
-    wide = DType.INT64 if integers else DType.FLOAT64
-    arguments = [_cast(ctx, base, wide, "pow_base"), _cast(ctx, exponent, wide, "pow_exponent")]
+    # numpy promotes uint64 with any signed integer or float to float64, as here
+    wide = DType.INT64 if integers and exponent_kind != DType.UINT64 else DType.FLOAT64
+    if exponent_kind == DType.UINT64:
+        wide_exponent = _uint64_as_float64(ctx, exponent)
+    else:
+        wide_exponent = _cast(ctx, exponent, wide, "pow_exponent")
+    arguments = [_cast(ctx, base, wide, "pow_base"), wide_exponent]
     if base_kind == wide:
         ctx.emit("Pow", arguments, node.outputs[:1])
         return

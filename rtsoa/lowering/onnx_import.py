@@ -6,7 +6,8 @@ intermediate tensors get dtypes and shapes where ONNX can tell. Initializers bec
 constants; attributes become Python values (ints, floats, strs, lists, numpy arrays for tensor
 attributes, ComputeGraphs for If / Loop bodies). Symbolic dims keep their names ("batch");
 anonymous unknown dims are None. Values typed as sequences of tensors are marked
-(`Tensor.sequence`, for rtsoa.lowering.sequences); other non-tensor types are refused.
+(`Tensor.sequence`, for rtsoa.lowering.sequences); in If / Loop subgraphs an optional is typed
+as its element; other non-tensor types are refused.
 
 Any default-domain opset the installed `onnx` defines is accepted; whether each node's op
 definition at that opset is one rtsoa implements is decided op by op at conversion
@@ -65,8 +66,12 @@ def _dims_of(type_proto):
     return tuple(dims)
 
 
-def _value_info(graph, tensor_proto_info, where):
+def _value_info(graph, tensor_proto_info, where, optional=False):
+    """The Tensor of a declared value; with `optional` (subgraph values), an optional type is
+    its element's (rtsoa holds a present optional as its value)."""
     type_proto = tensor_proto_info.type
+    if optional and type_proto.HasField("optional_type"):
+        type_proto = type_proto.optional_type.elem_type
     sequence = type_proto.HasField("sequence_type")
     if sequence:  # a sequence of tensors: its Tensor carries the elements' type
         type_proto = type_proto.sequence_type.elem_type
@@ -154,6 +159,7 @@ def _convert_graph(graph_proto, opsets, where="graph", initializer_protos=None):
     graph = ComputeGraph(name=graph_proto.name, opsets=dict(opsets))
     initializers = set()
     scope = "" if where == "graph" else f"{where}: "
+    subgraph = where != "graph"
     if initializer_protos is None:
         initializer_protos = graph_proto.initializer
     for init in initializer_protos:
@@ -169,14 +175,14 @@ def _convert_graph(graph_proto, opsets, where="graph", initializer_protos=None):
     for info in graph_proto.input:
         if info.name in initializers:
             continue  # an initializer listed as an input (old exporters): a constant
-        _value_info(graph, info, "input")
+        _value_info(graph, info, "input", subgraph)
         graph.inputs.append(info.name)
     for info in graph_proto.value_info:
         if info.name not in initializers:
-            _value_info(graph, info, "value")
+            _value_info(graph, info, "value", subgraph)
     for info in graph_proto.output:
         if info.name not in initializers:
-            _value_info(graph, info, "output")
+            _value_info(graph, info, "output", subgraph)
         graph.outputs.append(info.name)
     for index, node_proto in enumerate(graph_proto.node):
         node = Node(

@@ -75,20 +75,43 @@ def takes_sequences(proto):
     return any(kind not in (TENSOR, None) for _, kind, _ in inputs + outputs)
 
 
+_SPLITS = ("SplitToSequence", "ConcatFromSequence")  # sequence ops not named Sequence*
 # Inputs a sequence op reads as a position or a split at lowering: op -> input index.
 _POSITION_READS = {"SequenceAt": 1, "SequenceInsert": 2, "SequenceErase": 1, "SplitToSequence": 1}
 
 
 def position_inputs(proto):
-    """Names of graph inputs a sequence op of the main graph reads as a position or a split:
-    a one-element integer given for one is part of the signature (its value), and becomes a
-    constant of that lowering, as rtsoa resolves sequences at lowering."""
+    """Names of graph inputs a sequence op of the main graph reads as a position or a split,
+    and the conditions and trip counts of main-graph If / Loop nodes whose subgraphs handle
+    sequences or optionals (`rtsoa.lowering.sequence_regions` chooses the branch or unrolls
+    the loop at lowering): a one-element integer or bool given for one is part of the
+    signature (its value), and becomes a constant of that lowering, as rtsoa resolves
+    sequences at lowering."""
     names = set()
     for node in proto.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
         index = _POSITION_READS.get(node.op_type)
-        if index is not None and index < len(node.input) and node.domain in ("", "ai.onnx"):
+        if index is not None and index < len(node.input):
             names.add(node.input[index])
+        if node.op_type in ("If", "Loop") and any(_handles_sequences(a.g) for a in node.attribute):
+            names.update(node.input[:1] if node.op_type == "If" else node.input[:2])
     return names
+
+
+def _handles_sequences(graph):
+    """Whether a GraphProto (a subgraph) makes, reads or declares a sequence or optional."""
+    if graph is None or not graph.ByteSize():
+        return False
+    declared = list(graph.input) + list(graph.output) + list(graph.value_info)
+    if any(_kind(value.type)[0] not in (TENSOR, None) for value in declared):
+        return True
+    for node in graph.node:
+        if node.op_type.startswith(("Sequence", "Optional")) or node.op_type in _SPLITS:
+            return True
+        if any(_handles_sequences(attribute.g) for attribute in node.attribute):
+            return True
+    return False
 
 
 def baked_inputs(key):
@@ -123,7 +146,7 @@ def signature(proto, feeds, max_elements):
             if isinstance(value, list | tuple) or value is None:
                 raise ModelInputError(f"input {name!r} is a tensor: give an array")
             array = np.asarray(value)
-            if name in positions and array.size == 1 and array.dtype.kind in "iu":
+            if name in positions and array.size == 1 and array.dtype.kind in "iub":
                 key.append((name, VALUE, str(array.dtype), array.shape, array.item()))
                 continue
             key.append((name, TENSOR, str(array.dtype), array.shape))

@@ -95,11 +95,13 @@ def free_names(graph):
     return [name for name in dict.fromkeys(names + list(graph.outputs)) if name not in own]
 
 
-def convert_subgraph(model, sub, prefix, bound, where, node_index):
+def convert_subgraph(model, sub, prefix, bound, where, node_index, sequences=False):
     """Op calls of subgraph `sub`, its local tensors copied into `model` as `prefix/name`.
 
     `bound`: {local name: model tensor name} for locals that are given (a Loop body's inputs);
-    `where`: how errors name the subgraph. Returns (calls, output names in `model`)."""
+    `where`: how errors name the subgraph; `sequences`: results may be sequences (a branch
+    taken or a body unrolled at lowering, `rtsoa.lowering.sequence_regions`). Returns (calls,
+    output names in `model`)."""
     mapping = {}
     for name in local_names(sub):
         if name in bound:
@@ -119,7 +121,7 @@ def convert_subgraph(model, sub, prefix, bound, where, node_index):
     ctx = SubgraphContext(model, where, node_index)
     for node in renamed.nodes:
         convert_node(ctx, node, model.opset(node.domain))
-    for name in renamed.outputs:
+    for name in [] if sequences else renamed.outputs:
         if name in model.tensors and model.tensors[name].sequence:
             raise LoweringError(
                 f"{where}: result {name!r} is a sequence value; rtsoa resolves sequences at "

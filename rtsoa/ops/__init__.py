@@ -19,6 +19,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     deform_conv,
     detection,
     determinant,
+    dropout,
     einsum,
     elementwise,
     generated,

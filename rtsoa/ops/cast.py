@@ -1,5 +1,7 @@
 """Cast: every element type of the dtype table to every other but uint64 (refused), with
-`saturate` for the float8 targets (ONNX Cast 19 on; 1 by default).
+`saturate` for the float8 targets (ONNX Cast 19 on; 1 by default) and `round_mode` for float8
+E8M0 ("up", the default, "down" or "nearest": ONNX Cast 25 on; the float32 of the value
+rounded as `narrow_types.e8m0_code` says, as onnx.reference does).
 
 Cast converts through one wide type: float sources (float32, float64, float16, bfloat16, the
 float8 and float4 formats) are read as float64, exactly; integer and bool sources (4- and
@@ -34,8 +36,12 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.copying import holds
 from rtsoa.ops.elementwise_loops import half_value
 from rtsoa.ops.narrow_types import (
+    ROUND_MODES,
+    ROUND_UP,
     SMALL_FLOATS,
     bfloat16_bits,
+    e8m0_code,
+    e8m0_value,
     half_bits,
     round_to_half,
     small_float_code,
@@ -57,6 +63,7 @@ UINT4 = np.int64(DType.UINT4)
 INT4 = np.int64(DType.INT4)
 UINT2 = np.int64(DType.UINT2)
 INT2 = np.int64(DType.INT2)
+E8M0 = np.int64(DType.FLOAT8E8M0)  # the largest code of the table
 CASTABLE = frozenset(DTYPES) - {DType.UINT64}  # what `castable` accepts
 _ROWS = {int(kind): spec.row for kind, spec in SMALL_FLOATS.items()}
 E4M3FN_ROW, E4M3FNUZ_ROW, E5M2_ROW, E5M2FNUZ_ROW, F4_ROW = (
@@ -96,18 +103,19 @@ def small_int_kind(kind):
 
 @jit_inline_llvm
 def is_float(kind):
-    return kind == F32 or kind == F64 or kind == F16 or kind == BF16 or small_float_row(kind) >= 0
+    half = kind == F16 or kind == BF16
+    return kind == F32 or kind == F64 or half or kind == E8M0 or small_float_row(kind) >= 0
 
 
 @jit_with_nrt
 def castable(kind):
     """Every DType of the table but UNDEFINED and UINT64."""
-    return kind > 0 and kind != U64 and kind <= INT2
+    return kind > 0 and kind != U64 and kind <= E8M0
 
 
 @jit_with_nrt
 def cast_infer(arena, table, n_in, n_out, attrs, fattrs):
-    if attrs.shape[0] < 2 or not castable(attrs[0]):
+    if attrs.shape[0] < 3 or not castable(attrs[0]) or attrs[2] < 0:
         return np.int32(STATUS_OP_BAD_ATTRIBUTE)
     if not castable(dtype(table, 0)):
         return np.int32(STATUS_OP_BAD_DTYPE)
@@ -139,7 +147,7 @@ def read_float(arena, table, row, n):
     codes = view(arena, table, row, np.uint8)
     small = small_float_row(kind)
     for i in range(n):
-        out[i] = small_float_value(small, codes[i])
+        out[i] = e8m0_value(codes[i]) if kind == E8M0 else small_float_value(small, codes[i])
     return out
 
 
@@ -167,11 +175,18 @@ def read_int(arena, table, row, n):
 
 
 @jit_with_nrt
-def write_float(arena, table, row, wide, n, saturate):
+def write_float(arena, table, row, wide, n, saturate, round_mode=ROUND_UP):
     """Write float64 `wide` into output `row` as its type."""
     target = dtype(table, row)
     bits, signed = small_int_kind(target)
-    if target == F16 or target == BF16:
+    if target == E8M0:  # from the float32 of each value, as ONNX defines it
+        codes = view(arena, table, row, np.uint8)
+        word = np.empty(1, dtype=np.float32)
+        single = word.view(np.uint32)
+        for i in range(n):
+            word[0] = np.float32(wide[i])
+            codes[i] = e8m0_code(single[0], saturate, round_mode)
+    elif target == F16 or target == BF16:
         halves = view(arena, table, row, np.uint16)
         for i in range(n):
             if target == F16:
@@ -232,17 +247,22 @@ def cast_compute(arena, table, n_in, n_out, attrs, fattrs):
     if not holds(table, 0) or not holds(table, n_in) or numel(table, n_in) != n:
         return np.int32(STATUS_OP_BAD_SHAPE)
     if is_float(dtype(table, 0)):
-        return write_float(arena, table, n_in, read_float(arena, table, 0, n), n, attrs[1] != 0)
+        wide = read_float(arena, table, 0, n)
+        return write_float(arena, table, n_in, wide, n, attrs[1] != 0, attrs[2])
     return write_int(arena, table, n_in, read_int(arena, table, 0, n), n)
 
 
 def encode_cast(attributes, inputs):
     """[rtsoa DType code of `to` (-1 for a type Cast does not convert: infer refuses it),
-    saturate (1 by default)]."""
+    saturate (1 by default), round_mode (`narrow_types.ROUND_MODES`; -1 for another: infer
+    refuses it)]."""
     to = DTYPE_OF_ONNX.get(int(attributes.get("to", -1)))
+    mode = attributes.get("round_mode", "up")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
     return [
         int(to) if to in CASTABLE else -1,
         int(attributes.get("saturate", 1)),
+        ROUND_MODES.get(mode, -1),
     ]
 
 

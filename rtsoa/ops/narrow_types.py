@@ -1,6 +1,7 @@
 """Element conversions of the types narrower than float32 that numpy does not compute in:
-float16 and bfloat16 (their bits), the float8 formats (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ), float4
-E2M1 and the 4- and 2-bit integers (one a byte, in the low bits; see `rtsoa.abi.dtypes`).
+float16 and bfloat16 (their bits), the float8 formats (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, and
+E8M0, the scale type: a power of two), float4 E2M1 and the 4- and 2-bit integers (one a byte,
+in the low bits; see `rtsoa.abi.dtypes`).
 
 Every value is decoded to float64 exactly; encoding rounds an exact float64 to the nearest
 value of the type, halves to even, as `ml_dtypes` (what onnx.reference casts with) does. The
@@ -200,6 +201,44 @@ def small_float_code(row, value, saturate):
     if negative and (code != 0 or DECODE[row, SIGN[row]] == 0):  # -0 where the type has one
         code |= SIGN[row]
     return code
+
+
+# -- float8 E8M0: 2**(code - 127), 0xFF NaN; no sign, no zero, no infinity ------------------------
+
+E8M0_NAN = 0xFF
+# Cast's round_mode for an E8M0 target (ONNX Cast 25 on; "up" by default)
+ROUND_UP, ROUND_DOWN, ROUND_NEAREST = 0, 1, 2
+ROUND_MODES = {"up": ROUND_UP, "down": ROUND_DOWN, "nearest": ROUND_NEAREST}
+
+
+@jit_inline_llvm
+def e8m0_value(code):
+    """The value of E8M0 code `code` (as ml_dtypes.float8_e8m0fnu decodes it)."""
+    if code == E8M0_NAN:
+        return np.nan
+    return 2.0 ** (np.int64(code) - 127)
+
+
+@jit_inline_llvm
+def e8m0_code(bits, saturate, mode):
+    """The E8M0 code of the float32 whose bits are `bits`, as onnx.numpy_helper.to_float8e8m0
+    (ONNX's definition) gives it: the float32's exponent field, raised by one when `mode`
+    rounds its fraction up ("up": any fraction; "nearest": the guard bit with the round bit,
+    the sticky bits or a normal exponent; "down": never), the sign ignored; NaN and the
+    infinities give 0xFF (NaN), and so does rounding past 2**127 unless `saturate`."""
+    exponent = (np.int64(bits) >> 23) & 0xFF
+    if exponent == E8M0_NAN:
+        return np.uint8(E8M0_NAN)
+    up = False
+    if mode == ROUND_UP:
+        up = (bits & 0x7FFFFF) != 0
+    elif mode == ROUND_NEAREST:
+        guard = (bits & 0x400000) != 0
+        rest = (bits & 0x200000) != 0 or (bits & 0x1FFFFF) != 0 or exponent > 0
+        up = guard and rest
+    if up and not (saturate and exponent == E8M0_NAN - 1):
+        exponent += 1
+    return np.uint8(exponent)
 
 
 # -- 4- and 2-bit integers ------------------------------------------------------------------------
