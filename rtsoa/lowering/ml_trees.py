@@ -487,7 +487,6 @@ def tree_ensemble_classifier(ctx, node):
         refuse(ctx, node, f"{len(labels)} class labels: a classifier needs at least 2")
     forest = _legacy_forest(ctx, node, "class")
     post = _post(ctx, node)
-    base = _base(ctx, node, len(labels))
     used = {t for weights in forest.leaf_weights if weights for t, _ in weights}
     kind = trees.CLASSIFIER
     all_positive = all(w >= 0 for weights in forest.leaf_weights if weights for _, w in weights)
@@ -515,6 +514,8 @@ def tree_ensemble_classifier(ctx, node):
                 "a binary classifier (weights for one class) takes at most one base value",
             )
         base = base_given or []
+    else:
+        base = _base(ctx, node, len(labels))
     settings = {
         trees.N_TARGETS: len(labels),
         trees.AGGREGATE: trees.SUM,
