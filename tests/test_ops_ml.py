@@ -172,10 +172,10 @@ def v5_attributes(forest, dtype, members=None):
             ELEMENT[np.dtype(dtype)],
             [len(lists["splits"])],
             np.asarray(lists["splits"], dtype),
-        ),  # fmt: skip
+        ),
         "nodes_modes": helper.make_tensor(
             "m", TensorProto.UINT8, [len(lists["modes"])], lists["modes"]
-        ),  # fmt: skip
+        ),
         "nodes_truenodeids": lists["true"],
         "nodes_falsenodeids": lists["false"],
         "nodes_trueleafs": lists["tl"],
@@ -184,7 +184,7 @@ def v5_attributes(forest, dtype, members=None):
         "leaf_targetids": targets,
         "leaf_weights": helper.make_tensor(
             "w", ELEMENT[np.dtype(dtype)], [len(weights)], np.asarray(weights, dtype)
-        ),  # fmt: skip
+        ),
         "tree_roots": [branch_of[tree, 0] for tree in range(len(forest))],
     }
     if member_values:
@@ -344,8 +344,9 @@ def test_tree_ensemble_5_matches_onnxruntime(dtype, aggregate):
     attributes = v5_attributes(one_weight_forest(rng, 2, grid=True), dtype)
     attributes.update(n_targets=2, aggregate_function=aggregate)
     feeds = {"X": samples(rng, dtype=dtype, grid=True)}
-    same_as_onnxruntime(ml_model("TreeEnsemble", feeds, [("Y", ELEMENT[np.dtype(dtype)])],
-                                 attributes, 5), feeds)  # fmt: skip
+    same_as_onnxruntime(
+        ml_model("TreeEnsemble", feeds, [("Y", ELEMENT[np.dtype(dtype)])], attributes, 5), feeds
+    )
 
 
 def test_tree_ensemble_5_set_membership():
@@ -365,8 +366,16 @@ def chain(length, features=3):
     """One tree: a chain of BRANCH_LEQ nodes, node k -> k + 1 (true) and a leaf (false)."""
     forest = [[]]
     for k in range(length):
-        forest[0].append({"mode": "BRANCH_LEQ", "feature": 0, "value": 0.0, "missing": 0,
-                          "true": k + 1, "false": length + 1})  # fmt: skip
+        forest[0].append(
+            {
+                "mode": "BRANCH_LEQ",
+                "feature": 0,
+                "value": 0.0,
+                "missing": 0,
+                "true": k + 1,
+                "false": length + 1,
+            }
+        )
     forest[0].append({"mode": "LEAF", "weights": [(0, 1.0)]})
     forest[0].append({"mode": "LEAF", "weights": [(0, 2.0)]})
     return forest

@@ -14,6 +14,8 @@ from rtsoa.lowering import (
     integer_pools,  # noqa: F401  (registers MaxPool on int8 / uint8)
     linear_attention,  # noqa: F401  (registers the LinearAttention converter)
     mixed_types,  # noqa: F401  (registers Pow of mixed element types, Clip on integers)
+    ml_linear,  # noqa: F401  (registers the ai.onnx.ml linear models)
+    ml_transforms,  # noqa: F401  (registers the ai.onnx.ml feature transforms)
     ml_trees,  # noqa: F401  (registers the ai.onnx.ml tree ensembles)
     normalizing,  # noqa: F401  (registers MeanVarianceNormalization, LpNormalization, Hardmax)
     quantized,  # noqa: F401  (registers the quantisation converters)
