@@ -5,12 +5,18 @@
 force (from the installed onnx's schemas) must be one of them: a newer one (the legacy tree
 ensembles are deprecated at ai.onnx.ml 5) is refused, naming op, node and version, never run
 with the older semantics.
+
+`outputs` gives the element type of each output (a DType, or SAME_AS_X for input 0's), set on
+the output tensors ONNX shape inference leaves untyped (it does not type ai.onnx.ml ops), so
+the next converter of a pipeline (Scaler -> LinearClassifier) knows its input's type.
 """
 
 from rtsoa.errors import LoweringError
+from rtsoa.graph.schema import DType
 from rtsoa.lowering.converters import register_converter
 
 DOMAIN = "ai.onnx.ml"
+SAME_AS_X = "x"  # an output of input 0's element type
 
 
 def definition_in_force(op, opset):
@@ -23,8 +29,9 @@ def definition_in_force(op, opset):
         return None
 
 
-def register_ml_converter(op, versions):
-    """Decorator: `fn(ctx, node)` converts ai.onnx.ml `op` at the definitions `versions`."""
+def register_ml_converter(op, versions, outputs=(DType.FLOAT32,)):
+    """Decorator: `fn(ctx, node)` converts ai.onnx.ml `op` at the definitions `versions`;
+    its outputs have the element types `outputs`."""
 
     def decorate(fn):
         def convert(ctx, node):
@@ -37,6 +44,7 @@ def register_ml_converter(op, versions):
                     f"opset {opset} is version {since}; rtsoa implements versions {known}"
                 )
             fn(ctx, node)
+            _declare(ctx, node, outputs)
 
         convert.__doc__ = fn.__doc__
         for since in versions:
@@ -59,3 +67,15 @@ def attribute(ctx, node, name, default=None, required=False):
 def refuse(ctx, node, message):
     """LoweringError naming `node`."""
     raise LoweringError(f"{ctx.describe(node)}: {message}")
+
+
+def _declare(ctx, node, outputs):
+    """Give untyped outputs of `node` their element types."""
+    for name, kind in zip(node.outputs, outputs, strict=False):
+        if not name:
+            continue
+        if kind == SAME_AS_X:
+            kind = ctx.tensor(node.inputs[0]).dtype
+        tensor = ctx.tensor(name)
+        if tensor.dtype == DType.UNDEFINED:
+            tensor.dtype = kind

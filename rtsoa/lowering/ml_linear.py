@@ -16,6 +16,7 @@ coefficients that do not fill whole rows of X's width.
 
 import numpy as np
 
+from rtsoa.graph.schema import DType
 from rtsoa.lowering.ml_domain import attribute, refuse, register_ml_converter
 from rtsoa.lowering.ml_transforms import NUMBERS, as_float32, constant, typed_input
 
@@ -54,7 +55,7 @@ def linear_regressor(ctx, node):
     ctx.emit("Identity", [scores], node.outputs[:1])
 
 
-@register_ml_converter("LinearClassifier", (1,))
+@register_ml_converter("LinearClassifier", (1,), (DType.INT64, DType.FLOAT32))
 def linear_classifier(ctx, node):
     """LinearClassifier(x) -> Y [N] int64 labels, Z [N, classes] float32 scores."""
     if node.attributes.get("classlabels_strings"):

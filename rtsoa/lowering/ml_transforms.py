@@ -14,7 +14,7 @@ import numpy as np
 
 from rtsoa.abi.dtypes import DTYPES
 from rtsoa.graph.schema import DType
-from rtsoa.lowering.ml_domain import attribute, refuse, register_ml_converter
+from rtsoa.lowering.ml_domain import SAME_AS_X, attribute, refuse, register_ml_converter
 
 _FLOATS = (DType.FLOAT32, DType.FLOAT64)
 NUMBERS = (DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64)
@@ -73,7 +73,7 @@ def _per_feature(ctx, node, x, values, what):
     return np.asarray(values, dtype=np.float32)
 
 
-@register_ml_converter("Binarizer", (1,))
+@register_ml_converter("Binarizer", (1,), (SAME_AS_X,))
 def binarizer(ctx, node):
     """Binarizer(x) = 1 where x > threshold else 0, in x's element type (NaN gives 0)."""
     x, dtype = typed_input(ctx, node, 0, _FLOATS)
@@ -83,7 +83,7 @@ def binarizer(ctx, node):
     ctx.emit("Cast", [above], node.outputs[:1], {"to": DTYPES[dtype].onnx})
 
 
-@register_ml_converter("ArrayFeatureExtractor", (1,))
+@register_ml_converter("ArrayFeatureExtractor", (1,), (SAME_AS_X,))
 def array_feature_extractor(ctx, node):
     """ArrayFeatureExtractor(x, indices) = x[..., indices] (indices flattened). A negative
     index is out of range here (it does not count from the end): Gather then fails the run
@@ -166,7 +166,7 @@ def normalizer(ctx, node):
     ctx.emit("Div", [value, divisor], node.outputs[:1])
 
 
-@register_ml_converter("Imputer", (1,))
+@register_ml_converter("Imputer", (1,), (SAME_AS_X,))
 def imputer(ctx, node):
     """Imputer(x): each element equal to the replaced value (NaN: each NaN) becomes its
     feature's imputed value (one, or one per feature)."""

@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from rtsoa.graph.schema import DType
-from rtsoa.lowering.ml_domain import attribute, refuse, register_ml_converter
+from rtsoa.lowering.ml_domain import SAME_AS_X, attribute, refuse, register_ml_converter
 from rtsoa.ops import trees
 from rtsoa.ops.trees import LEAF, MEMBER
 
@@ -471,7 +471,7 @@ def tree_ensemble_regressor(ctx, node):
     _emit(ctx, node, forest, x, node.outputs[:1], settings, _base(ctx, node, n_targets))
 
 
-@register_ml_converter("TreeEnsembleClassifier", (1, 3))
+@register_ml_converter("TreeEnsembleClassifier", (1, 3), (DType.INT64, DType.FLOAT32))
 def tree_ensemble_classifier(ctx, node):
     """TreeEnsembleClassifier: X [N, F] -> Y [N] int64 labels, Z [N, classes] float32."""
     x, _ = _input(ctx, node, _INPUT_TYPES)
@@ -529,7 +529,7 @@ def tree_ensemble_classifier(ctx, node):
     _emit(ctx, node, forest, x, outputs, settings, base, labels)
 
 
-@register_ml_converter("TreeEnsemble", (5,))
+@register_ml_converter("TreeEnsemble", (5,), (SAME_AS_X,))
 def tree_ensemble(ctx, node):
     """TreeEnsemble (ai.onnx.ml 5): X [N, F] -> Y [N, n_targets], X's element type."""
     x, dtype = _input(ctx, node, {DType.FLOAT32, DType.FLOAT64})
