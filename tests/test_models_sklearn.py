@@ -53,7 +53,7 @@ def same_results(model):
     for output, have in zip(model.graph.output, got, strict=True):
         expected = want[output.name]
         assert have.dtype == expected.dtype and have.shape == expected.shape
-        if have.dtype.kind == "i":
+        if have.dtype.kind in "iO":
             np.testing.assert_array_equal(have, expected)
         else:
             np.testing.assert_allclose(have, expected, rtol=1e-5, atol=1e-6)
@@ -77,3 +77,12 @@ def test_classifiers_equal_onnxruntime_and_scikit_learn(name, classes):
     np.testing.assert_array_equal(predicted, estimator.predict(TEST))
     np.testing.assert_allclose(probabilities, estimator.predict_proba(TEST), atol=1e-5)
     assert len(set(predicted.tolist())) == classes
+
+
+@pytest.mark.parametrize("name", sorted(CLASSIFIERS))
+def test_classifiers_with_string_classes(name):
+    """String classes: the device labels by index, a host step names the classes."""
+    labels = np.array(["low", "mid", "high"], dtype=object)[THREE]
+    estimator = CLASSIFIERS[name]().fit(X, labels)
+    predicted, _ = same_results(exported(estimator, classifier=True))
+    assert predicted.tolist() == estimator.predict(TEST).tolist()

@@ -49,7 +49,7 @@ def same_as_onnxruntime(model, feeds, exact=False):
     for name, have in zip(names, got, strict=True):
         expected = want[name]
         assert have.dtype == expected.dtype and have.shape == expected.shape, name
-        if exact or have.dtype.kind in "iub":
+        if exact or have.dtype.kind in "iubO":
             np.testing.assert_array_equal(have, expected, err_msg=name)
         else:
             np.testing.assert_allclose(have, expected, rtol=2e-5, atol=2e-6, err_msg=name)
@@ -304,17 +304,23 @@ def test_binary_classifier_with_one_margin(post, positive, base):
     same_as_onnxruntime(model, feeds)
 
 
+def probability_leaves(rng, forest, classes):
+    """`forest` with a weight for every class at each leaf (as random forests are exported:
+    onnxruntime's two-class ensembles treat a class without a score as a margin)."""
+    for nodes in forest:
+        for entry in nodes:
+            if entry["mode"] == "LEAF":
+                shares = rng.dirichlet(np.ones(classes))
+                entry["weights"] = [(c, float(shares[c])) for c in range(classes)]
+    return forest
+
+
 def test_two_class_classifier_labels_are_the_argmax_of_the_scores():
     """A random forest's leaves weigh both classes. onnxruntime labels such a two-class
     ensemble by the sign of class 1's score; rtsoa (as the specification and onnx.reference)
     by the larger score."""
     rng = np.random.default_rng(9)
-    forest = random_forest(rng, trees=5, targets=2)
-    for nodes in forest:
-        for entry in nodes:
-            if entry["mode"] == "LEAF":
-                share = float(rng.random())
-                entry["weights"] = [(0, share), (1, 1.0 - share)]
+    forest = probability_leaves(rng, random_forest(rng, trees=5, targets=2), 2)
     attributes = classifier(forest, [0, 1])
     feeds = {"X": samples(rng, rows=200)}
     model = ml_model("TreeEnsembleClassifier", feeds, [("Y", 7), ("Z", 1)], attributes)
@@ -323,6 +329,23 @@ def test_two_class_classifier_labels_are_the_argmax_of_the_scores():
     np.testing.assert_allclose(z, want_z, rtol=2e-5, atol=2e-6)
     np.testing.assert_array_equal(y, np.argmax(z, axis=1))
     assert 0 < y.sum() < len(y)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_string_class_labels_come_from_a_host_step(classes):
+    rng = np.random.default_rng(12)
+    forest = probability_leaves(rng, random_forest(rng, trees=3, targets=classes), classes)
+    attributes = legacy_attributes(forest, "class")
+    attributes["classlabels_strings"] = ["cat", "dog", "emu"][:classes]
+    feeds = {"X": samples(rng)}
+    model = ml_model("TreeEnsembleClassifier", feeds, [("Y", 8), ("Z", 1)], attributes)
+    y, z = rtsoa_outputs(model, feeds)
+    want = run_onnxruntime(model, feeds)
+    if classes == 3:  # two classes: onnxruntime's labels are not the argmax (see above)
+        assert y.tolist() == want["Y"].tolist()
+    names = np.array(attributes["classlabels_strings"], dtype=object)
+    assert y.tolist() == names[np.argmax(z, axis=1)].tolist()
+    np.testing.assert_allclose(z, want["Z"], rtol=2e-5, atol=2e-6)
 
 
 # -- TreeEnsemble (ai.onnx.ml 5) ------------------------------------------------------------------
@@ -423,9 +446,6 @@ def test_unsupported_classifier_and_regressor_settings_are_refused():
     forest = random_forest(rng, targets=1)
     feeds = {"X": samples(rng)}
     outputs = [("Y", 7), ("Z", 1)]
-    strings = legacy_attributes(forest, "class")
-    strings["classlabels_strings"] = ["a", "b"]
-    refused(ml_model("TreeEnsembleClassifier", feeds, outputs, strings), "classlabels_strings")
     for name, attributes in (
         ("class 1 only", classifier(forest, [0, 1])),
         ("post transform NONE or LOGISTIC", classifier(forest, [0, 1], post_transform="PROBIT")),

@@ -106,6 +106,15 @@ def test_binary_linear_classifier_on_one_margin(post):
     assert set(y.tolist()) == {3, 5}
 
 
+@pytest.mark.parametrize("intercepts", [[0.1], [0.1, -0.2, 0.3]])
+def test_linear_classifier_string_labels_come_from_a_host_step(intercepts):
+    labels = ["no", "yes"] if len(intercepts) == 1 else ["a", "b", "c"]
+    attributes = {"coefficients": data(4 * len(intercepts)).tolist(), "intercepts": intercepts}
+    attributes["classlabels_strings"] = labels
+    y, _ = judge("LinearClassifier", {"X": data((12, 4))}, [("Y", 8), ("Z", FLOAT)], attributes)
+    assert set(y.tolist()) <= set(labels) and len(set(y.tolist())) > 1
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 def test_imputer(dtype):
     x = data((6, 3), dtype, nan=dtype != np.int64)
@@ -166,12 +175,6 @@ def test_unsupported_attributes_and_shapes_are_refused():
             },
             [("Y", INT64), ("Z", FLOAT)],
             "post_transform 'SOFTMAX' is not supported",
-        ),
-        (
-            "LinearClassifier",
-            {"coefficients": [1.0] * 4, "intercepts": [0.0], "classlabels_strings": ["a", "b"]},
-            [("Y", 8), ("Z", FLOAT)],
-            "is a string tensor",
         ),
         ("Imputer", {"imputed_value_floats": [1.0, 2.0]}, [("Y", FLOAT)], "has 2 values"),
     ]

@@ -8,8 +8,9 @@ SOFTMAX). With one row and two labels it is a binary classifier on the margin s:
 is labels[1] where s > 0, and Z is [1 - s, s] (NONE) or [logistic(-s), logistic(s)]
 (LOGISTIC), as onnxruntime writes them.
 
-Refused, naming the node: string class labels, LinearRegressor post transforms other than
-NONE, LinearClassifier post transforms SOFTMAX_ZERO and PROBIT (and SOFTMAX on one row,
+String class labels are a host step after the device graph (`rtsoa.lowering.ml_labels`).
+Refused, naming the node: string class labels in a subgraph, LinearRegressor post transforms
+other than NONE, LinearClassifier post transforms SOFTMAX_ZERO and PROBIT (and SOFTMAX on one row,
 which onnxruntime ignores there), one row of coefficients with other than two labels, and
 coefficients that do not fill whole rows of X's width.
 """
@@ -62,8 +63,8 @@ def linear_classifier(ctx, node):
         refuse(
             ctx,
             node,
-            "string class labels (classlabels_strings) are not supported; "
-            "int64 labels (classlabels_ints) are",
+            "string class labels (classlabels_strings) run as a host step after the top-level "
+            "graph only (here: in a subgraph, without a labels output, or with int labels too)",
         )
     labels = [int(v) for v in attribute(ctx, node, "classlabels_ints", required=True)]
     intercepts = attribute(ctx, node, "intercepts", required=True)

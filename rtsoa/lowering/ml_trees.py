@@ -7,11 +7,12 @@ model and the tree node at fault: every child, feature id, mode, set-membership 
 weight and target; every tree reached from its root without a cycle and no deeper than
 MAX_DEPTH. The op's jitted walk can then trust the arrays (it still bounds every index).
 
-Refused at lowering, naming what: string class labels, a classifier with one class, a
-binary classifier (two classes, weights for one) whose weights are for class 1 or whose post
-transform is not NONE or LOGISTIC (onnxruntime writes NaN or ignores it there), base values
-of another length than the targets', and LOGISTIC / SOFTMAX / SOFTMAX_ZERO on a one-target
-regressor (onnxruntime ignores them there, the specification applies them).
+String class labels are a host step after the device graph (`rtsoa.lowering.ml_labels`).
+Refused at lowering, naming what: string class labels in a subgraph, a classifier with one
+class, a binary classifier (two classes, weights for one) whose weights are for class 1 or
+whose post transform is not NONE or LOGISTIC (onnxruntime writes NaN or ignores it there),
+base values of another length than the targets', and LOGISTIC / SOFTMAX / SOFTMAX_ZERO on a
+one-target regressor (onnxruntime ignores them there, the specification applies them).
 """
 
 import dataclasses
@@ -479,8 +480,8 @@ def tree_ensemble_classifier(ctx, node):
         refuse(
             ctx,
             node,
-            "string class labels (classlabels_strings) are not supported; "
-            "int64 labels (classlabels_int64s) are",
+            "string class labels (classlabels_strings) run as a host step after the top-level "
+            "graph only (here: in a subgraph, without a labels output, or with int labels too)",
         )
     labels = _int_list(ctx, node, "classlabels_int64s")
     if len(labels) < 2:
