@@ -8,6 +8,7 @@ host, after the device run."""
 from rtsoa.graph.schema import DType
 from rtsoa.host.labels import DOMAIN as LABELS_DOMAIN
 from rtsoa.lowering.compute_graph import Node
+from rtsoa.lowering.subgraphs import fresh_tensor_name
 
 _CLASSIFIERS = {
     "TreeEnsembleClassifier": ("classlabels_strings", "classlabels_int64s"),
@@ -26,7 +27,7 @@ def split_string_labels(graph):
             continue
         if node.attributes.get(names[1]):
             continue  # both given: the converter refuses it, naming the node
-        indexes = _fresh(graph, f"{node.outputs[0]}_index")
+        indexes = fresh_tensor_name(graph, f"{node.outputs[0]}_index")
         graph.tensor(indexes).dtype = DType.INT64
         attributes = {k: v for k, v in node.attributes.items() if k != names[0]}
         attributes[names[1]] = list(range(len(labels)))
@@ -50,11 +51,3 @@ def split_string_labels(graph):
         )
         nodes.append(labels_node)
     graph.nodes[:] = nodes
-
-
-def _fresh(graph, prefix):
-    name, k = prefix, 0
-    while name in graph.tensors:
-        k += 1
-        name = f"{prefix}_{k}"
-    return name
