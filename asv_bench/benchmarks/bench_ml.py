@@ -10,10 +10,9 @@ and onnxruntime's `run` on the same rows, interleaved rounds, the ratio of media
     cd asv_bench && python -m benchmarks.bench_ml
 """
 
-import time
-
 import numpy as np
 
+from .bench_ops_nn import ratio
 from .common import ensure_rtsoa_importable
 
 # name -> (trees, depth, features, rows)
@@ -106,22 +105,6 @@ class Forest:
         np.testing.assert_allclose(self.rtsoa(), self.onnxruntime(), rtol=1e-5, atol=1e-6)
 
 
-def ratio(forest, rounds=9, calls=20):
-    """Median rtsoa time over onnxruntime time, rounds interleaved; and both medians (s)."""
-    ours, theirs = [], []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            forest.rtsoa()
-        ours.append((time.perf_counter() - start) / calls)
-        start = time.perf_counter()
-        for _ in range(calls):
-            forest.onnxruntime()
-        theirs.append((time.perf_counter() - start) / calls)
-    mine, reference = float(np.median(ours)), float(np.median(theirs))
-    return mine / reference, mine, reference
-
-
 class TreeEnsembleVersusOnnxruntime:
     """A tree ensemble model's run time, rtsoa over onnxruntime (single thread both)."""
 
@@ -150,7 +133,7 @@ def main():
     for name in FORESTS:
         forest = Forest(name)
         forest.check()
-        value, mine, reference = ratio(forest)
+        value, mine, reference = ratio(forest, rounds=9, repeats=20)
         print(
             f"{name:22} rtsoa {mine * 1e6:9.0f} us  onnxruntime {reference * 1e6:9.0f} us"
             f"  ratio {value:.2f}"
