@@ -165,10 +165,8 @@ def _load_rows(arena, table, first, count, features, out):
 
 
 @jit_inline_llvm
-def _goes_true(mode, value, threshold, members, first, stop):
-    """The branch test of a node of `mode` (LEQ .. MEMBER) on `value`."""
-    if mode == LEQ:
-        return value <= threshold
+def _compare(mode, value, threshold):
+    """The branch test of a node of `mode` (LEQ .. NEQ) on `value`."""
     if mode == LT:
         return value < threshold
     if mode == GTE:
@@ -179,10 +177,7 @@ def _goes_true(mode, value, threshold, members, first, stop):
         return value == threshold
     if mode == NEQ:
         return value != threshold
-    for k in range(first, stop):
-        if members[k] == value:
-            return True
-    return False
+    return value <= threshold
 
 
 @jit_inline_llvm
@@ -198,16 +193,23 @@ def _leaf(nodes, thresholds, members, root, x, at, features, n_nodes, n_members,
         if mode == LEAF:
             return node
         feature = nodes[base]
-        first, stop = nodes[base + 5], nodes[base + 6]
         if feature < 0 or feature >= features or mode < 0 or mode > MEMBER:
             return np.int64(-1)
-        if mode == MEMBER and (first < 0 or stop > n_members or first > stop):
-            return np.int64(-1)
         value = x[at + feature]
-        go = _goes_true(mode, value, thresholds[node], members, first, stop)
+        if mode == LEQ:  # the common mode first: one compare
+            go = value <= thresholds[node]
+        elif mode == MEMBER:
+            first, stop = nodes[base + 5], nodes[base + 6]
+            if first < 0 or stop > n_members or first > stop:
+                return np.int64(-1)
+            go = False
+            for k in range(first, stop):
+                go = go or members[k] == value
+        else:
+            go = _compare(mode, value, thresholds[node])
         if not go and nodes[base + 4] != 0 and math.isnan(value):
             go = True
-        node = nodes[base + 2] if go else nodes[base + 3]
+        node = nodes[base + 3 - np.int64(go)]  # true child at +2, false at +3
     return np.int64(-1)
 
 
