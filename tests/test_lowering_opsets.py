@@ -82,8 +82,8 @@ def test_ops_that_are_not_onnx_ops_are_not_checked():
     assert changed_definition("Cast", "com.example", NEWEST) is None
 
 
-def test_a_model_of_another_domain_only_is_refused_by_its_op():
-    node = helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", threshold=0.5)
+def ml_only_model(op, **attributes):
+    node = helper.make_node(op, ["x"], ["y"], domain="ai.onnx.ml", **attributes)
     graph = helper.make_graph(
         [node],
         "ml",
@@ -92,8 +92,20 @@ def test_a_model_of_another_domain_only_is_refused_by_its_op():
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)])
     model.ir_version = 10
-    with pytest.raises(LoweringError, match="op 'Binarizer' is not supported"):
+    return model
+
+
+def test_a_model_of_another_domain_only_is_refused_by_its_op():
+    model = ml_only_model("SVMRegressor", coefficients=[1.0], support_vectors=[1.0, 2.0, 3.0])
+    with pytest.raises(LoweringError, match="op 'SVMRegressor' is not supported"):
         lower(model)
+
+
+def test_a_model_of_another_domain_only_runs_the_ops_rtsoa_has():
+    x = np.array([0.25, 0.5, 0.75], dtype=np.float32)
+    with rtsoa.InferenceSession(ml_only_model("Binarizer", threshold=0.5)) as session:
+        (y,) = session.run(None, {"x": x})
+    np.testing.assert_array_equal(y, np.array([0.0, 0.0, 1.0], dtype=np.float32))
 
 
 def test_a_default_domain_node_without_a_default_domain_opset_is_refused():

@@ -21,6 +21,7 @@ from rtsoa.host.ops import ALWAYS_HOST, HOST_OPS
 from rtsoa.host.program import HostProgram, HostStep, HostValue
 from rtsoa.lowering.compute_graph import ComputeGraph
 from rtsoa.lowering.converters import changed_definition
+from rtsoa.lowering.ml_labels import split_string_labels
 
 # Definitions of the ai.onnx.ml host ops rtsoa implements (by since_version).
 _ML_DEFINITIONS = {"LabelEncoder": (2, 4)}
@@ -29,6 +30,7 @@ _ML_DEFINITIONS = {"LabelEncoder": (2, 4)}
 def split_host_steps(graph):
     """None when `graph` has no string values and no host-only op (lowering goes on as
     before); else (the device ComputeGraph, the HostProgram)."""
+    split_string_labels(graph)  # classifiers with string labels: indexes, then a host step
     host = [_runs_on_host(graph, index, node) for index, node in enumerate(graph.nodes)]
     if not any(host) and not any(_is_string(graph, n) for n in graph.inputs + graph.outputs):
         return None  # the common case: nothing changes

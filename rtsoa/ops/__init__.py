@@ -49,6 +49,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     softmax,
     spectral,
     topk,
+    trees,
     unique,
     unpool,
 )
