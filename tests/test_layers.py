@@ -39,6 +39,7 @@ OPTIONAL = (
     "dask",
     "distributed",
     "matplotlib",
+    "PIL",  # Pillow, ImageDecoder's: imported when a model uses the op
     "polars",
     "psutil",
 )
