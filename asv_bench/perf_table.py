@@ -106,6 +106,8 @@ def _rows():
         Row("models", "the same, every op on both sides (unfused, unoptimized)", md + "ModelLatency.track_unfused_ratio_vs_onnxruntime_unoptimized", ("mlp-1000",), "x", "0.81-0.94x"),
         Row("models", "small CNN (`cnn-32`), one BLAS thread, over onnxruntime", md + "ModelLatency.track_ratio_vs_onnxruntime", ("cnn-32",), "x", "3.70-4.02x"),
         Row("models", "lowering the 1,000-op MLP", md + "Lowering.time_lower", recorded="62.6 ms"),
+        Row("models", "tree ensemble, 100 trees of depth 10, 1,000 rows, over onnxruntime", "bench_ml.TreeEnsembleVersusOnnxruntime.track_ratio", ("rf-100x10 rows 1000",), "x", "2.5x"),
+        Row("models", "the same, 200 trees of depth 6, one row", "bench_ml.TreeEnsembleVersusOnnxruntime.track_ratio", ("gbm-200x6 rows 1",), "x", "6.0x"),
         Row("models", "ResNet-18, 1x224, one thread, over onnxruntime", "bench_cnn.CnnLatency.track_ratio_vs_onnxruntime", ("resnet18", "1x224", "one"), "x", "1.75x"),
         Row("models", "MobileNetV2, 1x224, one thread, over onnxruntime", "bench_cnn.CnnLatency.track_ratio_vs_onnxruntime", ("mobilenet_v2", "1x224", "one"), "x", "3.12x"),
         Row("models", "ResNet-50, 1x224, one thread, over onnxruntime", "bench_cnn.CnnLatency.track_ratio_vs_onnxruntime", ("resnet50", "1x224", "one"), "x", "-"),
