@@ -134,6 +134,19 @@ class CancelFlag:
             return RunTimeout(nodes_executed, self._timeout)
         return None
 
+    def stop_before(self, where):
+        """Raise the stop asked for (cancel(), timeout=, Ctrl-C) before step `where` of a run's
+        Python part (a model's host steps), naming it; nothing if none was asked for."""
+        error = self.error(0)
+        if error is None:
+            return
+        if isinstance(error, RunInterrupted):
+            raise RunInterrupted(None)
+        if isinstance(error, RunTimeout):
+            message = f"run stopped by its timeout of {error.timeout} s before {where}"
+            raise RunTimeout(0, error.timeout, message)
+        raise RunCancelled(0, f"run cancelled before {where}")
+
     def interrupted(self):
         """Did Ctrl-C ask the run in progress to stop?"""
         return int(self.words[REASON]) == CANCEL_INTERRUPT

@@ -72,16 +72,17 @@ class _Step:
         self.ctx.emit(op, list(inputs), [output], attributes or None)
         return output
 
-    def scaled(self, factor, name):
-        return self.op("Mul", self.constant(factor), name)
+    def scaled(self, factor, name, output=None):
+        return self.op("Mul", self.constant(factor), name, output=output)
 
     def regularized(self, x, g, norm):
         return self.op("Add", self.scaled(norm, x), g)
 
     def outputs(self, index):
-        """The output names of result group `index` (X' is group 0); absent ones are ''."""
+        """The output names of result group `index` (X' is group 0); None for an absent one
+        (its value gets a fresh name, and dead-code removal drops it if nothing reads it)."""
         names = list(self.node.outputs) + [""] * (len(self.groups) * self.count)
-        return names[index * self.count : (index + 1) * self.count]
+        return [name or None for name in names[index * self.count : (index + 1) * self.count]]
 
 
 def _attribute(ctx, node, name, default=None):
@@ -90,12 +91,6 @@ def _attribute(ctx, node, name, default=None):
     if value is None:
         raise LoweringError(f"{ctx.describe(node)}: attribute {name!r} is required")
     return float(np.float32(value))
-
-
-def _sink(ctx, value, output):
-    """Copy `value` into graph tensor `output` (nothing for an absent output)."""
-    if output:
-        ctx.emit("Identity", [value], [output])
 
 
 @register_converter("Adagrad", domain=DOMAIN, since=1)
@@ -109,11 +104,10 @@ def adagrad(ctx, node):
     rate = step.op("Div", step.rate, denominator)
     for x, g, h, x_out, h_out in zip(xs, gs, hs, step.outputs(0), step.outputs(1), strict=True):
         regular = step.regularized(x, g, norm)
-        h_new = step.op("Add", h, step.op("Mul", regular, regular))
+        h_new = step.op("Add", h, step.op("Mul", regular, regular), output=h_out)
         root = step.op("Add", step.op("Sqrt", h_new), step.constant(epsilon))
         update = step.op("Div", step.op("Mul", rate, regular), root)
-        _sink(ctx, step.op("Sub", x, update), x_out)
-        _sink(ctx, h_new, h_out)
+        step.op("Sub", x, update, output=x_out)
 
 
 @register_converter("Adam", domain=DOMAIN, since=1)
@@ -137,14 +131,13 @@ def adam(ctx, node):
     outputs = zip(step.outputs(0), step.outputs(1), step.outputs(2), strict=True)
     for x, g, v, h, (x_out, v_out, h_out) in zip(xs, gs, vs, hs, outputs, strict=True):
         regular = step.regularized(x, g, norm)
-        v_new = step.op("Add", step.scaled(alpha, v), step.scaled(1.0 - alpha, regular))
+        momentum = step.scaled(1.0 - alpha, regular)
+        v_new = step.op("Add", step.scaled(alpha, v), momentum, output=v_out)
         square = step.op("Mul", regular, regular)
-        h_new = step.op("Add", step.scaled(beta, h), step.scaled(1.0 - beta, square))
+        h_new = step.op("Add", step.scaled(beta, h), step.scaled(1.0 - beta, square), output=h_out)
         root = step.op("Add", step.op("Sqrt", h_new), step.constant(epsilon))
         moved = step.op("Sub", x, step.op("Mul", rate, step.op("Div", v_new, root)))
-        _sink(ctx, step.scaled(1.0 - post, moved), x_out)
-        _sink(ctx, v_new, v_out)
-        _sink(ctx, h_new, h_out)
+        step.scaled(1.0 - post, moved, output=x_out)
 
 
 @register_converter("Momentum", domain=DOMAIN, since=1)
@@ -162,9 +155,9 @@ def momentum(ctx, node):
     factor = step.op("Where", step.after_first, step.constant(beta), step.constant(1.0))
     for x, g, v, x_out, v_out in zip(xs, gs, vs, step.outputs(0), step.outputs(1), strict=True):
         regular = step.regularized(x, g, norm)
-        v_new = step.op("Add", step.scaled(alpha, v), step.op("Mul", factor, regular))
+        scaled = step.op("Mul", factor, regular)
+        v_new = step.op("Add", step.scaled(alpha, v), scaled, output=v_out)
         direction = v_new
         if mode == "nesterov":
             direction = step.op("Add", regular, step.scaled(alpha, v_new))
-        _sink(ctx, step.op("Sub", x, step.op("Mul", step.rate, direction)), x_out)
-        _sink(ctx, v_new, v_out)
+        step.op("Sub", x, step.op("Mul", step.rate, direction), output=x_out)

@@ -11,10 +11,12 @@ cancellation (timeout=, cancel(), Ctrl-C) is polled between host steps as the ex
 loops poll it between nodes.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from rtsoa.errors import ModelInputError
-from rtsoa.host.kinds import check_string_array
+from rtsoa.host.kinds import STRING, check_string_array
 from rtsoa.host.ops import HOST_OPS
 from rtsoa.runtime.checks import check_dtype_rank, show_dims
 
@@ -100,3 +102,19 @@ def _run_steps(steps, values, stop):
         for name, array in zip(step.outputs, outputs, strict=False):
             if name:
                 values[name] = array
+
+
+class DeviceIO(NamedTuple):
+    """The device graph's inputs and outputs of a model with host steps, as the input checks
+    (rtsoa.runtime.checks) read them from a model."""
+
+    input_names: list
+    inputs: list
+    output_names: list
+
+
+def host_dtype(kind):
+    """The numpy dtype a host value shows: object for strings, None when unknown."""
+    if kind is None:
+        return None
+    return np.dtype(object) if kind == STRING else np.dtype(kind)

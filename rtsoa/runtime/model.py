@@ -16,23 +16,14 @@ serialised (one run at a time, in call order, as on one stream).
 import contextlib
 import math
 import threading
-from typing import NamedTuple
 
 import numpy as np
 
 from rtsoa.device.allocators import Allocator
-from rtsoa.errors import (
-    InvalidBlock,
-    ModelInputError,
-    ModelStateError,
-    RunCancelled,
-    RunInterrupted,
-    RunTimeout,
-)
+from rtsoa.errors import InvalidBlock, ModelInputError, ModelStateError
 from rtsoa.executors import Subscriber, prepare_executor
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
-from rtsoa.host.kinds import STRING
 from rtsoa.host.program import HostModel
 from rtsoa.kernels.abi import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
@@ -172,7 +163,7 @@ class ModelExecutor:
         self.input_names = [entry[0] for entry in self.inputs]
         self.output_names = [entry[0] for entry in self.outputs]
         if self.host is not None:  # the device graph's inputs and outputs are not the model's
-            self._device_io = DeviceIO(self.input_names, self.inputs, self.output_names)
+            self._device_io = host_steps.DeviceIO(self.input_names, self.inputs, self.output_names)
             self.input_names = [value.name for value in self.host.inputs]
             self.output_names = [value.name for value in self.host.outputs]
         self._main = None
@@ -314,8 +305,12 @@ class ModelExecutor:
             }
 
         if self.host is not None:
-            inputs = [entry(v.name, _host_dtype(v.kind), v.dims) for v in self.host.inputs]
-            outputs = [entry(v.name, _host_dtype(v.kind), v.dims) for v in self.host.outputs]
+            inputs = [
+                entry(v.name, host_steps.host_dtype(v.kind), v.dims) for v in self.host.inputs
+            ]
+            outputs = [
+                entry(v.name, host_steps.host_dtype(v.kind), v.dims) for v in self.host.outputs
+            ]
         else:
             inputs = [entry(n, numpy_dtype(t), d) for n, _b, _s, t, d in self.inputs]
             outputs = [entry(n, t, d) for n, _b, _s, t, d in self.outputs]
@@ -422,7 +417,7 @@ class ModelExecutor:
                 for own in self.streams:
                     device.synchronize(own)
         if self.host is not None:
-            results = host_steps.after(self.host, values, results, self._stop_before)
+            results = host_steps.after(self.host, values, results, self.cancellation.stop_before)
         self.iterations += 1
         if sync:
             return results
@@ -431,20 +426,6 @@ class ModelExecutor:
             self, results, done, self.streams[0] if stream is None else stream, self.iterations
         )
 
-    def _stop_before(self, where):
-        """Raise the stop asked for (timeout=, cancel(), Ctrl-C) before host step `where`."""
-        error = self.cancellation.error(0)
-        if error is None:
-            return
-        if isinstance(error, RunInterrupted):
-            raise RunInterrupted(None)
-        if isinstance(error, RunTimeout):
-            timeout = error.timeout
-            raise RunTimeout(
-                0, timeout, f"run stopped by its timeout of {timeout} s before {where}"
-            )
-        raise RunCancelled(0, f"run cancelled before {where}")
-
     def _host_prologue(self, inputs, outputs):
         """(host values, device input arrays, no buffers): the model's inputs checked and the
         host steps before the device graph run (rtsoa.runtime.host_steps)."""
@@ -452,7 +433,7 @@ class ModelExecutor:
             raise ModelInputError(
                 "output buffers are not supported for a model with host steps (string values)"
             )
-        values, feeds = host_steps.before(self.host, inputs, self._stop_before)
+        values, feeds = host_steps.before(self.host, inputs, self.cancellation.stop_before)
         return values, check_inputs(self._device_io, feeds)[0], {}
 
     def _run(self, arrays, buffers, stream, subscribers, record):
@@ -593,22 +574,6 @@ class ModelExecutor:
         with CALLS, self.home.lock:
             for stream in self.streams:
                 self.device.synchronize(stream)
-
-
-class DeviceIO(NamedTuple):
-    """The device graph's inputs and outputs of a model with host steps, as the input checks
-    (rtsoa.runtime.checks) read them from a model."""
-
-    input_names: list
-    inputs: list
-    output_names: list
-
-
-def _host_dtype(kind):
-    """The numpy dtype a host value shows: object for strings, None when unknown."""
-    if kind is None:
-        return None
-    return np.dtype(object) if kind == STRING else np.dtype(kind)
 
 
 def _dynamic(shape):
