@@ -60,6 +60,15 @@ settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase
 settings.load_profile(os.environ.get("RTSOA_HYPOTHESIS_PROFILE", "default"))
 
 
+@pytest.fixture
+def lowered_dir(tmp_path, monkeypatch):
+    """A lowering cache of the test's own (`rtsoa.lowering.cache`), switched on."""
+    directory = tmp_path / "lowered"
+    monkeypatch.setenv("RTSOA_LOWERED_DIR", str(directory))
+    monkeypatch.delenv("RTSOA_LOWERING_CACHE", raising=False)
+    return directory
+
+
 def strict_skips():
     """True where a skipped test must fail the run (CI, or RTSOA_STRICT_SKIPS=1)."""
     ci = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")

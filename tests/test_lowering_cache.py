@@ -31,14 +31,6 @@ X = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16)
 
 
 @pytest.fixture
-def lowered_dir(tmp_path, monkeypatch):
-    directory = tmp_path / "lowered"
-    monkeypatch.setenv("RTSOA_LOWERED_DIR", str(directory))
-    monkeypatch.delenv("RTSOA_LOWERING_CACHE", raising=False)
-    return directory
-
-
-@pytest.fixture
 def lowerings(monkeypatch):
     """Counts the real lowerings `lower_cached` does."""
     calls = []

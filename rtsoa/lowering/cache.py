@@ -19,11 +19,14 @@ size, SHA-256); a hit hashes them again and is a miss if one changed. A lowering
 the model file or an external-data file was written (its stamp, taken before it was read,
 differs after the lowering and the hashing: `onnx_import.file_stamp`) is returned but not kept,
 so an entry never pairs one content's hash with another content's graph. A hit is loaded by
-`load_graph`, which validates it like any saved graph. An entry that is unreadable, fails
-validation, is not owned by this user or is writable by others is a miss: the model is lowered
-again, and the entry is replaced when it is this user's. A cache directory that is not this
-user's, or that others can write, is not used at all. Entries are written to a temporary
-directory and renamed into place, so a concurrent process sees a whole entry or none.
+`load_graph`, which validates it like any saved graph; a miss returns the entry it has just
+written, read back the same way, so a model's constants are pages of a file either way (which
+a model hands back once Init has uploaded them: `rtsoa.graph.pages`). An entry that is
+unreadable, fails validation, is not owned by this user or is writable by others is a miss:
+the model is lowered again, and the entry is replaced when it is this user's. A cache
+directory that is not this user's, or that others can write, is not used at all. Entries are
+written to a temporary directory and renamed into place, so a concurrent process sees a whole
+entry or none.
 `RTSOA_LOWERING_CACHE=0` turns the cache off.
 
 Eviction: the entries together stay within $RTSOA_LOWERED_MAX_BYTES (a size such as `512MiB`;
@@ -373,4 +376,18 @@ def lower_cached(source, streams=1, base_dir=None):
     with _lock:  # one writer per process; processes are kept apart by the rename
         _write_entry(entry, graph, records)
         evict(home, keep=entry, limit=limit)
-    return graph
+    # The entry just written, as a hit would serve it: its constants are then pages of a file,
+    # which a model hands back once Init has uploaded them (graph/pages.py), instead of a
+    # second, anonymous copy of the weights held for the model's life.
+    return _reread(entry) or graph
+
+
+def _reread(entry):
+    """The graph of an entry this process has just written (or found written by a concurrent
+    writer of the same key), or None if it cannot be read back."""
+    try:
+        if not _entry_trusted(entry):
+            return None
+        return load_graph(entry / _GRAPH)
+    except (OSError, ValueError, GraphFormatError):
+        return None

@@ -31,6 +31,7 @@ import warnings
 
 from rtsoa.device import defaults, device_for_graph
 from rtsoa.errors import ModelStateError, SessionStateError
+from rtsoa.graph.pages import release_file_pages
 from rtsoa.graph.schema import GraphKind
 from rtsoa.kernels.abi import ValueState, new_values
 from rtsoa.runtime.external_weights import prepare_root
@@ -81,6 +82,7 @@ class ModelHome:
         self.weights = None  # the value state Init wrote
         self.users = 0
         self.init_runs = 0
+        self.released_bytes = 0  # constant-blob bytes Init's last run handed back (pages.py)
         self._deinit = None
 
     def acquire(self):
@@ -98,6 +100,9 @@ class ModelHome:
                     values.slots[weight.block] = handle
                 # Main runs on other streams: the uploads must be complete before it reads them
                 self.device.synchronize()
+                # Init was the blob's one reader: a mapped file's pages leave the resident set
+                # (read back from the file if Init runs again after DeInit; graph/pages.py)
+                self.released_bytes = release_file_pages(self.graph.constants)
                 self.weights = values
                 self.init_runs += 1
             self.users += 1
