@@ -105,6 +105,15 @@ thread.join()
     _kill_parent_and_wait([sys.executable, "-c", script])
 
 
+def _command_line(process):
+    """A child's command line, or [] for one that has exited meanwhile (a helper the batch
+    started and has not reaped yet is a zombie, whose command line cannot be read)."""
+    try:
+        return process.cmdline()
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return []
+
+
 def _kill_parent_and_wait(command):
     """Start `command` (a batch with one never-ending job), SIGKILL it once its worker has
     run a few seconds, and check the worker is gone within 5 s."""
@@ -122,7 +131,7 @@ def _kill_parent_and_wait(command):
             workers = [
                 child
                 for child in psutil.Process(parent.pid).children()
-                if "spawn_main" in " ".join(child.cmdline())
+                if "spawn_main" in " ".join(_command_line(child))
             ]
             time.sleep(0.1)
         assert workers, "no worker started"
