@@ -11,7 +11,7 @@ import os
 import numpy as np
 import onnx
 import pytest
-from test_lowering_cache import ATOL, RTOL, X, entries, lowered_dir, lowerings, run, save_external
+from test_lowering_cache import ATOL, RTOL, X, entries, lowerings, run, save_external
 
 import rtsoa
 from rtsoa.errors import LoweringError, ModelInputError
@@ -20,7 +20,7 @@ from rtsoa.lowering.cache import lower_cached
 from rtsoa.runtime import load_model
 from rtsoa.testing.models import mlp, run_onnxruntime
 
-__all__ = ["lowered_dir", "lowerings"]  # fixtures shared with test_lowering_cache
+__all__ = ["lowerings"]  # a fixture shared with test_lowering_cache (lowered_dir: conftest)
 
 
 def want(proto):
