@@ -18,11 +18,17 @@
   re-stamps the functions that importing rtsoa, to reach it, defined already). No background
   op library compile then (below), nor compile helpers (RTSOA_COMPILE_JOBS=1): their
   processes would stamp the mutated sources and compile for that stamp.
-* Both cores on a cold cache: the modules that run compute ops (`OP_LIBRARY_MODULES`) run
-  last, and when a session runs many of them (`WARMUP_MIN_MODULES`) a background process
-  compiles the op library (`rtsoa.ops.library`, about five minutes of one core) while the rest
-  of the suite runs on the other core; the first op test
-  waits on the library's lock for it, then loads its machine code from the disk cache.
+* Every core: the README's command runs the suite on pytest-xdist workers (`-n auto`), one
+  per core, each taking whole test files (`--dist loadfile`: a file's module fixtures are built
+  once). The modules that run compute ops (`OP_LIBRARY_MODULES`) run last.
+  An op's entry compiles under a lock of its own (`rtsoa.ops.library`), so two workers that
+  need one op compile it once. In one process (no `-n`) and on a cold cache, when a session
+  runs many op modules (`WARMUP_MIN_MODULES`), a background process compiles the op library
+  (about five minutes of one core) while the rest of the suite runs on the other core; the
+  first op test waits on the library's lock for it, then loads its machine code from the disk
+  cache. Under xdist the workers keep every core busy, so no such process is started.
+* The fuzzers' figures (`figures.py`) recorded in xdist workers are sent to the controlling
+  process with the worker's end-of-run output and printed there.
 * Lowered models (`rtsoa.lowering.cache`) go to a directory of this session
   (RTSOA_LOWERED_DIR, inherited by the suite's subprocesses), not the user's cache.
 """
@@ -176,6 +182,8 @@ def pytest_collection_modifyitems(session, config, items):
         return  # a few op test files: their own ops compile faster than the whole library
     if os.environ.get("RTSOA_MUTATION_STAMP_FILE"):
         return  # its process would hash the mutated sources: a whole op library compile a mutant
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the workers use every core already (see the module docstring)
     from rtsoa.ops import compiled_op_names
     from rtsoa.ops.library import is_compiled
 
@@ -193,6 +201,15 @@ def pytest_sessionfinish(session):
         if process.poll() is None:
             process.kill()
         process.wait()
+    output = getattr(session.config, "workeroutput", None)  # set in an xdist worker only
+    if output is not None:
+        output["figures"] = dict(REPORTS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist, in the controlling process: a worker's fuzzer figures join the summary."""
+    REPORTS.update(getattr(node, "workeroutput", {}).get("figures", {}))
 
 
 def pytest_configure(config):
