@@ -1,9 +1,9 @@
 """String class labels of the ai.onnx.ml classifiers (TreeEnsembleClassifier,
-LinearClassifier): before the graph is split into host steps and a device graph, such a
-classifier is rewritten to label by class index (int64 labels 0 .. n - 1, on the device),
-followed by a ClassLabels host step (`rtsoa.host.labels`) that turns the indexes into the
-strings. The labels output then leaves the device graph as int64 and becomes strings on the
-host, after the device run."""
+LinearClassifier, SVMClassifier): before the graph is split into host steps and a device
+graph, such a classifier is rewritten to label by class index (int64 labels 0 .. n - 1, on
+the device), followed by a ClassLabels host step (`rtsoa.host.labels`) that turns the indexes
+into the strings. The labels output then leaves the device graph as int64 and becomes strings
+on the host, after the device run."""
 
 from rtsoa.graph.schema import DType
 from rtsoa.host.labels import DOMAIN as LABELS_DOMAIN
@@ -13,6 +13,7 @@ from rtsoa.lowering.subgraphs import fresh_tensor_name
 _CLASSIFIERS = {
     "TreeEnsembleClassifier": ("classlabels_strings", "classlabels_int64s"),
     "LinearClassifier": ("classlabels_strings", "classlabels_ints"),
+    "SVMClassifier": ("classlabels_strings", "classlabels_ints"),
 }
 
 
