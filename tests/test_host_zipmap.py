@@ -18,7 +18,7 @@ from rtsoa.testing.models import run_onnxruntime
 
 ML = "ai.onnx.ml"
 INT_LABELS = [7, -2, 40]
-STRING_LABELS = ["cat", "dog", "émeu"]
+STRING_LABELS = ["émeu", "cat", "Dog"]  # not in sorted order
 
 
 def zipmap_model(labels, before=None, x_shape=("N", 3)):
@@ -61,8 +61,9 @@ def test_zipmap_gives_onnxruntimes_maps(labels):
         (got,) = session.run(None, {"X": x})
         (info,) = session.get_outputs()
     want = run_onnxruntime(model, {"X": x})["Z"]
-    assert isinstance(got, list) and got == want  # keys, their order and float32 values
-    assert [list(row) for row in got] == [labels] * len(x)
+    assert isinstance(got, list) and got == want  # keys and float32 values
+    assert [list(row) for row in got] == [list(row) for row in want]  # the keys' order
+    assert [list(row) for row in got] == [sorted(labels)] * len(x)  # sorted, not by column
     assert all(type(key) is type(labels[0]) for key in got[0])
     key = "string" if isinstance(labels[0], str) else "int64"
     assert info.name == "Z" and info.dtype is None and info.type == f"seq(map({key},tensor(float)))"
@@ -105,6 +106,8 @@ def test_bad_probabilities_are_refused_naming_the_node():
 
 
 def test_zipmap_attributes_and_input_type_are_checked_at_lowering():
+    with pytest.raises(LoweringError, match=r"ZipMap node 'zip'.*not distinct"):
+        InferenceSession(zipmap_model([1, 2, 1]))
     both = zipmap_model(INT_LABELS)
     both.graph.node[0].attribute.append(helper.make_attribute("classlabels_strings", ["a"]))
     with pytest.raises(LoweringError, match=r"ZipMap node 'zip'.*exactly one of"):
@@ -137,11 +140,12 @@ def test_run_writes_maps_as_their_keys_and_values(string_zipmap, tmp_path, capsy
     assert summary["outputs"] == {"Z": [[6], "map"], "P": [[6, 3], "float32"]}
     saved = read_inputs(out)
     assert sorted(saved) == ["P", "Z.keys", "Z.values"]
-    assert saved["Z.keys"].tolist() == STRING_LABELS and saved["Z.keys"].dtype.kind == "U"
+    assert saved["Z.keys"].tolist() == sorted(STRING_LABELS) and saved["Z.keys"].dtype.kind == "U"
     want = run_onnxruntime(zipmap_model(STRING_LABELS, before="Softmax"), read_inputs(inputs))
     expected = np.array([list(row.values()) for row in want["Z"]], dtype=np.float32)
     np.testing.assert_allclose(saved["Z.values"], expected, rtol=1e-6)
-    np.testing.assert_array_equal(saved["Z.values"], saved["P"])  # the same float32 values
+    order = [STRING_LABELS.index(label) for label in sorted(STRING_LABELS)]
+    np.testing.assert_array_equal(saved["Z.values"], saved["P"][:, order])  # the same values
 
 
 def test_batch_job_checksums_the_maps_as_files_hold_them(string_zipmap):
@@ -153,7 +157,7 @@ def test_batch_job_checksums_the_maps_as_files_hold_them(string_zipmap):
         maps, scores = session.run(None, read_inputs(inputs))
     digest = hashlib.sha256()
     digest.update(b"P" + scores.tobytes())
-    digest.update(b"Z.keys" + b"".join(label.encode() + b"\0" for label in STRING_LABELS))
+    digest.update(b"Z.keys" + b"".join(label.encode() + b"\0" for label in sorted(STRING_LABELS)))
     values = np.array([list(row.values()) for row in maps], dtype=np.float32)
     digest.update(b"Z.values" + values.tobytes())
     assert row["checksum"] == int.from_bytes(digest.digest()[:8], "little")

@@ -127,7 +127,7 @@ def test_linear_svc_exports_as_a_linear_classifier():
 def test_one_class_svm_and_two_class_svc():
     one_class = OneClassSVM(nu=0.2, gamma=0.3).fit(X)
     label, score = same_results(exported(one_class, classifier=False))
-    np.testing.assert_array_equal(label, one_class.predict(TEST))
+    np.testing.assert_array_equal(label.ravel(), one_class.predict(TEST))
     np.testing.assert_allclose(score.ravel(), one_class.decision_function(TEST), atol=1e-4)
     two = SVC(kernel="rbf").fit(X, TWO)
     predicted, margins = same_results(exported(two, classifier=True))

@@ -1,6 +1,8 @@
 """ZipMap (ai.onnx.ml): class probabilities [N, C] become a sequence of N maps {class label:
 probability}, the labels from `classlabels_int64s` or `classlabels_strings` (exactly one of
-them), in column order. skl2onnx puts it after every classifier unless told not to.
+them). skl2onnx puts it after every classifier unless told not to. Each map lists its
+labels in sorted order (ints by value, strings by code point, i.e. by UTF-8 bytes), as
+onnxruntime's maps (a C++ std::map) do, whatever the column order.
 
 The value is a Python list of N dicts, keys `int` or `str`, values Python floats holding the
 float32 probabilities exactly, as onnxruntime returns it. A 1-D X is one row (the definition
@@ -23,9 +25,12 @@ def _prepare(attributes, kinds, opset):
         raise ValueError("ZipMap needs exactly one of classlabels_int64s, classlabels_strings")
     if kinds[0] is not None and kinds[0] != np.dtype(np.float32):
         raise ValueError(f"ZipMap reads float32 probabilities, not {kind_name(kinds[0])}")
-    if ints:
-        return {"labels": [int(label) for label in ints]}, [map_sequence("int64")]
-    return {"labels": [str(label) for label in strings]}, [map_sequence("string")]
+    labels = [int(label) for label in ints] if ints else [str(label) for label in strings]
+    if len(set(labels)) != len(labels):
+        raise ValueError("ZipMap's class labels are not distinct")
+    order = sorted(range(len(labels)), key=labels.__getitem__)
+    key = "int64" if ints else "string"
+    return {"labels": [labels[k] for k in order], "order": order}, [map_sequence(key)]
 
 
 def _run(parameters, inputs):
@@ -38,7 +43,8 @@ def _run(parameters, inputs):
     rows = probabilities.reshape(-1, probabilities.shape[-1])
     if rows.shape[1] != len(labels):
         raise ValueError(f"input X has {rows.shape[1]} columns, ZipMap has {len(labels)} labels")
-    return [[dict(zip(labels, row, strict=True)) for row in rows.tolist()]]
+    ordered = rows[:, parameters["order"]].tolist()  # the columns in their labels' order
+    return [[dict(zip(labels, row, strict=True)) for row in ordered]]
 
 
 zip_map = HostOp(_prepare, _run)

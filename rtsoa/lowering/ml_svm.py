@@ -19,11 +19,12 @@ prob_a and prob_b, the class probabilities (`rtsoa.ops.svm`), else the P decisio
 (two classes: [-s, s]), after the post transform. Without support vectors it is a linear
 model: the class scores X @ coefficients^T + rho[0], the label the class of the largest.
 
-The definition says nothing of these two corners, where onnxruntime (and onnx's reference,
-which mirrors it) departs from the votes: for two classes without probabilities and with
-every coefficient >= 0 it labels every row with the second class, and a one-rho linear model
-of other than two classes labels rows 1 or 0 whatever its labels; rtsoa labels by the votes
-/ the largest score there, as for every other model.
+The definition says nothing of two corners; rtsoa labels by the votes / the largest score
+there, as for every other model: a two-class model without probabilities whose coefficients
+are all >= 0 (onnxruntime follows the votes too; onnx's reference evaluator labels every row
+with the second class), and a two-class linear form (onnxruntime's label is not always the
+class of the larger of the two scores it returns). SOFTMAX on a two-class model without
+probabilities is refused: onnxruntime ignores it there ([1 - s, s]).
 
 String class labels are a host step after the device graph (`rtsoa.lowering.ml_labels`).
 Refused, naming the node and the attribute: attribute sizes that do not agree with each
@@ -36,6 +37,7 @@ import numpy as np
 
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.ml_domain import attribute, refuse, register_ml_converter
+from rtsoa.lowering.ml_labels import refuse_string_labels
 from rtsoa.lowering.ml_transforms import NUMBERS, as_float32, constant, typed_input
 
 KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
@@ -187,13 +189,7 @@ def _vote_matrices(classes):
 @register_ml_converter("SVMClassifier", (1,), (DType.INT64, DType.FLOAT32))
 def svm_classifier(ctx, node):
     """SVMClassifier(x) -> Y [N] int64 labels, Z scores (see the module docstring)."""
-    if node.attributes.get("classlabels_strings"):
-        refuse(
-            ctx,
-            node,
-            "string class labels (classlabels_strings) run as a host step after the top-level "
-            "graph only (here: in a subgraph, without a labels output, or with int labels too)",
-        )
+    refuse_string_labels(ctx, node)
     labels = [int(v) for v in attribute(ctx, node, "classlabels_ints", required=True)]
     classes = len(labels)
     if classes < 2:
@@ -234,6 +230,13 @@ def svm_classifier(ctx, node):
             node,
             f"attributes 'prob_a' and 'prob_b' have {prob_a.size} and {prob_b.size} values; "
             f"both {pairs} (one per pair of classes) or both none",
+        )
+    if classes == 2 and not prob_a.size and post == "SOFTMAX":
+        refuse(
+            ctx,
+            node,
+            "attribute 'post_transform' is SOFTMAX on a two-class model without probabilities "
+            "(onnxruntime ignores it there)",
         )
     kernels = _kernels(ctx, node, _input(ctx, node, vectors.shape[1]), vectors)
     pair_weights = _pair_matrix(coefficients.reshape(classes - 1, count), per_class, classes)
