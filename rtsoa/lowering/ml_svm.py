@@ -3,9 +3,9 @@ and SVMClassifier, as the operator definition's reference computes them (X cast 
 
 The kernel of x and support vector v (kernel_params = [gamma, coef0, degree], zeros when
 absent): LINEAR x.v; POLY (gamma x.v + coef0) ^ degree; SIGMOID tanh(gamma x.v + coef0); RBF
-exp(-gamma |x - v|^2), the squared distance summed from the differences (not expanded as
-|x|^2 - 2 x.v + |v|^2, which cancels when x is near v). K = kernels of every row and support
-vector, [N, V].
+exp(-gamma |x - v|^2), the squared distance summed from the differences by one jitted op
+(`rtsoa.ops.svm`; not expanded as |x|^2 - 2 x.v + |v|^2, which cancels when x is near v).
+K = kernels of every row and support vector, [N, V].
 
 SVMRegressor: with n_supports > 0, K @ coefficients + rho[0]; else the linear model
 X @ coefficients + rho[0]. one_class maps the score to 1 where it is > 0, else -1.
@@ -87,12 +87,7 @@ def _kernels(ctx, node, x, vectors):
     """K [N, V]: the kernels of the rows of `x` and the support vectors `vectors` [V, F]."""
     kernel, gamma, coef0, degree = _kernel_params(ctx, node)
     if kernel == "RBF":
-        flat = vectors.shape[1]
-        rows = _emit(ctx, "Reshape", [x, constant(ctx, "shape", np.array([-1, 1, flat]))])
-        diff = _emit(ctx, "Sub", [rows, constant(ctx, "vectors", vectors[None])])
-        squares = _emit(ctx, "Mul", [diff, diff])
-        axes = constant(ctx, "axes", np.array([2], dtype=np.int64))
-        distance = _emit(ctx, "ReduceSum", [squares, axes], {"keepdims": 0})
+        distance = _emit(ctx, "SquaredDistances", [x, constant(ctx, "vectors", vectors)])
         return _emit(ctx, "Exp", [_emit(ctx, "Mul", [distance, _scalar(ctx, -gamma)])])
     dot = _emit(ctx, "MatMul", [x, constant(ctx, "vectors", vectors.T.copy())])
     if kernel == "LINEAR":
