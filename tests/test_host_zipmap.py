@@ -148,6 +148,13 @@ def test_run_writes_maps_as_their_keys_and_values(string_zipmap, tmp_path, capsy
     np.testing.assert_array_equal(saved["Z.values"], saved["P"][:, order])  # the same values
 
 
+def test_inspect_names_the_maps_type(string_zipmap, capsys):
+    path, _ = string_zipmap
+    assert main(["inspect", str(path), "--json"]) == 0
+    outputs = json.loads(capsys.readouterr().out)["outputs"]
+    assert outputs[0] == {"name": "Z", "dtype": "seq(map(string,tensor(float)))", "dims": None}
+
+
 def test_batch_job_checksums_the_maps_as_files_hold_them(string_zipmap):
     path, inputs = string_zipmap
     (job,) = collect_jobs([str(path)])
