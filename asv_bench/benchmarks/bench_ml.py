@@ -7,6 +7,11 @@ and onnxruntime's `run` on the same rows, interleaved rounds, the ratio of media
 - `rf-100x10 rows 1000`: a batch through 100 trees of depth 10 (a random forest's shape),
   where the tree walk counts.
 
+SVMClassifier (RBF kernel, three classes, Platt probabilities) the same way:
+
+- `svc-rbf-300 rows 1` / `rows 1000`: 300 support vectors of 20 features (a small SVC's
+  shape), one row and a batch.
+
     cd asv_bench && python -m benchmarks.bench_ml
 """
 
@@ -73,8 +78,54 @@ def forest_model(trees, depth, features, seed=0):
     return model
 
 
+# name -> (support vectors, features, rows)
+SVMS = {
+    "svc-rbf-300 rows 1": (300, 20, 1),
+    "svc-rbf-300 rows 1000": (300, 20, 1000),
+}
+
+
+def svm_model(vectors, features, classes=3, seed=0):
+    """An SVMClassifier model: RBF kernel, `vectors` random support vectors split over
+    `classes`, random coefficients, rho and Platt parameters."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(seed)
+    pairs = classes * (classes - 1) // 2
+    per_class = [vectors // classes] * (classes - 1)
+    per_class.append(vectors - sum(per_class))
+    node = helper.make_node(
+        "SVMClassifier",
+        ["x"],
+        ["label", "y"],
+        domain="ai.onnx.ml",
+        classlabels_ints=list(range(classes)),
+        kernel_type="RBF",
+        kernel_params=[1.0 / features, 0.0, 3.0],
+        vectors_per_class=per_class,
+        support_vectors=rng.normal(size=vectors * features).tolist(),
+        coefficients=rng.normal(size=(classes - 1) * vectors).tolist(),
+        rho=rng.normal(size=pairs).tolist(),
+        prob_a=rng.uniform(-3.0, -0.5, size=pairs).tolist(),
+        prob_b=rng.normal(size=pairs, scale=0.2).tolist(),
+    )
+    graph = helper.make_graph(
+        [node],
+        "svm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, features])],
+        [
+            helper.make_tensor_value_info("label", TensorProto.INT64, None),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+        ],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    return model
+
+
 class Forest:
-    """One forest prepared for both runtimes; `check` asserts they agree."""
+    """One forest (or SVM) prepared for both runtimes; `check` asserts they agree."""
 
     def __init__(self, name):
         ensure_rtsoa_importable()
@@ -83,8 +134,14 @@ class Forest:
         from rtsoa.lowering import lower
         from rtsoa.runtime import load_model
 
-        trees, depth, features, rows = FORESTS[name]
-        proto = forest_model(trees, depth, features)
+        self.tolerance = (1e-5, 1e-6)
+        if name in SVMS:
+            vectors, features, rows = SVMS[name]
+            proto = svm_model(vectors, features)
+            self.tolerance = (1e-4, 1e-5)  # kernels summed in another order
+        else:
+            trees, depth, features, rows = FORESTS[name]
+            proto = forest_model(trees, depth, features)
         rng = np.random.default_rng(1)
         self.inputs = {"x": rng.normal(size=(rows, features)).astype(np.float32)}
         self.model = load_model(lower(proto))
@@ -99,10 +156,11 @@ class Forest:
         return self.model.execute_sync(self.inputs)["y"]
 
     def onnxruntime(self):
-        return self.session.run(None, self.inputs)[0]
+        return self.session.run(["y"], self.inputs)[0]
 
     def check(self):
-        np.testing.assert_allclose(self.rtsoa(), self.onnxruntime(), rtol=1e-5, atol=1e-6)
+        rtol, atol = self.tolerance
+        np.testing.assert_allclose(self.rtsoa(), self.onnxruntime(), rtol=rtol, atol=atol)
 
 
 class TreeEnsembleVersusOnnxruntime:
@@ -128,9 +186,16 @@ class TreeEnsembleVersusOnnxruntime:
     track_ratio.unit = "ratio"
 
 
+class SVMClassifierVersusOnnxruntime(TreeEnsembleVersusOnnxruntime):
+    """An SVMClassifier model's run time, rtsoa over onnxruntime (single thread both)."""
+
+    params = list(SVMS)
+    param_names = ["svm"]
+
+
 def main():
-    """Print each forest's times and ratio."""
-    for name in FORESTS:
+    """Print each model's times and ratio."""
+    for name in list(FORESTS) + list(SVMS):
         forest = Forest(name)
         forest.check()
         value, mine, reference = ratio(forest, rounds=9, repeats=20)

@@ -52,7 +52,7 @@ from rtsoa.lowering.cache import lower_cached
 from rtsoa.ops.library import on_entry_loads
 from rtsoa.report import device_summary
 from rtsoa.runtime.model import ModelExecutor
-from rtsoa.runtime.npz import read_inputs
+from rtsoa.runtime.npz import file_arrays, read_inputs
 
 
 class Settings(NamedTuple):
@@ -318,7 +318,8 @@ def run_graph(job, settings):
 def run_model(job, settings):
     """ONNX model jobs: lowered (once per worker and path), loaded on a fresh device, run once
     on the job's input set (`inputs`: an .npz by input name; none for a model without
-    inputs). The checksum column is a 64-bit digest of the outputs' bytes."""
+    inputs). The checksum column is a 64-bit digest of the outputs' bytes (a sequence of
+    maps: of its keys and values, `rtsoa.runtime.npz.file_arrays`)."""
     graph = _lowered.get(job.path)  # its ops load untimed (`on_warm_up`), the rest is timed
     if graph is None:
         graph = _lowered[job.path] = lower_cached(job.path)
@@ -327,7 +328,7 @@ def run_model(job, settings):
 
 def _output_bytes(array):
     """An output's bytes for the checksum: a string tensor's UTF-8 text, element by element."""
-    if array.dtype == object:
+    if array.dtype.kind in "OU":
         return b"".join(str(v).encode() + b"\0" for v in array.ravel().tolist())
     return np.ascontiguousarray(array).tobytes()
 
@@ -347,8 +348,9 @@ def _run_lowered(job, settings, graph):
     finally:
         fields["run_seconds"] = time.perf_counter() - start
     digest = hashlib.sha256()
-    for name in sorted(outputs):
-        digest.update(name.encode() + _output_bytes(outputs[name]))
+    arrays = file_arrays(outputs)  # a sequence of maps: its keys and values, as files hold it
+    for name in sorted(arrays):
+        digest.update(name.encode() + _output_bytes(arrays[name]))
     device = model.device
     stats = device.stats()
     fields.update(

@@ -52,7 +52,11 @@ def register(sub):
     run_parser = sub.add_parser("run", help="execute a saved graph's Main graph, or a model")
     run_parser.add_argument("file", help="graph directory (.rtsoa) or ONNX model (.onnx)")
     run_parser.add_argument("--inputs", help="model inputs by graph-input name (.npz)")
-    run_parser.add_argument("--outputs", help="write the model's outputs here (.npz)")
+    run_parser.add_argument(
+        "--outputs",
+        help="write the model's outputs here (.npz; a sequence of maps, ZipMap's, as NAME.keys "
+        "and NAME.values)",
+    )
     run_parser.add_argument("--executor", default="auto", choices=["auto", *EXECUTORS])
     run_parser.add_argument(
         "--threads",

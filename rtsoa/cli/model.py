@@ -16,6 +16,7 @@ from rtsoa.executors import Tracer
 from rtsoa.graph.graph import ExecuteGraph
 from rtsoa.graph.inspect import _shape
 from rtsoa.graph.io import save_graph
+from rtsoa.host.kinds import map_sequence
 from rtsoa.report import device_trace_events
 from rtsoa.runtime.npz import read_inputs, write_outputs
 
@@ -176,7 +177,7 @@ def run_model(args, graph, helper_status=None, constants=()):
         "file": str(args.file),
         "executor": model.main.name,
         "inputs": {name: list(np.asarray(a).shape) for name, a in inputs.items()},
-        "outputs": {name: [list(a.shape), str(a.dtype)] for name, a in outputs.items()},
+        "outputs": {name: _shape_and_type(value) for name, value in outputs.items()},
         "load_seconds": round(loaded - start, 6),
         "first_run_seconds": round(first, 6),
         "run_seconds_median": float(np.median(times)) / 1e9,
@@ -202,6 +203,14 @@ def run_model(args, graph, helper_status=None, constants=()):
     )
 
 
+def _shape_and_type(value):
+    """[shape, dtype] of an output for the summary; a sequence of maps (a list of dicts) is
+    [[its length], "map"]."""
+    if isinstance(value, list):
+        return [[len(value)], "map"]
+    return [list(value.shape), str(value.dtype)]
+
+
 def write_trace(path, model, inputs):
     """One more execute with the tracer: host node slices and the device's stream tasks in
     one Chrome trace (open it in Perfetto)."""
@@ -223,6 +232,8 @@ def inspect_model(args):
     def entry(name):
         tensor = graph.tensors[name]
         dtype = "STRING" if tensor.string else tensor.dtype.name
+        if tensor.maps:
+            dtype = map_sequence(tensor.maps)
         return {"name": name, "dtype": dtype, "dims": tensor.dims}
 
     symbols = sorted(

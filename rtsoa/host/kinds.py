@@ -1,11 +1,34 @@
-"""What host steps share: the kind of a value (`STRING` or a numpy dtype), `HostOp`, and the
-helpers every host op uses on numpy object arrays of `str`."""
+"""What host steps share: the kind of a value (`STRING`, a sequence of maps, or a numpy dtype),
+`HostOp`, and the helpers every host op uses on numpy object arrays of `str`.
+
+A sequence of maps (ZipMap's output, `rtsoa.host.maps`) is a Python list of dicts {label:
+float}, one per row, as onnxruntime returns it; its kind is the ONNX type it has, spelled as
+onnxruntime's `NodeArg.type` spells it: `map_sequence("int64")` is
+"seq(map(int64,tensor(float)))"."""
 
 from typing import NamedTuple
 
 import numpy as np
 
 STRING = "string"  # the kind of a string tensor (other kinds are numpy dtypes)
+MAP_KEYS = ("int64", "string")  # the key types of a sequence of maps
+
+
+def map_sequence(key):
+    """The kind of a sequence of maps from `key` ("int64" or "string") to float."""
+    if key not in MAP_KEYS:
+        raise ValueError(f"maps with {key} keys are not supported (int64 and string are)")
+    return f"seq(map({key},tensor(float)))"
+
+
+def is_map_sequence(kind):
+    """Whether `kind` is the kind of a sequence of maps."""
+    return isinstance(kind, str) and kind.startswith("seq(map(")
+
+
+def map_key(kind):
+    """The key type ("int64" or "string") of a sequence of maps' kind."""
+    return kind[len("seq(map(") :].split(",")[0]
 
 
 class HostOp(NamedTuple):
@@ -14,8 +37,11 @@ class HostOp(NamedTuple):
 
 
 def kind_name(kind):
-    """How messages name a kind: 'string', 'float32', 'unknown'."""
-    return "unknown" if kind is None else (STRING if kind == STRING else np.dtype(kind).name)
+    """How messages name a kind: 'string', 'float32', 'seq(map(int64,tensor(float)))',
+    'unknown'."""
+    if kind is None:
+        return "unknown"
+    return kind if isinstance(kind, str) else np.dtype(kind).name
 
 
 def strings(values, shape):

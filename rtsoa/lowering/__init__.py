@@ -15,6 +15,7 @@ from rtsoa.lowering import (
     linear_attention,  # noqa: F401  (registers the LinearAttention converter)
     mixed_types,  # noqa: F401  (registers Pow of mixed element types, Clip on integers)
     ml_linear,  # noqa: F401  (registers the ai.onnx.ml linear models)
+    ml_svm,  # noqa: F401  (registers the ai.onnx.ml support vector machines)
     ml_transforms,  # noqa: F401  (registers the ai.onnx.ml feature transforms)
     ml_trees,  # noqa: F401  (registers the ai.onnx.ml tree ensembles)
     normalizing,  # noqa: F401  (registers MeanVarianceNormalization, LpNormalization, Hardmax)

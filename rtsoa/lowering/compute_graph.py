@@ -32,6 +32,14 @@ class Tensor:
     # A string tensor (`dtype` stays UNDEFINED): its values live on the host, and only host
     # steps (rtsoa.lowering.host_split) read or make it.
     string: bool = False
+    # A sequence of maps {key: float} (ZipMap's output), a host value like a string tensor:
+    # its key type ("int64" or "string"); "" for any other value.
+    maps: str = ""
+
+    @property
+    def on_host(self):
+        """Does the value live on the host only (a string tensor or a sequence of maps)?"""
+        return self.string or bool(self.maps)
 
     @property
     def is_constant(self):

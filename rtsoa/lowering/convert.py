@@ -87,10 +87,11 @@ def convert_node(ctx, node, opset):
                     "sequences) take or make them"
                 )
     for name in node.inputs + node.outputs:
-        if name and name in ctx.graph.tensors and ctx.graph.tensors[name].string:
+        if name and name in ctx.graph.tensors and ctx.graph.tensors[name].on_host:
             raise LoweringError(
-                f"{ctx.describe(node)}: {name!r} is a string tensor; string ops run as host "
-                "steps of the top-level graph only (rtsoa.lowering.host_split), not in subgraphs"
+                f"{ctx.describe(node)}: {name!r} is a string tensor or a sequence of maps; "
+                "their ops run as host steps of the top-level graph only "
+                "(rtsoa.lowering.host_split), not in subgraphs"
             )
     try:
         converter(ctx, node)

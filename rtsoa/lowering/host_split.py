@@ -1,7 +1,9 @@
 """Split a ComputeGraph into host steps and a device graph (see `rtsoa.host`).
 
-A node runs on the host when a string tensor is among its inputs or outputs (its op must be
-one of `rtsoa.host.ops.HOST_OPS`), or its op is one rtsoa runs only there (`ALWAYS_HOST`).
+A node runs on the host when a string tensor or a sequence of maps is among its inputs or
+outputs (its op must be one of `rtsoa.host.ops.HOST_OPS`), or its op is one rtsoa runs only
+there (`ALWAYS_HOST`: ZipMap, ClassLabels, ...). No host op reads a sequence of maps: it can
+only be a model output.
 Host steps that read no device result form the prologue; host steps reading a device result
 (directly or through other host steps) form the epilogue. A device node reading an epilogue
 result would need the device graph split in two around the host step: that is refused here,
@@ -16,7 +18,7 @@ import numpy as np
 from rtsoa.abi.dtypes import DTYPE_OF_NUMPY, DTYPES
 from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
-from rtsoa.host.kinds import STRING, kind_name
+from rtsoa.host.kinds import STRING, is_map_sequence, kind_name, map_key, map_sequence
 from rtsoa.host.ops import ALWAYS_HOST, HOST_OPS
 from rtsoa.host.program import HostProgram, HostStep, HostValue
 from rtsoa.lowering.compute_graph import ComputeGraph
@@ -64,7 +66,7 @@ def split_host_steps(graph):
 
 def _is_string(graph, name):
     tensor = graph.tensors.get(name) if name else None
-    return tensor is not None and tensor.string
+    return tensor is not None and tensor.on_host
 
 
 def _describe(graph, index, node):
@@ -96,6 +98,8 @@ def _kind(graph, name, kinds):
         return None
     if tensor.string:
         return STRING
+    if tensor.maps:
+        return map_sequence(tensor.maps)
     if tensor.dtype == DType.UNDEFINED:
         return None
     return np.dtype(DTYPES[DType(tensor.dtype)].numpy)
@@ -117,6 +121,9 @@ def _step(graph, index, node, kinds):
             "implements the definitions before it only"
         )
     inputs = [_kind(graph, name, kinds) if name else None for name in node.inputs]
+    for name, kind in zip(node.inputs, inputs, strict=True):
+        if is_map_sequence(kind):
+            raise LoweringError(f"{where}: input {name!r} is a sequence of maps ({kind})")
     try:
         parameters, outputs = HOST_OPS[(node.domain, node.op_type)].prepare(
             node.attributes, inputs, opset
@@ -138,6 +145,8 @@ def _step(graph, index, node, kinds):
         tensor = graph.tensor(name)
         if kind == STRING:
             tensor.string = True
+        elif is_map_sequence(kind):
+            tensor.maps = map_key(kind)
         else:
             tensor.dtype = DTYPE_OF_NUMPY[np.dtype(kind)]
     outputs = tuple(name for name in node.outputs)
@@ -184,7 +193,7 @@ def _device_graph(graph, device_nodes, prologue, epilogue, kinds):
         for name, tensor in graph.tensors.items()
         if tensor.is_constant and (name in host_read or name in graph.outputs)
     }
-    tensors = {name: tensor for name, tensor in graph.tensors.items() if not tensor.string}
+    tensors = {name: tensor for name, tensor in graph.tensors.items() if not tensor.on_host}
     device = ComputeGraph(
         name=graph.name,
         nodes=device_nodes,

@@ -1,10 +1,11 @@
 """String class labels of the ai.onnx.ml classifiers (TreeEnsembleClassifier,
-LinearClassifier): before the graph is split into host steps and a device graph, such a
-classifier is rewritten to label by class index (int64 labels 0 .. n - 1, on the device),
-followed by a ClassLabels host step (`rtsoa.host.labels`) that turns the indexes into the
-strings. The labels output then leaves the device graph as int64 and becomes strings on the
-host, after the device run."""
+LinearClassifier, SVMClassifier): before the graph is split into host steps and a device
+graph, such a classifier is rewritten to label by class index (int64 labels 0 .. n - 1, on
+the device), followed by a ClassLabels host step (`rtsoa.host.labels`) that turns the indexes
+into the strings. The labels output then leaves the device graph as int64 and becomes strings
+on the host, after the device run."""
 
+from rtsoa.errors import LoweringError
 from rtsoa.graph.schema import DType
 from rtsoa.host.labels import DOMAIN as LABELS_DOMAIN
 from rtsoa.lowering.compute_graph import Node
@@ -13,7 +14,19 @@ from rtsoa.lowering.subgraphs import fresh_tensor_name
 _CLASSIFIERS = {
     "TreeEnsembleClassifier": ("classlabels_strings", "classlabels_int64s"),
     "LinearClassifier": ("classlabels_strings", "classlabels_ints"),
+    "SVMClassifier": ("classlabels_strings", "classlabels_ints"),
 }
+
+
+def refuse_string_labels(ctx, node):
+    """LoweringError naming `node` when it still has string class labels here: the rewrite
+    above happens in the top-level graph only, and for a classifier with a labels output."""
+    if node.attributes.get("classlabels_strings"):
+        raise LoweringError(
+            f"{ctx.describe(node)}: string class labels (classlabels_strings) run as a host "
+            "step after the top-level graph only (here: in a subgraph, without a labels "
+            "output, or with int labels too)"
+        )
 
 
 def split_string_labels(graph):

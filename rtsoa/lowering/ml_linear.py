@@ -19,6 +19,7 @@ import numpy as np
 
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.ml_domain import attribute, refuse, register_ml_converter
+from rtsoa.lowering.ml_labels import refuse_string_labels
 from rtsoa.lowering.ml_transforms import NUMBERS, as_float32, constant, typed_input
 
 
@@ -59,13 +60,7 @@ def linear_regressor(ctx, node):
 @register_ml_converter("LinearClassifier", (1,), (DType.INT64, DType.FLOAT32))
 def linear_classifier(ctx, node):
     """LinearClassifier(x) -> Y [N] int64 labels, Z [N, classes] float32 scores."""
-    if node.attributes.get("classlabels_strings"):
-        refuse(
-            ctx,
-            node,
-            "string class labels (classlabels_strings) run as a host step after the top-level "
-            "graph only (here: in a subgraph, without a labels output, or with int labels too)",
-        )
+    refuse_string_labels(ctx, node)
     labels = [int(v) for v in attribute(ctx, node, "classlabels_ints", required=True)]
     intercepts = attribute(ctx, node, "intercepts", required=True)
     rows = len(intercepts)

@@ -21,6 +21,7 @@ import numpy as np
 
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.ml_domain import SAME_AS_X, attribute, refuse, register_ml_converter
+from rtsoa.lowering.ml_labels import refuse_string_labels
 from rtsoa.ops import trees
 from rtsoa.ops.trees import LEAF, MEMBER
 
@@ -476,13 +477,7 @@ def tree_ensemble_regressor(ctx, node):
 def tree_ensemble_classifier(ctx, node):
     """TreeEnsembleClassifier: X [N, F] -> Y [N] int64 labels, Z [N, classes] float32."""
     x, _ = _input(ctx, node, _INPUT_TYPES)
-    if node.attributes.get("classlabels_strings") is not None:
-        refuse(
-            ctx,
-            node,
-            "string class labels (classlabels_strings) run as a host step after the top-level "
-            "graph only (here: in a subgraph, without a labels output, or with int labels too)",
-        )
+    refuse_string_labels(ctx, node)
     labels = _int_list(ctx, node, "classlabels_int64s")
     if len(labels) < 2:
         refuse(ctx, node, f"{len(labels)} class labels: a classifier needs at least 2")

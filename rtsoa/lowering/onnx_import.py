@@ -66,6 +66,24 @@ def _dims_of(type_proto):
     return tuple(dims)
 
 
+_MAP_KEYS = {7: "int64", ONNX_STRING: "string"}  # TensorProto codes of the keys rtsoa maps take
+
+
+def _map_sequence(graph, name, map_type, where):
+    """The Tensor of a sequence of maps {int64 or string: float} (ZipMap's output), a host
+    value (`rtsoa.host.maps`); LoweringError for other maps."""
+    key = _MAP_KEYS.get(map_type.key_type)
+    value = map_type.value_type
+    if key is None or value.tensor_type.elem_type != 1:  # TensorProto.FLOAT
+        raise LoweringError(
+            f"{where} {name!r}: only sequences of maps from int64 or string to float are "
+            "supported (ZipMap's output)"
+        )
+    tensor = graph.tensor(name)
+    tensor.maps = key
+    return tensor
+
+
 def _value_info(graph, tensor_proto_info, where, optional=False):
     """The Tensor of a declared value; with `optional` (subgraph values), an optional type is
     its element's (rtsoa holds a present optional as its value)."""
@@ -75,6 +93,8 @@ def _value_info(graph, tensor_proto_info, where, optional=False):
     sequence = type_proto.HasField("sequence_type")
     if sequence:  # a sequence of tensors: its Tensor carries the elements' type
         type_proto = type_proto.sequence_type.elem_type
+    if sequence and type_proto.HasField("map_type") and where != "input":
+        return _map_sequence(graph, tensor_proto_info.name, type_proto.map_type, where)
     if not type_proto.HasField("tensor_type"):
         raise LoweringError(
             f"{where} {tensor_proto_info.name!r}: only tensor values and sequences of tensors "

@@ -48,6 +48,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     signal,
     softmax,
     spectral,
+    svm,
     topk,
     trees,
     unique,

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa.errors import ModelInputError
-from rtsoa.host.kinds import STRING, check_string_array
+from rtsoa.host.kinds import STRING, check_string_array, is_map_sequence
 from rtsoa.host.ops import HOST_OPS
 from rtsoa.runtime.checks import check_dtype_rank, show_dims
 
@@ -114,7 +114,8 @@ class DeviceIO(NamedTuple):
 
 
 def host_dtype(kind):
-    """The numpy dtype a host value shows: object for strings, None when unknown."""
-    if kind is None:
+    """The numpy dtype a host value shows: object for strings, None when unknown or for a
+    sequence of maps (a list of dicts)."""
+    if kind is None or is_map_sequence(kind):
         return None
     return np.dtype(object) if kind == STRING else np.dtype(kind)

@@ -120,15 +120,19 @@ def _check_type(field, value, kind, what):
 class TensorInfo(NamedTuple):
     """A model input or output: its name, numpy dtype (None when the model does not say) and
     shape (a list of ints, symbol names such as "batch", and None for unknown dims; None for
-    an unknown rank)."""
+    an unknown rank); `value_type` names a value that is not a tensor (a sequence of maps)."""
 
     name: str
     dtype: np.dtype | None
     shape: list | None
+    value_type: str | None = None  # a value that is not a tensor: its ONNX type
 
     @property
     def type(self):
-        """The element type as onnxruntime's `NodeArg.type` spells it: 'tensor(float)'."""
+        """The type as onnxruntime's `NodeArg.type` spells it: 'tensor(float)', or
+        'seq(map(int64,tensor(float)))' for ZipMap's output."""
+        if self.value_type is not None:
+            return self.value_type
         if self.dtype is None:
             return None
         name = np.dtype(self.dtype).name
@@ -217,7 +221,7 @@ class InferenceSession(ModelExecutor):
     @staticmethod
     def _info(entry):
         dtype = None if entry["dtype"] is None else np.dtype(entry["dtype"])
-        return TensorInfo(entry["name"], dtype, entry["shape"])
+        return TensorInfo(entry["name"], dtype, entry["shape"], entry.get("type"))
 
     def run(self, output_names, input_feed):
         """onnxruntime's `run`: the outputs named by `output_names` (None or empty: all, in

@@ -24,6 +24,7 @@ from rtsoa.errors import InvalidBlock, ModelInputError, ModelStateError
 from rtsoa.executors import Subscriber, prepare_executor
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
+from rtsoa.host.kinds import is_map_sequence
 from rtsoa.host.program import HostModel
 from rtsoa.kernels.abi import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
@@ -295,7 +296,9 @@ class ModelExecutor:
     # -- queries -----------------------------------------------------------------------------
     def describe(self):
         """The model description: stream / event / notify counts, inputs and outputs with
-        dtypes and (symbolic) shapes ("batch" for a symbol, None for an unknown dim)."""
+        dtypes and (symbolic) shapes ("batch" for a symbol, None for an unknown dim). An
+        output that is a sequence of maps (ZipMap's: a list of dicts) has dtype None and its
+        ONNX type under "type": "seq(map(int64,tensor(float)))"."""
 
         def entry(name, dtype, dims):
             return {
@@ -304,13 +307,15 @@ class ModelExecutor:
                 "shape": None if dims is None else list(dims),
             }
 
+        def host_entry(value):
+            described = entry(value.name, host_steps.host_dtype(value.kind), value.dims)
+            if is_map_sequence(value.kind):  # a list of dicts: named by its ONNX type
+                described["type"] = value.kind
+            return described
+
         if self.host is not None:
-            inputs = [
-                entry(v.name, host_steps.host_dtype(v.kind), v.dims) for v in self.host.inputs
-            ]
-            outputs = [
-                entry(v.name, host_steps.host_dtype(v.kind), v.dims) for v in self.host.outputs
-            ]
+            inputs = [host_entry(value) for value in self.host.inputs]
+            outputs = [host_entry(value) for value in self.host.outputs]
         else:
             inputs = [entry(n, numpy_dtype(t), d) for n, _b, _s, t, d in self.inputs]
             outputs = [entry(n, t, d) for n, _b, _s, t, d in self.outputs]
