@@ -2,6 +2,7 @@
 fresh-process benchmark checks the checksum, not only the node count."""
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -73,3 +74,42 @@ def test_the_cnn_layer_table_matches_both_runtimes_layers(capsys):
     assert "**total**" in out
     rows = [line for line in out.splitlines() if line.startswith("| Conv ")]
     assert sum(float(row.split("|")[3]) > 0 for row in rows) > 10  # rtsoa's ms column
+
+
+def _before_after():
+    spec = importlib.util.spec_from_file_location(
+        "rtsoa_before_after", _BENCHMARKS.parent / "before_after.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_before_after_table_gives_medians_spreads_and_per_repeat_ratios(tmp_path, capsys):
+    raw = tmp_path / "raw.jsonl"
+    records = [  # (repeat, tree, value): after / before per repeat is 0.5, 1.0, 0.75
+        (0, "before", 4.0),
+        (0, "after", 2.0),
+        (1, "after", 3.0),
+        (1, "before", 3.0),
+        (2, "before", 8.0),
+        (2, "after", 6.0),
+    ]
+    lines = [
+        json.dumps({"repeat": repeat, "tree": tree, "group": "g", "rows": {"row": value}})
+        for repeat, tree, value in records
+    ]
+    lines.append(json.dumps({"repeat": 0, "tree": "after", "group": "h", "rows": {"only": 1.5}}))
+    raw.write_text("\n".join(lines) + "\n")
+    _before_after().main(["table", str(raw)])
+    table = capsys.readouterr().out.splitlines()
+    # medians 4 (before) and 3 (after): 0.75; per-repeat ratios from 0.5 to 1.0
+    assert "| row | 4 (3-8) | 3 (2-6) | 0.750 (0.500-1.000) |" in table
+    assert "| only | - | 1.5 (1.5-1.5) | - |" in table
+
+
+def test_the_before_after_driver_refuses_a_tree_without_rtsoa(tmp_path):
+    driver = _before_after()
+    arguments = ["run", str(tmp_path), str(tmp_path), "--out", str(tmp_path / "raw.jsonl")]
+    with pytest.raises(SystemExit, match="holds no rtsoa/ package"):
+        driver.main([*arguments, "--caches", str(tmp_path / "caches")])

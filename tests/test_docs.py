@@ -170,6 +170,80 @@ def test_the_checks_catch_what_they_name():
         assert not FORBIDDEN[what].search(ordinary), what
 
 
+# References the recipes and pages make to the code, in backticks: each must still exist.
+# `rtsoa/ops/entry.py`: a file or directory of the repository (a `<placeholder>` is no path)
+PATH_REFERENCE = re.compile(r"`((?:rtsoa|tests|asv_bench|datasets|docs|mutation)/[\w./-]*)`")
+# `rtsoa.ops.library.op_addresses`: a module of rtsoa and a name it holds, or a key the code
+# writes (`rtsoa.save_id`, a string of its source)
+DOTTED_REFERENCE = re.compile(r"`(rtsoa(?:\.\w+)+)`")
+# `name` (`file.py`, `name` in / of `file.py`, `file.py` `name`: a name the file holds
+NAME_IN_FILE = re.compile(
+    r"`(\w+)`,?\s+(?:\(|in\s+|of\s+)`([\w/.-]+\.py)`|`([\w/.-]+\.py)`\s+`(\w+)`"
+)
+
+
+def _module_file(parts):
+    """The source of module `parts` (["rtsoa", "ops", "library"]) of this checkout, or None."""
+    base = ROOT.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _holds(path, name):
+    return re.search(rf"\b{re.escape(name)}\b", path.read_text()) is not None
+
+
+def _written_by_the_code(key):
+    return any(f'"{key}"' in path.read_text() for path in (ROOT / "rtsoa").rglob("*.py"))
+
+
+def broken_references(text):
+    """The code references of a Markdown text that name no file, module or name of this
+    checkout."""
+    broken = []
+    for match in PATH_REFERENCE.finditer(text):
+        if not (ROOT / match.group(1)).exists():
+            broken.append(f"no file {match.group(1)}")
+    for match in DOTTED_REFERENCE.finditer(text):
+        parts = match.group(1).split(".")
+        cut = next((k for k in range(len(parts), 0, -1) if _module_file(parts[:k])), None)
+        found = cut is not None and (
+            cut == len(parts) or _holds(_module_file(parts[:cut]), parts[cut])
+        )
+        if not found and not _written_by_the_code(match.group(1)):
+            broken.append(f"no module or name {match.group(1)}")
+    for match in NAME_IN_FILE.finditer(text):
+        name, path = (match.group(1), match.group(2)) if match.group(1) else match.group(4, 3)
+        if "/" not in path:
+            continue  # a file named without its directory: the path check cannot find it
+        if not (ROOT / path).is_file() or not _holds(ROOT / path, name):
+            broken.append(f"{path} has no {name}")
+    return broken
+
+
+@pytest.mark.parametrize("path", [ROOT / "CONTRIBUTING.md", *CHECKED], ids=lambda path: path.name)
+def test_code_references_exist(path):
+    """Files, modules and names the recipes and pages point to exist (a rename or a removal
+    leaves no stale pointer)."""
+    broken = broken_references(path.read_text())
+    assert not broken, f"{path.name}: " + "; ".join(broken)
+
+
+def test_the_reference_check_catches_stale_names():
+    text = (
+        "`rtsoa/ops/entry.py` and `rtsoa.ops.library.op_addresses`, `OpDef` in "
+        "`rtsoa/ops/registry.py`"
+    )
+    assert broken_references(text) == []
+    stale = (
+        "`rtsoa/ops/switch.py`, `rtsoa.ops.library.op_switch`, `rtsoa.nowhere`, `NoSuchDef` in "
+        "`rtsoa/ops/registry.py`"
+    )
+    assert len(broken_references(stale)) == 4
+
+
 def test_readme_is_a_front_page():
     """The README is the package's front page: short, with the two Quick start commands."""
     text = (ROOT / "README.md").read_text()

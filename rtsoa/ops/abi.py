@@ -28,8 +28,9 @@ x / 0.0 is inf or nan, not an exception). Any exception that still escapes an op
 allocation that fails) is caught by the entry and becomes STATUS_OP_EXCEPTION, so a failing op
 never reports success.
 
-Ops are compiled once per machine (all of them, into one C-callable entry, `ops.entry`), not
-once per model or per executor: kernels call the entry through its address.
+Each op is compiled once per machine into a C-callable entry of its own (`rtsoa.ops.entry`),
+the first time a graph uses it, not once per model or per executor: the op kernels call it
+through the graph's table of entry addresses (`rtsoa.ops.library.op_addresses`).
 """
 
 import numpy as np
