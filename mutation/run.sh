@@ -2,7 +2,7 @@
 # Run one mutation-testing config on a scratch copy of this checkout (cosmic-ray edits the
 # sources it mutates, so never point it at a working tree you care about).
 #   [MUTATION_ONLY=f,g] mutation/run.sh CONFIG [SCRATCH_DIR]   (CONFIG: a mutation/CONFIG.toml,
-#   validate, validate-jit, executors, allocator, lowering, multithread or model)
+#   validate, validate-jit, executors, allocator, lowering, multithread, model or atomics)
 #   MUTATION_NICE=1 (any form): each test run lowers itself to autogroup nice 19 (cosmic-ray
 #   starts it in a new session, out of reach of `nice` on this script)
 #   MUTATION_RERUN=1 [MUTATION_RERUN_TIMEOUTS=1] [MUTATION_RERUN_JOBS=id,id] mutation/run.sh NAME [SCRATCH_DIR]

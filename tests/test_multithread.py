@@ -246,6 +246,30 @@ def test_sharing_values_and_a_root_without_host_work():
     assert executor.run().nodes_executed == 2
 
 
+@pytest.mark.parametrize("threads", [2, 3, 4, 5])
+def test_queues_served_by_each_worker(threads):
+    """Who pops which class queue, by the rule docs/multithread.md states, for each sharing:
+    worker 1 the MEMORY queue, the LAUNCH queue worker 2 from three threads on (worker 1 with
+    two), every other worker the NORMAL queue; "host" adds the NORMAL queue to every worker,
+    "launches" the NORMAL and the LAUNCH queues."""
+    from rtsoa.executors.worker_classes import queues_served
+    from rtsoa.graph.schema import WorkerClass
+
+    launch_worker = 2 if threads > 2 else 1
+    for sharing in ("classes", "host", "launches"):
+        for worker, served in enumerate(queues_served(threads, sharing).tolist()):
+            expected = {WorkerClass.NORMAL} if worker not in (1, launch_worker) else set()
+            if worker == 1:
+                expected.add(WorkerClass.MEMORY)
+            if worker == launch_worker:
+                expected.add(WorkerClass.LAUNCH)
+            if sharing in ("host", "launches"):
+                expected.add(WorkerClass.NORMAL)
+            if sharing == "launches":
+                expected.add(WorkerClass.LAUNCH)
+            assert served == [queue in expected for queue in range(3)], (sharing, worker)
+
+
 # -- errors, end of sequence, refusals --------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from reference import RecordingBuilder, check_dag_order, recorded_generate, simulate
 from test_multithread import run_and_check
-from test_multithread_relations import run_and_check_relations
+from test_multithread_relations import _edge_pairs, _relation_pairs, run_and_check_relations
 
 from rtsoa.executors import Profiler, RunResult, prepare_executor
 from rtsoa.executors.multithread import MultithreadExecutor
@@ -216,10 +216,19 @@ def test_property_admission_window_on_lowered_graphs(nodes, seed, streams, fan_i
 def test_property_relation_graphs(nodes, seed, streams, fan_in, threads, window):
     """Generated lowered graphs after the relation pass (Frees parked until their related
     Launches were submitted), with or without a window: every node once, the checksum, every
-    Free after its related Launches, no hazard, every block freed."""
+    Free after its related Launches, no hazard, every block freed. The release order ranks
+    every node after its predecessors by edge and by relation (a Free after its Launches),
+    and the window is on where the graph allocates: a release order that missed the
+    relations would rank a Free early, or fall back to the order of the edges alone with the
+    window off, and still give the same answers."""
     graph = generate("lowered", nodes, seed=seed, streams=streams, fan_in=fan_in)
     graph = remove_launch_free_edges(graph).graph
     executor = _windowed(graph, threads, window)
+    ranks = np.asarray(executor.plans["classes"].run_state.ranks)
+    for before, after in _edge_pairs(graph) | {(b, a) for a, b in _relation_pairs(graph)}:
+        assert ranks[before] < ranks[after], (before, after)
+    memory = bool(np.any(_node_queues(executor) == 1))  # WorkerClass.MEMORY
+    assert int(executor.admission.window) == (window if memory else 0)
     expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
     assert executor.run() == expected
     run_and_check_relations(executor, graph)
@@ -227,6 +236,31 @@ def test_property_relation_graphs(nodes, seed, streams, fan_in, threads, window)
     assert executor.device.hazard_count == 0, executor.device.hazards()[:3]
     assert executor.device.stats()["hbm"]["allocated_bytes.current"] == 0
     tally("test_property_relation_graphs", executor, graph)
+
+
+def test_a_free_ranks_after_its_launch_whatever_their_priorities():
+    """A Free of higher priority than the Launch that reads its block: once the relation pass
+    replaced their edge by a relation, only the relation keeps the Free after the Launch in
+    the release order. Ranked by the edges alone the Free would come first, and with a
+    window of 1 it would hold back the Launch that its release waits for."""
+    builder = RecordingBuilder()
+    alloc, (block,) = REGISTRY.add_node(builder, "AllocMemory", attributes=[64], priority=0)
+    launch, _ = REGISTRY.add_node(
+        builder, "LaunchKernel", attributes=[64, 1], inputs=[block], priority=5
+    )
+    free, _ = REGISTRY.add_node(builder, "FreeMemory", inputs=[block], priority=1)
+    builder.add_edge(alloc, launch)
+    builder.add_edge(launch, free)
+    graph = remove_launch_free_edges(builder.finalize()).graph
+    assert _relation_pairs(graph) == {(free, launch)} and (launch, free) not in _edge_pairs(graph)
+    expected = RunResult(0, graph.num_nodes, expected_checksum(graph), False)
+    for threads in (2, 3):
+        executor = _windowed(graph, threads, 1)
+        ranks = np.asarray(executor.plans["classes"].run_state.ranks)
+        assert ranks[alloc] < ranks[launch] < ranks[free]
+        assert int(executor.admission.window) == 1
+        assert executor.run() == expected
+        run_and_check_relations(executor, graph)
 
 
 def _held_back_chain():
