@@ -8,7 +8,7 @@ fails the test naming the model instead of killing the run. A model with a float
 or ReduceMin is judged by the reference alone: onnxruntime skips a NaN there or not by its
 position (the op fuzzer's rule too). A refusal at lowering or load (a
 typed error) is accepted and counted; an error at run time, a crash, a hang or a different
-answer from either oracle fails. Models: MODEL_FUZZ_CASES (default 60; `pytest -m large` runs
+answer from either oracle fails. Models: MODEL_FUZZ_CASES (default 40; `pytest -m large` runs
 ten times as many with other seeds). The branch mix (ops, dtypes, zero-size, broadcasting,
 outcomes) is printed at the end of the run.
 """
@@ -24,7 +24,7 @@ from figures import counted, report
 from model_fuzz_cases import NAN_ORDERED, random_model
 from test_op_differential import MAX_REPORTED, Worker, WorkerDied, compare
 
-CASES = int(os.environ.get("MODEL_FUZZ_CASES", "60"))
+CASES = int(os.environ.get("MODEL_FUZZ_CASES", "40"))
 ORACLES = ("onnxruntime", "reference")
 BATCH_MODELS = 4  # models also run by `rtsoa batch`, against the model API's answers
 

@@ -35,9 +35,13 @@ def _sequential_peak(graph):
     return peak_allocated(executor)
 
 
-@pytest.mark.parametrize("sharing", SHARINGS)
-@pytest.mark.parametrize("threads", THREADS)
-@pytest.mark.parametrize("nodes, seed", [(20_000, 4), (100_000, 1)])
+# Every thread count and sharing at 20,000 nodes; at 100,000 one of them (the suite's time: a
+# 100k case costs 8-12 s; `test_stress.py` runs the other executors at that size).
+@pytest.mark.parametrize(
+    "nodes, seed, threads, sharing",
+    [(20_000, 4, threads, sharing) for threads in THREADS for sharing in SHARINGS]
+    + [(100_000, 1, max(THREADS), "host")],
+)
 def test_lowered_graphs_with_a_memory_worker_stay_near_the_sequential_peak(
     nodes, seed, threads, sharing
 ):

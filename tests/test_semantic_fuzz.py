@@ -17,7 +17,7 @@ The multithread executor runs each graph on 1 (refused), 2, 4 and 8 threads: fro
 a class queue has two workers (the shared-queue path), 8 are more than the cores.
 
 The worker (`semantic_worker.py`) runs in a subprocess so that a segfault fails one example
-instead of the suite; each case has a timeout. Cases: FUZZ_CASES (default 1,200; more with
+instead of the suite; each case has a timeout. Cases: FUZZ_CASES (default 800; more with
 `pytest -m large`, which runs 20,000).
 """
 
@@ -47,7 +47,7 @@ from rtsoa.abi.status import (
 from rtsoa.kernels import REGISTRY
 from rtsoa.kernels.control_flow import add_const_int, add_if, add_while
 
-CASES = int(os.environ.get("FUZZ_CASES", "1200"))
+CASES = int(os.environ.get("FUZZ_CASES", "800"))
 TIMEOUT_SECONDS = 60
 FIRST_TIMEOUT_SECONDS = 1800  # the worker's first case compiles every loop with every kernel
 WORKER = Path(__file__).with_name("semantic_worker.py")
