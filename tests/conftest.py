@@ -26,8 +26,9 @@
   (`WARMUP_MIN_MODULES`), a background process (started by the first xdist worker only)
   compiles the op library from the start (about five minutes of one core) while the other
   tests run; an op test waits on its op's lock for it, then loads the machine code from the
-  disk cache. Without it the op tests, which run last, compiled their ops one by one at the
-  end: a cold run with xdist took 888 s without it.
+  disk cache. (On 2 cores it makes no measurable difference under xdist: cold runs of the
+  whole suite took 888 s without it and 897 s with it; in one process it is what uses the
+  second core.)
 * The fuzzers' figures (`figures.py`) recorded in xdist workers are sent to the controlling
   process with the worker's end-of-run output and printed there.
 * Lowered models (`rtsoa.lowering.cache`) go to a directory of this session

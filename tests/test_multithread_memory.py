@@ -36,7 +36,7 @@ def _sequential_peak(graph):
 
 
 # Every thread count and sharing at 20,000 nodes; at 100,000 one of them (the suite's time: a
-# 100k case costs 8-12 s; `test_stress.py` runs the other executors at that size).
+# 100k case costs 8-12 s; `test_stress.py` runs every executor on 100k-node graphs too).
 @pytest.mark.parametrize(
     "nodes, seed, threads, sharing",
     [(20_000, 4, threads, sharing) for threads in THREADS for sharing in SHARINGS]

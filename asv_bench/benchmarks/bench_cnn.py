@@ -166,12 +166,12 @@ from rtsoa.testing.cnn import ARCHITECTURES
 
 name, batch, size, side, source = sys.argv[1:6]
 batch, size = int(batch), int(size)
-proto = ARCHITECTURES[name](size=size)
-data = proto.SerializeToString()
-x = np.random.default_rng(0).standard_normal((batch, 3, size, size)).astype(np.float32)
 if source == "file":  # the model file, lowered and kept on disk by an earlier process
     path = sys.argv[6]
-    del proto, data
+else:
+    proto = ARCHITECTURES[name](size=size)
+    data = proto.SerializeToString()
+x = np.random.default_rng(0).standard_normal((batch, 3, size, size)).astype(np.float32)
 
 def rss_kib(field):
     with open("/proc/self/status") as status:

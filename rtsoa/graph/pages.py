@@ -35,8 +35,8 @@ def _madvise():
     return function
 
 
-def _file_mapping(start, end, maps="/proc/self/maps"):
-    """The pathname of the one read-only file mapping covering [start, end), or None."""
+def _in_read_only_file_mapping(start, end, maps="/proc/self/maps"):
+    """Whether one read-only mapping of a file covers [start, end)."""
     try:
         with open(maps) as lines:
             for line in lines:
@@ -46,12 +46,11 @@ def _file_mapping(start, end, maps="/proc/self/maps"):
                     continue
                 path = fields[5].strip() if len(fields) == 6 else ""
                 permissions = fields[1]
-                if end > high or permissions[0] != "r" or permissions[1] != "-":
-                    return None
-                return path if path.startswith("/") else None
+                read_only = permissions[0] == "r" and permissions[1] == "-"
+                return end <= high and read_only and path.startswith("/")
     except (OSError, ValueError, IndexError):
-        return None
-    return None
+        return False
+    return False
 
 
 def release_file_pages(array):
@@ -65,7 +64,7 @@ def release_file_pages(array):
     address = array.ctypes.data
     start = -(-address // page) * page  # whole pages inside the array only
     end = (address + array.nbytes) // page * page
-    if end <= start or _file_mapping(start, end) is None:
+    if end <= start or not _in_read_only_file_mapping(start, end):
         return 0
     madvise = _madvise()
     if madvise is None:

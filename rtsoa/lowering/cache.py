@@ -280,15 +280,17 @@ def _entry_trusted(entry):
     return True
 
 
-def _read_entry(entry):
-    """The graph of a cache entry, or None if it is missing, foreign, stale or broken."""
+def _read_entry(entry, hashed=False):
+    """The graph of a cache entry, or None if it is missing, foreign, stale or broken.
+    `hashed`: the external-data files were hashed just now (an entry this process has just
+    written, or a concurrent writer of the same key): not again."""
     try:
         if not _entry_trusted(entry):
             return None
         record = json.loads((entry / _ENTRY).read_text())
         if record.get("version") != ENTRY_VERSION:
             return None
-        for path, size, digest in record["external"]:
+        for path, size, digest in [] if hashed else record["external"]:
             if not os.path.isfile(path) or os.path.getsize(path) != size:
                 return None
             if _file_digest(path) != digest:
@@ -379,15 +381,4 @@ def lower_cached(source, streams=1, base_dir=None):
     # The entry just written, as a hit would serve it: its constants are then pages of a file,
     # which a model hands back once Init has uploaded them (graph/pages.py), instead of a
     # second, anonymous copy of the weights held for the model's life.
-    return _reread(entry) or graph
-
-
-def _reread(entry):
-    """The graph of an entry this process has just written (or found written by a concurrent
-    writer of the same key), or None if it cannot be read back."""
-    try:
-        if not _entry_trusted(entry):
-            return None
-        return load_graph(entry / _GRAPH)
-    except (OSError, ValueError, GraphFormatError):
-        return None
+    return _read_entry(entry, hashed=True) or graph
