@@ -164,6 +164,7 @@ OP_LIBRARY_MODULES = frozenset(
         "test_ops_table",
         "test_ops_topk",
         "test_ops_unique",
+        "test_ops_winograd",
     }
 )
 _op_library_warmup = []  # the background process compiling the op library, if started

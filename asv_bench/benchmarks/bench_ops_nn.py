@@ -1,4 +1,6 @@
-"""Conv (im2col + BLAS GEMM) against onnxruntime's on the same inputs, single thread both.
+"""Conv (im2col + BLAS GEMM) against onnxruntime's on the same inputs, single thread both; and
+WinogradConv, the lowering's form of a 3 x 3 stride-1 conv, against both on ResNet-18's and
+DenseNet-121's 3 x 3 layer shapes (`WinogradVersusOnnxruntime`).
 
 rtsoa's side is the op's compute through the compiled entry (`run_op`, MODE_COMPUTE) on a
 prepared operand table, so it includes the entry call but not packing numpy arrays; the
@@ -28,13 +30,24 @@ CONVS = {
     ),
     "1x1 64->128 on 32x32": ((1, 64, 32, 32), (128, 64, 1, 1), {}),
 }
+# the 3 x 3, stride-1 layers of ResNet-18 and DenseNet-121 at 224 x 224: (C, M, H = W)
+WINOGRAD = {
+    "3x3 64->64 on 56x56": (64, 64, 56),
+    "3x3 128->128 on 28x28": (128, 128, 28),
+    "3x3 256->256 on 14x14": (256, 256, 14),
+    "3x3 512->512 on 7x7": (512, 512, 7),
+    "3x3 128->32 on 56x56": (128, 32, 56),
+    "3x3 128->32 on 14x14": (128, 32, 14),
+}
 
 
 class OneOp:
     """One op on fixed inputs prepared for both runtimes (rtsoa's compiled entry, and a
     one-node onnxruntime model on one thread); `check` asserts they agree."""
 
-    def __init__(self, op, feeds, attributes, opset=18):
+    def __init__(self, op, feeds, attributes, opset=18, reference=None):
+        """`reference`: (op, feeds, attributes) of onnxruntime's node where it is not rtsoa's
+        op (an op of rtsoa's own)."""
         ensure_rtsoa_importable()
         import onnxruntime
         from onnx import TensorProto, helper
@@ -61,6 +74,7 @@ class OneOp:
         self.table[n_in, COL_OFFSET] = self.out_offset
         self.table[n_in, COL_NBYTES] = out_bytes
 
+        op, self.feeds, attributes = reference or (op, feeds, attributes)
         node = helper.make_node(op, list(self.feeds), ["y"], **attributes)
         graph = helper.make_graph(
             [node],
@@ -107,8 +121,28 @@ def _conv(name):
     return OneOp("Conv", feeds, attributes)
 
 
-def ratio(conv, rounds=15, repeats=20):
-    """Median rtsoa time over onnxruntime time, rounds interleaved; and both medians (s)."""
+def _winograd(name):
+    """(WinogradConv, the direct Conv) of WINOGRAD shape `name` as OneOps, pads 1, with a bias;
+    onnxruntime runs the Conv for both."""
+    from rtsoa.ops.winograd import transform_weights
+
+    c, m, size = WINOGRAD[name]
+    rng = np.random.default_rng(7)
+    feeds = {
+        "x": rng.standard_normal((1, c, size, size)).astype(np.float32),
+        "w": (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32),
+        "b": rng.standard_normal(m).astype(np.float32),
+    }
+    conv = ("Conv", feeds, {"pads": [1, 1, 1, 1]})
+    transformed = {"x": feeds["x"], "u": transform_weights(feeds["w"]), "b": feeds["b"]}
+    winograd = OneOp("WinogradConv", transformed, {"pads": [1, 1, 1, 1]}, reference=conv)
+    return winograd, OneOp(*conv)
+
+
+def ratio(conv, rounds=15, repeats=20, baseline=None):
+    """Median rtsoa time over onnxruntime time (or over `baseline`, a function, when given),
+    rounds interleaved; and both medians (s)."""
+    other = baseline or conv.onnxruntime
     ours, theirs = [], []
     for _ in range(rounds):
         start = time.perf_counter()
@@ -117,7 +151,7 @@ def ratio(conv, rounds=15, repeats=20):
         ours.append((time.perf_counter() - start) / repeats)
         start = time.perf_counter()
         for _ in range(repeats):
-            conv.onnxruntime()
+            other()
         theirs.append((time.perf_counter() - start) / repeats)
     mine, reference = statistics.median(ours), statistics.median(theirs)
     return mine / reference, mine, reference
@@ -146,8 +180,31 @@ class ConvVersusOnnxruntime:
     track_ratio.unit = "ratio"
 
 
+class WinogradVersusOnnxruntime:
+    """WinogradConv compute time over onnxruntime's Conv (`track_ratio`) and over rtsoa's own
+    direct Conv (`track_over_direct`, im2col + GEMM) on the same layer, single thread all."""
+
+    params = list(WINOGRAD)
+    param_names = ["conv"]
+    timeout = 300
+
+    def setup(self, name):
+        self.winograd, self.direct = _winograd(name)
+        self.winograd.check()
+        self.direct.check()
+
+    def track_ratio(self, name):
+        return ratio(self.winograd, rounds=9, repeats=5)[0]
+
+    def track_over_direct(self, name):
+        return ratio(self.winograd, rounds=9, repeats=5, baseline=self.direct.rtsoa)[0]
+
+    track_ratio.unit = "ratio"
+    track_over_direct.unit = "ratio"
+
+
 def main():
-    """Print each Conv's times and ratio."""
+    """Print each Conv's times and ratio, then WinogradConv's."""
     for name in CONVS:
         conv = _conv(name)
         conv.check()
@@ -155,6 +212,15 @@ def main():
         print(
             f"Conv {name:28} rtsoa {mine * 1e6:7.0f} us  onnxruntime {reference * 1e6:7.0f} us"
             f"  ratio {value:.2f}"
+        )
+    for name in WINOGRAD:
+        winograd, direct = _winograd(name)
+        winograd.check()
+        value, mine, reference = ratio(winograd, rounds=9, repeats=5)
+        over, _, plain = ratio(winograd, rounds=9, repeats=5, baseline=direct.rtsoa)
+        print(
+            f"Winograd {name:24} rtsoa {mine * 1e6:7.0f} us  onnxruntime {reference * 1e6:7.0f}"
+            f" us  ratio {value:.2f}  direct Conv {plain * 1e6:7.0f} us  over it {over:.2f}"
         )
 
 

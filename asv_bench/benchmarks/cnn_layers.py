@@ -8,7 +8,8 @@ input shape, any other op by name), how many, and the milliseconds each runtime 
 them. rtsoa's times are the minimum per node over `--runs` profiled runs (`Profiler`: one
 OpLaunch each); onnxruntime's come from its own profiler, the minimum per node over the same
 number of runs. The layers of the two sides are matched by these keys: onnxruntime fuses an
-activation into its Conv as rtsoa does (FusedConv), so a conv layer is one node on each side.
+activation into its Conv as rtsoa does (FusedConv), so a conv layer is one node on each side
+(a WinogradConv is keyed by the weights it was transformed from).
 
 This is the per-layer breakdown behind the CNN ratios of `bench_cnn` (docs/performance.md);
 it is a diagnostic, not an asv benchmark (it tracks nothing).
@@ -22,7 +23,7 @@ import tempfile
 
 import numpy as np
 
-WINDOWED = ("Conv", "FusedConv", "MaxPool", "AveragePool")
+WINDOWED = ("Conv", "FusedConv", "WinogradConv", "MaxPool", "AveragePool")
 
 
 def _key(op, x_shape, w_shape):
@@ -74,6 +75,8 @@ def rtsoa_layers(proto, x, runs):
             op = graph.op_names[int(graph.attributes(node)[0])]
             values = np.asarray(graph.inputs(node))
             weight = shape(values[3]) if op.endswith("Conv") else ()
+            if op == "WinogradConv":  # transformed weights (16, M, C): the conv's (M, C, 3, 3)
+                weight = (weight[1], weight[2], 3, 3)
             key = _key(op, shape(values[1]), weight)
         layers[key][0] += ns / 1e6
         layers[key][1] += 1

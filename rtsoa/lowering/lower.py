@@ -52,7 +52,9 @@ def lower(model, name=None, streams=1, fuse=True, limits=None):
     BatchNormalization folded into the preceding Conv's weights; "batch_norm_activation", one
     not folded, -> Relu as one FusedBatchNormalization; "conv_activation", Conv -> Add
     -> Relu / Clip as one FusedConv; "matmul_bias", MatMul -> Add of a bias (-> Relu) as one
-    MatMulBias; "gemm_activation", Gemm -> Relu as one FusedGemm), False none (every op of the
+    MatMulBias; "gemm_activation", Gemm -> Relu as one FusedGemm; "winograd", a 3 x 3 stride-1
+    Conv / FusedConv of enough channels as one WinogradConv on weights transformed at
+    lowering, which rounds differently: see `rtsoa.lowering.fuse`), False none (every op of the
     model kept), or a collection of those names, the ones to run.
 
     `streams`: ops are issued round-robin on this many device streams; a tensor read on
@@ -176,6 +178,7 @@ def _load_ops(model, calls, fuse):
         ("batch_norm_activation", "FusedBatchNormalization", "BatchNormalization"),
         ("conv_activation", "FusedConv", "Conv"),
         ("gemm_activation", "FusedGemm", "Gemm"),
+        ("winograd", "WinogradConv", "Conv"),
     ):
         if fusion in fuse and replaced in kinds:
             kinds[fused] = set(kinds[replaced])

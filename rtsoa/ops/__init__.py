@@ -53,6 +53,7 @@ from rtsoa.ops import (  # noqa: F401  (register the built-in ops)
     trees,
     unique,
     unpool,
+    winograd,
 )
 from rtsoa.ops.registry import (
     OPS,
