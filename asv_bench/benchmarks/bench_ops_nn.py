@@ -182,7 +182,8 @@ class ConvVersusOnnxruntime:
 
 class WinogradVersusOnnxruntime:
     """WinogradConv compute time over onnxruntime's Conv (`track_ratio`) and over rtsoa's own
-    direct Conv (`track_over_direct`, im2col + GEMM) on the same layer, single thread all."""
+    direct Conv (`track_over_direct`, im2col + GEMM) on the same layer, single thread all
+    (rtsoa's BLAS limited to one thread by threadpoolctl)."""
 
     params = list(WINOGRAD)
     param_names = ["conv"]
@@ -194,10 +195,16 @@ class WinogradVersusOnnxruntime:
         self.direct.check()
 
     def track_ratio(self, name):
-        return ratio(self.winograd, rounds=9, repeats=5)[0]
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):  # rtsoa's BLAS on one thread, whatever the environment
+            return ratio(self.winograd, rounds=9, repeats=5)[0]
 
     def track_over_direct(self, name):
-        return ratio(self.winograd, rounds=9, repeats=5, baseline=self.direct.rtsoa)[0]
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            return ratio(self.winograd, rounds=9, repeats=5, baseline=self.direct.rtsoa)[0]
 
     track_ratio.unit = "ratio"
     track_over_direct.unit = "ratio"
