@@ -105,4 +105,5 @@ def test_every_rtsoa_registry_has_the_one_shape():
         "conv_activation",
         "matmul_bias",
         "gemm_activation",
+        "winograd",
     ]
