@@ -17,8 +17,16 @@ import pytest
 
 from rtsoa.errors import UnknownOpError
 from rtsoa.executors import KernelError
-from rtsoa.ops import library
-from rtsoa.ops.abi import MAX_OP_OPERANDS, MODE_INFER, STATUS_OP_ARITY, new_table
+from rtsoa.graph.schema import DType
+from rtsoa.ops import host, library
+from rtsoa.ops.abi import (
+    MAX_OP_OPERANDS,
+    MODE_COMPUTE,
+    MODE_INFER,
+    STATUS_OP_ARITY,
+    STATUS_OP_UNKNOWN,
+    new_table,
+)
 from rtsoa.ops.entry import arity, entry_key, entry_source
 from rtsoa.ops.library import load_ops, op_address, run_op, shares
 from rtsoa.ops.registry import OPS, compiled_op_names, register_op
@@ -254,3 +262,51 @@ def test_loads_and_compiles_run_inside_the_compile_hooks(monkeypatch):
         assert events == []
     finally:
         library.on_entry_loads(None, None)
+
+
+def test_lowering_compiles_shape_inference_alone_where_fusion_replaces_the_op(tmp_path):
+    """datasets/mlp.onnx (MatMul -> Add -> Relu twice, then a Gemm) lowers to MatMulBias and
+    Gemm. On a cold cache lowering compiles the infer-only entries of the model's ops, and no
+    compute (nothing folds); loading the lowered graph compiles the two ops it runs, and the
+    run matches onnxruntime."""
+    model = REPO / "datasets" / "mlp.onnx"
+    code = f"""
+import numpy as np
+from rtsoa.lowering import lower
+from rtsoa.ops.library import all_entries, infer_entry, is_compiled
+from rtsoa.ops.registry import OPS
+from rtsoa.runtime import InferenceSession
+from rtsoa.testing.models import run_onnxruntime
+graph = lower({os.fspath(model)!r})
+print(sorted(entry for entry in all_entries() if is_compiled(entry)))
+print(sorted(name for name in OPS if is_compiled(infer_entry(name))))
+feeds = dict(np.load({os.fspath(INPUTS)!r}))
+with InferenceSession(graph) as session:
+    got = session.execute_sync(feeds)
+print(sorted(entry for entry in all_entries() if is_compiled(entry)))
+import onnx
+want = run_onnxruntime(onnx.load({os.fspath(model)!r}), feeds)
+np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-6)
+"""
+    lines = _python(code, tmp_path).splitlines()[-3:]
+    assert lines[0] == "[]"
+    assert lines[1] == "['Add', 'Gemm', 'MatMul', 'Relu']"
+    assert lines[2] == "['Gemm[float32]', 'MatMulBias[float32]']"
+
+
+def test_an_infer_only_entry_infers_and_refuses_to_compute():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    op, attrs, table, arena = host._prepare("Relu", [x], {}, 1)
+    code = compiled_op_names().index("Relu")
+    entry = library.infer_entry("Relu")
+    assert library._parse(entry)[0].name == "Relu" and entry == "Relu:infer"
+    assert run_op(MODE_INFER, code, arena, table, attrs, 1, 1, entry) == 0
+    assert tuple(table[1, 4:6]) == (2, 3)
+    assert run_op(MODE_COMPUTE, code, arena, table, attrs, 1, 1, entry) == STATUS_OP_UNKNOWN
+    # where the op's full entry is loaded, shape inference runs it: no compile of its own
+    (got,) = host.run_numpy("Relu", [x])
+    np.testing.assert_array_equal(got, np.maximum(x, 0))
+    chosen = library.entry_for("Relu", {int(DType.FLOAT32)})
+    assert library.entry_for_infer("Relu", {int(DType.FLOAT32)}) == chosen
+    with pytest.raises(UnknownOpError):
+        load_ops(["NoSuchOp:infer"])

@@ -12,6 +12,10 @@ arrays of one element type, as one `llvm.memmove` (overlap allowed). Numba's sli
 would do the same element by element, and compiles a shape-mismatch message (f-strings and
 str.join) that costs seconds of every cold process that reaches one.
 
+`read_only(array)` is a read-only view of `array` (no copy): jitted functions called with
+read-only views see one Numba type, whether the array came from a file mapping (read-only) or
+was built in memory (writable), and so compile once, not once per kind.
+
 No bounds check: callers check that the bytes are there (`rtsoa.kernels.tensors.block_view`
 against a device block, the op entry against an operand row). Written with Numba's public
 extension API and llvmlite's IR builder only.
@@ -20,6 +24,13 @@ extension API and llvmlite's IR builder only.
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
+
+
+def read_only(array):
+    """A read-only view of `array` (no copy)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _element_type(dtype):

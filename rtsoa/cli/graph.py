@@ -16,7 +16,7 @@ from rtsoa.graph.inspect import format_summary, graph_summary
 from rtsoa.graph.io import load_graph, save_graph
 from rtsoa.kernels.abi import is_model
 from rtsoa.limits import check_fits
-from rtsoa.ops.library import cores_in_use
+from rtsoa.ops.library import cores_in_use, op_addresses
 from rtsoa.prewarm import cold_start, cold_start_model, finish
 from rtsoa.report import device_summary, device_trace_events
 
@@ -179,12 +179,14 @@ def run(args):
 
 def _run_onnx(args):
     """`rtsoa run model.onnx`: on a cold cache a helper compiles the model runtime while this
-    process lowers the model (compiling its ops on the other core), and the load waits for
-    the helper (`rtsoa.prewarm.cold_start_model`)."""
+    process lowers the model and compiles the lowered graph's ops on the other core, and the
+    load waits for the helper (`rtsoa.prewarm.cold_start_model`)."""
     helper = cold_start_model(args.executor)
     try:
         with cores_in_use(1 if helper is not None else 0):
             graph, constants = lower_onnx(args.file, args.inputs)
+            if helper is not None:  # the ops' computes, while the helper finishes its work
+                op_addresses(getattr(graph, "device", graph))  # a HostModel's device graph
         status = finish(helper)
     except BaseException:
         finish(helper, timeout=0)

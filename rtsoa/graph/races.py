@@ -23,6 +23,7 @@ linear in their links; a hostile graph can cost O((nodes + edges) x pairs / 64).
 import numpy as np
 
 from rtsoa._jit import jit
+from rtsoa.abi.views import read_only
 from rtsoa.graph.csr import build_csr, kahn_levels
 
 # Kernels whose first input is a block they free (the lowered graphs' guarder).
@@ -257,12 +258,13 @@ def first_race(graph, node_root, forward=False):
     names = np.asarray(graph.kernel_names, dtype=object)
     free_kernels = np.isin(names, FREE_KERNELS) if names.size else np.zeros(0, dtype=bool)
     frees = free_kernels[graph.node_kernel] if names.size else np.zeros(n, dtype=bool)
+    # read-only views: a mapped graph's arrays are, a built one's are not; one compile for both
     queries = _queries(
-        graph.input_offsets,
-        graph.input_values,
-        graph.value_producer,
-        np.ascontiguousarray(node_root),
-        np.ascontiguousarray(frees),
+        read_only(graph.input_offsets),
+        read_only(graph.input_values),
+        read_only(graph.value_producer),
+        read_only(np.ascontiguousarray(node_root)),
+        read_only(np.ascontiguousarray(frees)),
         n,
         graph.value_kind.shape[0],
     )
@@ -289,7 +291,7 @@ def first_race(graph, node_root, forward=False):
     if ordered is None:
         ordered = _topological_positions(offsets, targets, n, forward)
     order, position = ordered
-    bad = _first_unordered(offsets, targets, order, position, queries)
+    bad = _first_unordered(read_only(offsets), read_only(targets), order, position, queries)
     if bad < 0:
         return None
     first, second, row, kind = (int(x) for x in queries[bad])

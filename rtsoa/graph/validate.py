@@ -15,6 +15,7 @@ Errors name the table, column and row of the saved file.
 import numpy as np
 
 from rtsoa._jit import jit
+from rtsoa.abi.views import read_only
 from rtsoa.errors import GraphFormatError
 from rtsoa.graph.csr import first_node_on_cycle
 from rtsoa.graph.graph import root_graphs
@@ -156,8 +157,11 @@ def validate_graph(graph, io_rows=None):
     n = graph.num_nodes
     roots = root_graphs(graph.graph_parent)
     node_root = roots[graph.node_graph]
-    code, row, other, forward, clamped = _check_edges(
-        graph.succ_offsets, graph.succ_targets, node_root, graph.in_degree
+    code, row, other, forward, clamped = _check_edges(  # read-only views: one compile for
+        read_only(graph.succ_offsets),  # a mapped graph's arrays and a built one's
+        read_only(graph.succ_targets),
+        read_only(node_root),
+        read_only(graph.in_degree),
     )
     if code == _EDGE_SELF_LOOP:
         _fail(_EDGES, f"self-loop on node {other}", row)

@@ -33,8 +33,6 @@ import numpy as np
 
 from rtsoa._bundle import bundle_class
 from rtsoa._jit import jit_inline_ir
-
-# Columns of ValueState.shapes and the operand tables' size: the layouts of rtsoa.abi.operands.
 from rtsoa.abi.operands import (  # noqa: F401 - SHAPE_* re-exported for kernels
     OPERAND_ROWS,
     ROW_WIDTH,
@@ -43,6 +41,9 @@ from rtsoa.abi.operands import (  # noqa: F401 - SHAPE_* re-exported for kernels
     SHAPE_RANK,
     SHAPE_WIDTH,
 )
+
+# Columns of ValueState.shapes and the operand tables' size: the layouts of rtsoa.abi.operands.
+from rtsoa.abi.views import read_only  # noqa: F401 - kernels' callers import it from here
 
 # The op entries whose addresses graphs of lowered models carry (`GraphArrays.functions`, by
 # ops-table row). The one place the kernel ABI reaches into the op library; it compiles or
@@ -110,13 +111,6 @@ class Runtime(NamedTuple):
     values: ValueState
     worker: WorkerState
     device: object  # rtsoa.device.DeviceState
-
-
-def read_only(array):
-    """A read-only view of `array` (no copy)."""
-    view = array.view()
-    view.flags.writeable = False
-    return view
 
 
 def graph_arrays(graph, node_dispatch, kernel_control_flow):

@@ -36,7 +36,7 @@ from rtsoa.lowering.onnx_import import import_onnx
 from rtsoa.lowering.sequence_io import element_name
 from rtsoa.lowering.subgraphs import identity_call
 from rtsoa.ops import OPS
-from rtsoa.ops.library import entry_for, load_ops
+from rtsoa.ops.library import entry_for_infer, load_ops
 
 
 def lower(model, name=None, streams=1, fuse=True, limits=None):
@@ -159,10 +159,14 @@ def _sequence_outputs(model):
 
 
 def _load_ops(model, calls, fuse):
-    """Compile (or load) the model's ops now, all together on every core, rather than one by
-    one as folding meets them (`rtsoa.ops.library`): each op's variant for the one dtype its
-    input 0 has in the model, where it has variants; the fused ops too where fusion may make
-    them (with the dtypes of the ops they replace)."""
+    """Compile (or load) what lowering runs of the model's ops now, all together on every
+    core, rather than one by one as shape inference meets them (`rtsoa.ops.library`): each
+    op's shape inference, from its full entry where that is compiled already (the variant for
+    the one dtype its input 0 has in the model, where it has variants), else from its
+    infer-only entry. The computes wait: folding compiles those of the ops it folds, and
+    loading the lowered graph those of the ops it runs, so an op that fusion replaces (a
+    MatMul, Add and Relu that become one MatMulBias) costs no compute compile, and a fused op
+    no compile at all unless fusion makes it. `fuse` is kept for callers' sake."""
     kinds = {}
     for call in calls:
         name = getattr(call, "op", None)
@@ -171,18 +175,7 @@ def _load_ops(model, calls, fuse):
             tensor = model.tensors.get(source) if source else None
             kind = -1 if tensor is None else int(loaded_kind(name, DType(tensor.dtype)))
             kinds.setdefault(name, set()).add(kind)
-            if tensor is not None and kind != tensor.dtype:
-                kinds.setdefault("Cast", set()).update((int(tensor.dtype), kind))
-    for fusion, fused, replaced in (
-        ("matmul_bias", "MatMulBias", "MatMul"),
-        ("batch_norm_activation", "FusedBatchNormalization", "BatchNormalization"),
-        ("conv_activation", "FusedConv", "Conv"),
-        ("gemm_activation", "FusedGemm", "Gemm"),
-        ("winograd", "WinogradConv", "Conv"),
-    ):
-        if fusion in fuse and replaced in kinds:
-            kinds[fused] = set(kinds[replaced])
-    load_ops(entry_for(name, dtypes) for name, dtypes in kinds.items())
+    load_ops(entry_for_infer(name, dtypes) for name, dtypes in kinds.items())
 
 
 _MOVED = {  # name -> module it moved to; the old place warns and still works for one version

@@ -22,7 +22,10 @@ compute as literals (a family's op constant too), and rtsoa's pipeline turns lit
 arguments into constants before Numba's dead-branch pruning (`rtsoa._numba.literal_args`), so
 a variant types and compiles its dtype's branch only, and a family member its own formula
 (down through its out-of-line loops, which receive the same literals). A variant returns
-STATUS_OP_BAD_DTYPE for an operand table of another dtype. The key of an entry's file hashes
+STATUS_OP_BAD_DTYPE for an operand table of another dtype. Lowering's shape inference may run
+an op's *infer-only* entry instead, `<op>:infer` (`rtsoa_op_<op>_infer_<key>.py`): the generic entry
+without its compute (MODE_COMPUTE gives STATUS_OP_UNKNOWN), so an op that fusion replaces and
+folding never computes costs its model no compute compile. The key of an entry's file hashes
 what its machine code depends on: the op's registration (functions, arity), the variant's
 dtype, rtsoa's package stamp, the Numba and Python versions, so any of those changing gives a
 new file and a new compile, and an old file is never run. `rtsoa.ops.library` decides when
@@ -79,8 +82,7 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.entry import SIGNATURE
 from {infer_module} import {infer_name} as _infer
-from {compute_module} import {compute_name} as _compute
-
+{compute_import}
 KEY = {key!r}
 OP = {name!r}
 {constants}{kind}
@@ -105,9 +107,7 @@ def entry(
     try:
         if mode == MODE_INFER:
             status = _infer(arena, table, n_in, n_out, attrs, fattrs)
-        elif mode == MODE_COMPUTE:
-            status = _compute(arena, table, n_in, n_out, attrs, fattrs{arguments})
-    except Exception:  # Numba catches any exception class here; the message is not available
+{compute_call}    except Exception:  # Numba catches any exception class; no message is available
         status = np.int32(STATUS_OP_EXCEPTION)
     return status
 '''
@@ -133,10 +133,13 @@ def arity(definition):
     return low, min(high, MAX_OP_OPERANDS), out_low, min(out_high, MAX_OP_OPERANDS)
 
 
-def entry_source(definition, key, kind=None):
+def entry_source(definition, key, kind=None, infer_only=False):
     """The text of op `definition`'s generated entry module: its generic entry, or with `kind`
     (a DType code of `definition.dtypes[0]`, `variants=True` ops only) its variant for that
-    dtype of input 0."""
+    dtype of input 0; `infer_only`: its shape inference alone (lowering's, for an op it may
+    fuse away or never fold), where MODE_COMPUTE returns STATUS_OP_UNKNOWN."""
+    if infer_only and kind is not None:
+        raise ValueError(f"op {definition.name!r}: an infer-only entry has no dtype variant")
     infer_module, infer_name = _qualified(definition.infer)
     compute_module, compute_name = _qualified(definition.compute)
     low, high, out_low, out_high = arity(definition)
@@ -155,7 +158,17 @@ def entry_source(definition, key, kind=None):
         arguments += ", _KIND"
     elif definition.variants:
         arguments += ", table[0, COL_DTYPE]"
+    compute_import = f"from {compute_module} import {compute_name} as _compute\n"
+    compute_call = (
+        "        elif mode == MODE_COMPUTE:\n"
+        f"            status = _compute(arena, table, n_in, n_out, attrs, fattrs{arguments})\n"
+    )
+    if infer_only:
+        compute_import = "_INFER_ONLY = True  # MODE_COMPUTE: STATUS_OP_UNKNOWN\n"
+        compute_call = ""
     return _TEMPLATE.format(
+        compute_import=compute_import,
+        compute_call=compute_call,
         constants=constants,
         kind=kind_line,
         kind_check=kind_check,
@@ -184,24 +197,26 @@ def check_variant(definition, kind):
         raise ValueError(f"op {definition.name!r} takes no {name} input 0 (it takes {allowed})")
 
 
-def entry_key(definition, kind=None):
+def entry_key(definition, kind=None, infer_only=False):
     """Hex key of everything the machine code of op `definition`'s entry (its variant for
-    DType code `kind`) depends on."""
+    DType code `kind`, its infer-only entry) depends on."""
     digest = hashlib.sha256()
     digest.update(f"rtsoa-op-entry {_GENERATOR_VERSION} numba {numba.__version__}\n".encode())
     digest.update(f"python {sys.version_info[:2]}\n".encode())
     digest.update(f"package {package_source_stamp()}\n".encode())
-    digest.update(entry_source(definition, "", kind).encode())
+    digest.update(entry_source(definition, "", kind, infer_only).encode())
     return digest.hexdigest()[:20]
 
 
-def module_name(definition, kind=None):
+def module_name(definition, kind=None, infer_only=False):
     """The generated module's name: the op's name (made an identifier), the variant's dtype
-    and the key."""
+    or "infer", and the key."""
     readable = re.sub(r"\W", "_", definition.name)
     if kind is not None:
         readable += f"_{DTYPES[kind].name}"
-    return f"rtsoa_op_{readable}_{entry_key(definition, kind)}"
+    if infer_only:
+        readable += "_infer"
+    return f"rtsoa_op_{readable}_{entry_key(definition, kind, infer_only)}"
 
 
 def import_entry(path, name):

@@ -30,7 +30,7 @@ from rtsoa.ops.abi import (
     dtype_code,
     new_table,
 )
-from rtsoa.ops.library import run_op
+from rtsoa.ops.library import entry_for, run_op
 from rtsoa.ops.registry import OPS, compiled_op_code
 
 ALIGN = 64
@@ -117,6 +117,8 @@ def run_numpy(name, inputs, attributes=None, n_out=1, entry=None):
     op, attrs, table, arena = _prepare(name, inputs, attributes, n_out)
     n_in = len(inputs)
     code = compiled_op_code(name)
+    if entry is None:  # one entry for both calls: the full one, which the compute needs
+        entry = entry_for(name, (int(table[0, COL_DTYPE]),) if n_in > 0 else ())
     status = run_op(MODE_INFER, code, arena, table, attrs, n_in, n_out, entry)
     if status != 0:
         raise OpError(name, status)

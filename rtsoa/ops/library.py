@@ -47,7 +47,7 @@ from rtsoa.abi.dtypes import DTYPE_OF_NAME, DTYPES
 from rtsoa.errors import RtsoaError, UnknownOpError
 from rtsoa.graph.atomic_save import write_text
 from rtsoa.graph.op_table import op_rows
-from rtsoa.ops.abi import COL_DTYPE, MAX_OPERANDS, ROW_WIDTH
+from rtsoa.ops.abi import COL_DTYPE, MAX_OPERANDS, MODE_INFER, ROW_WIDTH
 from rtsoa.ops.call import call_entry
 from rtsoa.ops.entry import check_variant, entry_key, entry_source, import_entry, module_name
 from rtsoa.ops.registry import OPS, compiled_op_names
@@ -55,6 +55,7 @@ from rtsoa.ops.registry import OPS, compiled_op_names
 _guard = threading.Lock()  # threads of one process (the flock is per open file)
 _addresses = {}  # entry id (op name, or `<op>[<dtype>]`) -> its address in this process
 _VARIANT = re.compile(r"(?P<op>[^\[\]]+)\[(?P<dtype>\w+)\]")
+INFER_ONLY = ":infer"  # the suffix of an infer-only entry's id (`infer_entry`)
 _POLL_SECONDS = 0.25  # how often the progress bar counts the helpers' markers
 
 
@@ -142,8 +143,10 @@ def _definition(name):
 
 
 def _parse(entry):
-    """(OpDef, DType code or None) of entry id `entry`; UnknownOpError for an op not
-    registered or a variant it does not have."""
+    """(OpDef, DType code or None) of entry id `entry` (an infer-only entry's: its op's, None);
+    UnknownOpError for an op not registered or a variant it does not have."""
+    if entry.endswith(INFER_ONLY):
+        return _definition(entry[: -len(INFER_ONLY)]), None
     match = _VARIANT.fullmatch(entry)
     if match is None:
         return _definition(entry), None
@@ -161,6 +164,21 @@ def _parse(entry):
 def entry_id(name, kind=None):
     """The id of op `name`'s generic entry (`kind` None) or of its variant for DType `kind`."""
     return name if kind is None else f"{name}[{DTYPES[kind].name}]"
+
+
+def infer_entry(name):
+    """The id of op `name`'s infer-only entry (`rtsoa.ops.entry`)."""
+    return f"{name}{INFER_ONLY}"
+
+
+def entry_for_infer(name, kinds):
+    """The entry lowering runs op `name`'s shape inference with: the entry `entry_for` picks
+    if it is loaded or compiled (no new compile), else the infer-only one, whose compile
+    leaves out the compute (an op fused away, or never folded, needs no compute)."""
+    entry = entry_for(name, kinds)
+    if entry in _addresses or is_compiled(entry):
+        return entry
+    return infer_entry(name)
 
 
 def entry_for(name, kinds):
@@ -191,7 +209,8 @@ def _files(entry):
     definition, kind = _parse(entry)
     known = _modules.get((entry, id(definition)))
     if known is None or known[0] is not definition:
-        known = _modules[entry, id(definition)] = (definition, module_name(definition, kind))
+        module = module_name(definition, kind, entry.endswith(INFER_ONLY))
+        known = _modules[entry, id(definition)] = (definition, module)
     module = known[1]
     directory = ops_dir()
     return module, *(directory / f"{module}{suffix}" for suffix in (".py", ".compiled", ".lock"))
@@ -222,7 +241,9 @@ def _load(entry):
     module_name, source, marker, lock_path = _files(entry)
     if not source.exists():
         definition, kind = _parse(entry)
-        write_text(source, entry_source(definition, entry_key(definition, kind), kind))
+        infer_only = entry.endswith(INFER_ONLY)
+        key = entry_key(definition, kind, infer_only)
+        write_text(source, entry_source(definition, key, kind, infer_only))
     with open(lock_path, "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         module = import_entry(source, module_name)
@@ -443,7 +464,8 @@ def _run_op(address, mode, code, arena, table, attrs, n_in, n_out):
 def run_op(mode, code, arena, table, attrs, n_in, n_out, entry=None):
     """Python-side call of op `code`'s entry (`rtsoa.ops.compiled_op_names()` position;
     compiled or loaded on first use; the variant of input 0's dtype where `entry_for` picks
-    one, or the entry id `entry` of that op): lowering's static shapes and constant folding.
+    one, for MODE_INFER the one `entry_for_infer` picks, or the entry id `entry` of that op):
+    lowering's static shapes and constant folding.
     `arena` a uint8 array, `table` from `abi.new_table()`, `attrs` int64 slots."""
     names = compiled_op_names()
     if not 0 <= code < len(names):
@@ -459,7 +481,8 @@ def run_op(mode, code, arena, table, attrs, n_in, n_out, entry=None):
     if not (0 <= n_in and 0 <= n_out and n_in + n_out <= MAX_OPERANDS):
         raise ValueError(f"{n_in} inputs + {n_out} outputs exceed {MAX_OPERANDS} operands")
     if entry is None:
-        entry = entry_for(names[code], (int(table[0, COL_DTYPE]),) if n_in > 0 else ())
+        choose = entry_for_infer if mode == MODE_INFER else entry_for
+        entry = choose(names[code], (int(table[0, COL_DTYPE]),) if n_in > 0 else ())
     elif _parse(entry)[0].name != names[code]:
         raise ValueError(f"entry {entry!r} is not an entry of op {names[code]!r}")
     return int(
