@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rtsoa import GraphFormatError, load_graph, save_graph
+from rtsoa.abi.dtypes import DTYPES as DTYPE_TABLE
 from rtsoa.graph.builder import GraphBuilder
 from rtsoa.graph.generators import generate
 from rtsoa.graph.schema import TABLES, GraphKind
@@ -41,12 +42,13 @@ MIN_REFUSED = 0.3
 MIN_LOADED = 0.05
 
 # Enum sizes as the format documents them (docs/graph-format.md): worker classes normal /
-# memory / launch; value kinds tensor, shape, int, memory block, event, float; 23 dtypes;
+# memory / launch; value kinds tensor, shape, int, memory block, event, float; dtypes 0 (none)
+# and rtsoa.abi.dtypes' codes;
 # placements HBM, P2P, host, following; graph kinds Init, Main, DeInit, branch, loop
 # condition, loop body.
 WORKER_CLASSES = 3
 VALUE_KINDS = 6
-DTYPES = 23  # rtsoa.abi.dtypes.DType: 0 .. 22
+DTYPES = max(DTYPE_TABLE) + 1  # codes 0 .. the largest (FLOAT8E8M0, 23, when written)
 PLACEMENTS = 4
 GRAPH_KINDS = 6
 INT32_MAX = 2**31 - 1
@@ -441,7 +443,7 @@ def test_mutated_files_load_correctly_or_raise_graph_format_error(originals, tmp
         ("output_values", -1),
         ("relation_targets", 999),
         ("value_kind", 6),
-        ("value_dtype", 23),
+        ("value_dtype", DTYPES),  # one past the largest code
         ("value_placement", 4),
         ("value_producer", 999),
         ("graph_kind", 6),
