@@ -70,6 +70,31 @@ def test_lower_no_fuse_keeps_every_op(model_file, tmp_path, capsys):
     assert counts[True] == {"MatMul": 2, "Add": 2, "Relu": 2, "Gemm": 1}
 
 
+def test_lower_winograd_opts_in_to_winograd_convolutions(tmp_path, capsys):
+    from onnx import helper
+
+    from rtsoa.graph.inspect import op_counts
+    from rtsoa.graph.io import load_graph
+    from rtsoa.testing.models import FLOAT
+    from rtsoa.testing.models import model as build
+
+    weights = (np.random.default_rng(2).standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    proto = build([node], [("x", FLOAT, [1, 64, 14, 14])], [("y", FLOAT, None)], [("w", weights)])
+    path = tmp_path / "conv.onnx"
+    onnx.save(proto, path)
+    counts = {}
+    for flag in ([], ["--winograd"]):
+        lowered = tmp_path / f"conv{len(flag)}.rtsoa"
+        assert main(["lower", str(path), "-o", str(lowered), "--no-progress", "--json", *flag]) == 0
+        assert json.loads(capsys.readouterr().out)["winograd"] == bool(flag)
+        counts[bool(flag)] = op_counts(load_graph(lowered))
+    assert counts == {False: {"Conv": 1}, True: {"WinogradConv": 1}}
+    both = ["lower", str(path), "-o", str(tmp_path / "x.rtsoa"), "--no-fuse", "--winograd"]
+    assert main([*both, "--no-progress"]) != 0
+    assert "without --no-fuse" in capsys.readouterr().err
+
+
 def test_run_lowers_an_onnx_file_on_the_fly(model_file, tmp_path, capsys):
     proto, path = model_file
     x = np.ones((2, 16), np.float32)

@@ -16,7 +16,13 @@ from onnx import helper
 from rtsoa.abi.status import OpStatus
 from rtsoa.graph.inspect import op_counts
 from rtsoa.lowering import lower
-from rtsoa.lowering.fuse import FUSIONS, WINOGRAD_CHANNELS, WINOGRAD_PAIRS, WINOGRAD_PLANE
+from rtsoa.lowering.fuse import (
+    DEFAULT_FUSIONS,
+    FUSIONS,
+    WINOGRAD_CHANNELS,
+    WINOGRAD_PAIRS,
+    WINOGRAD_PLANE,
+)
 from rtsoa.ops.host import OpError, infer_shapes, run_numpy
 from rtsoa.ops.winograd import transform_weights
 from rtsoa.testing.cnn import resnet
@@ -25,6 +31,7 @@ from tests.model_checks import run_clean
 
 RNG = np.random.default_rng(11)
 BOUND = 1e-5  # of the output's largest magnitude (float32), as the module docstring states
+WINOGRAD = tuple(FUSIONS)  # every fusion: "winograd" is opt-in
 DIRECT = set(FUSIONS) - {"winograd"}
 ERRORS = {}  # shape -> the op's float32 error over the output's largest magnitude
 
@@ -179,13 +186,21 @@ def test_a_3x3_stride_1_conv_becomes_winograd_and_agrees_with_onnxruntime(attrib
     if "auto_pad" in attributes:
         attributes["pads"] = None
     proto, dims = _conv_model(**{k: v for k, v in attributes.items()})
-    counts = op_counts(lower(proto))
+    counts = op_counts(lower(proto, fuse=WINOGRAD))
     assert counts == {"WinogradConv": 1}, counts
     x = {"x": RNG.standard_normal(dims).astype(np.float32)}
-    got = run_clean(lower(proto), x)["y"]
+    got = run_clean(lower(proto, fuse=WINOGRAD), x)["y"]
     want = run_onnxruntime(proto, x)["y"]
     assert got.shape == want.shape
     assert np.abs(got - want).max() <= BOUND * np.abs(want).max()
+
+
+def test_winograd_is_asked_for_by_name():
+    """`fuse=True` (the default) leaves it out: it pays on one BLAS thread only."""
+    assert "winograd" in FUSIONS and "winograd" not in DEFAULT_FUSIONS
+    proto, _ = _conv_model()
+    assert op_counts(lower(proto)) == {"Conv": 1}
+    assert op_counts(lower(proto, fuse=WINOGRAD)) == {"WinogradConv": 1}
 
 
 def test_the_thresholds_are_the_measured_ones():
@@ -226,11 +241,11 @@ def test_convs_winograd_cannot_compute_or_would_not_pay_stay_convs(change):
         weights[1, 2, 0, 0] = np.nan
     size = change.pop("size", (14, 14))
     proto, dims = _conv_model(c=c, m=m, size=size, weights=weights, **change)
-    counts = op_counts(lower(proto))
+    counts = op_counts(lower(proto, fuse=WINOGRAD))
     assert "WinogradConv" not in counts and counts.get("Conv") == 1, counts
     x = {"x": RNG.standard_normal(dims).astype(np.float32)}
     direct = run_clean(lower(proto, fuse=False), x)["y"]
-    np.testing.assert_array_equal(run_clean(lower(proto), x)["y"], direct)
+    np.testing.assert_array_equal(run_clean(lower(proto, fuse=WINOGRAD), x)["y"], direct)
 
 
 def test_weights_computed_at_run_time_stay_a_conv():
@@ -240,14 +255,14 @@ def test_weights_computed_at_run_time_stay_a_conv():
         [("x", FLOAT, [1, 64, 14, 14]), ("w", FLOAT, [64, 64, 3, 3])],
         [("y", FLOAT, None)],
     )
-    assert op_counts(lower(proto)) == {"Conv": 1}
+    assert op_counts(lower(proto, fuse=WINOGRAD)) == {"Conv": 1}
 
 
 def test_an_input_of_unknown_height_and_width_is_taken_as_large_enough():
     proto, _ = _conv_model(size=("h", "w"))
-    assert op_counts(lower(proto)) == {"WinogradConv": 1}
+    assert op_counts(lower(proto, fuse=WINOGRAD)) == {"WinogradConv": 1}
     x = {"x": RNG.standard_normal((1, 64, 5, 9)).astype(np.float32)}
-    got = run_clean(lower(proto), x)["y"]
+    got = run_clean(lower(proto, fuse=WINOGRAD), x)["y"]
     want = run_onnxruntime(proto, x)["y"]
     assert got.shape == want.shape == (1, 64, 5, 9)
     assert np.abs(got - want).max() <= BOUND * np.abs(want).max()
@@ -260,7 +275,7 @@ def test_shared_weights_are_transformed_once_and_the_fusion_is_chosen_by_name():
         helper.make_node("Conv", ["a", "w"], ["y"], pads=[1, 1, 1, 1]),
     ]
     proto = model(nodes, [("x", FLOAT, [1, 64, 12, 12])], [("y", FLOAT, None)], [("w", weights)])
-    graph = lower(proto)
+    graph = lower(proto, fuse=WINOGRAD)
     assert op_counts(graph) == {"WinogradConv": 2}
     # the transform (16 x 64 x 64 float32) once, and the weights nothing reads any more dropped
     assert graph.constants.shape[0] == 16 * 64 * 64 * 4, graph.constants.shape
@@ -275,7 +290,7 @@ def test_a_resnet_runs_its_3x3_convs_by_winograd_within_the_bound():
     """Folded BatchNormalization, residual Adds and Relus (FusedConv) on the Winograd convs."""
     proto = resnet(size=64, classes=10, stages=2)  # 64 channels on 16 x 16 planes
     x = {proto.graph.input[0].name: RNG.standard_normal((2, 3, 64, 64)).astype(np.float32)}
-    graph = lower(proto)
+    graph = lower(proto, fuse=WINOGRAD)
     counts = op_counts(graph)
     assert counts.get("WinogradConv", 0) >= 4 and "Relu" not in counts, counts
     got = run_clean(graph, x)

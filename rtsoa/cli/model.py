@@ -33,6 +33,11 @@ def register(subcommands):
         action="store_false",
         help="keep every op of the model (no MatMul -> Add -> Relu fusion)",
     )
+    parser.add_argument(
+        "--winograd",
+        action="store_true",
+        help="also run 3x3 stride-1 convs by Winograd (opt-in: it pays on one BLAS thread)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     parser.set_defaults(handler=lower_command)
@@ -100,6 +105,19 @@ def _lower_specialised(model, arrays):
     return lower_cached(specialised.SerializeToString()), baked_inputs(key)
 
 
+def _fusions(args):
+    """`lower`'s `fuse` for `rtsoa lower`'s flags: the default fusions, none (--no-fuse), or
+    every one (--winograd, the opt-in Winograd convolutions too)."""
+    from rtsoa.lowering.fuse import FUSIONS
+
+    fuse = getattr(args, "fuse", True)
+    if getattr(args, "winograd", False):
+        if not fuse:
+            raise ValueError("--winograd is a fusion: give it without --no-fuse")
+        return tuple(FUSIONS)
+    return fuse
+
+
 def lower_command(args):
     """rtsoa lower model.onnx -o model.rtsoa"""
     from rtsoa.lowering import import_onnx, lower  # see the module docstring
@@ -108,7 +126,7 @@ def lower_command(args):
     with progress(3, "lower", args.progress) as bar:
         model = import_onnx(args.file)
         bar.update()
-        graph = lower(model, fuse=getattr(args, "fuse", True))
+        graph = lower(model, fuse=_fusions(args))
         bar.update()
         if not isinstance(graph, ExecuteGraph):  # a HostModel: host steps have no graph file
             raise LoweringError(
@@ -126,6 +144,7 @@ def lower_command(args):
         "seconds": round(seconds, 6),
         "op_counts": model.op_counts(),
         "fused": bool(getattr(args, "fuse", True)),
+        "winograd": bool(getattr(args, "winograd", False)),
     }
     if args.json:
         print(json.dumps(summary))
