@@ -124,12 +124,15 @@ def random_device_graph(data, units):
 def check_window(graph, description, executor, window):
     """Profiled run: the reference's sequential order ranks the nodes; each node started only
     after every node ranked `window` or more below it ended (with two threads: the device
-    worker's nodes among themselves). A window of 1 with 3+ threads runs that order exactly."""
+    worker's nodes among themselves). A window of 1 with 3+ threads runs that order exactly.
+    Window 0 (none): the answer and the edge order only."""
     count = graph.nodes_of().shape[0]
     profiler = Profiler()
     assert executor.run(subscriber=profiler) == RunResult(0, count, expected_checksum(graph), False)
     steps = executor.record()[:count]
     check_dag_order(graph, steps[:, 0])
+    if window == 0:
+        return
     order = simulate(description, "sequential").order
     rank = np.full(graph.num_nodes, -1, dtype=np.int64)
     rank[order] = np.arange(len(order))
@@ -193,7 +196,9 @@ def test_property_admission_window_keeps_the_priority_order(data, units, threads
     executor = _windowed(graph, threads, window)
     device = any(node.kernel == "AllocMemory" for node in description.nodes)
     assert int(executor.admission.window) == (window if device else 0)
-    check_window(graph, description, executor, window)
+    # no device node: no window, so host nodes may overlap (three Checksum3 nodes, two of them
+    # independent, did on 4 threads): only the answer and the edge order hold
+    check_window(graph, description, executor, window if device else 0)
     assert executor.device.hazard_count == 0
     assert executor.device.stats()["hbm"]["allocated_bytes.current"] == 0
     tally("test_property_admission_window_keeps_the_priority_order", executor, graph)
