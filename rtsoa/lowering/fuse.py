@@ -58,7 +58,7 @@ becomes one `WinogradConv` op (`rtsoa/ops/winograd.py`) on the weights transform
 results differ from the direct convolution's by rounding, within 1e-5 of the output's largest
 magnitude (float32), and on inputs holding inf or NaN (see `rtsoa.ops.winograd`); it runs
 last, after the fusions that make FusedConv. It is asked for by name (`OPT_IN`: `fuse=True`
-leaves it out): it pays where the BLAS computes on one thread (0.78-0.91x a CNN's time), but
+leaves it out): it pays where the BLAS computes on one thread (0.78-0.96x a CNN's time), but
 with OpenBLAS on two threads its 16 GEMMs per block, each too small to split, ran 0.93-1.87x
 the direct convs' time (their GEMMs split well).
 
