@@ -29,6 +29,7 @@ import numpy as np
 
 from rtsoa._jit import entry_point
 from rtsoa.abi.status import STATUS_CANCELLED, STATUS_NO_PROGRESS, STATUS_OK, STATUS_QUEUE_OVERFLOW
+from rtsoa.abi.views import read_only
 from rtsoa.device.atomics import (
     atomic_add,
     atomic_load,
@@ -92,7 +93,7 @@ from rtsoa.executors.worker_classes import (
 )
 from rtsoa.executors.worker_threads import POOL
 from rtsoa.graph.schema import WorkerClass
-from rtsoa.kernels.abi import Runtime, line_zeros, new_worker, read_only, reset_worker
+from rtsoa.kernels.abi import Runtime, line_zeros, new_worker, reset_worker
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
 from rtsoa.kernels.relations import node_classes

@@ -11,11 +11,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rtsoa.abi.views import read_only
 from rtsoa.executors.admission import Admission, private_admissions
 from rtsoa.executors.ready_queues import QUEUES, RANK_SHIFT
 from rtsoa.executors.relation_state import RelationState, largest_waiter_row
 from rtsoa.executors.worker_classes import queues_served, single_writer
-from rtsoa.kernels.abi import line_zeros, read_only
+from rtsoa.kernels.abi import line_zeros
 
 
 class WorkerState(NamedTuple):

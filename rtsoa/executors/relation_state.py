@@ -29,9 +29,9 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import jit, jit_inline_ir, jit_out_of_line
+from rtsoa.abi.views import read_only
 from rtsoa.device.atomics import atomic_cas, atomic_load
 from rtsoa.errors import GraphFormatError
-from rtsoa.kernels.abi import read_only
 
 EPOCH_SHIFT = 32
 PARKED_BIT = 1 << 31

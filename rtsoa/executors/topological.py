@@ -8,10 +8,10 @@ decrement only successor k, so untaken branches never run.
 import numpy as np
 
 from rtsoa.abi.status import STATUS_OK, STATUS_QUEUE_OVERFLOW
+from rtsoa.abi.views import read_only
 from rtsoa.executors.base import Executor, register_executor
 from rtsoa.executors.cancel import step_poll
 from rtsoa.executors.steps import record_step, released_edges
-from rtsoa.kernels.abi import read_only
 from rtsoa.kernels.clock import monotonic_ns
 from rtsoa.kernels.dispatch import dispatch
 

@@ -43,7 +43,7 @@ from rtsoa.abi.operands import (  # noqa: F401 - SHAPE_* re-exported for kernels
 )
 
 # Columns of ValueState.shapes and the operand tables' size: the layouts of rtsoa.abi.operands.
-from rtsoa.abi.views import read_only  # noqa: F401 - kernels' callers import it from here
+from rtsoa.abi.views import read_only
 
 # The op entries whose addresses graphs of lowered models carry (`GraphArrays.functions`, by
 # ops-table row). The one place the kernel ABI reaches into the op library; it compiles or

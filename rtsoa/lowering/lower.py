@@ -101,7 +101,7 @@ def _lower(model, name, streams, fuse):
                 "lowering: run the model through rtsoa.InferenceSession, which lowers it for "
                 "each run's sequence (rtsoa.lowering.sequence_io)"
             )
-    _load_ops(model, ctx.calls, fuse)
+    _load_ops(model, ctx.calls)
     calls = fold_and_infer(model, ctx.calls)
     calls += _sequence_outputs(model)
     calls = drop_dead(model, calls)
@@ -159,7 +159,7 @@ def _sequence_outputs(model):
     return calls
 
 
-def _load_ops(model, calls, fuse):
+def _load_ops(model, calls):
     """Compile (or load) what lowering runs of the model's ops now, all together on every
     core, rather than one by one as shape inference meets them (`rtsoa.ops.library`): each
     op's shape inference, from its full entry where that is compiled already (the variant for
@@ -167,7 +167,7 @@ def _load_ops(model, calls, fuse):
     infer-only entry. The computes wait: folding compiles those of the ops it folds, and
     loading the lowered graph those of the ops it runs, so an op that fusion replaces (a
     MatMul, Add and Relu that become one MatMulBias) costs no compute compile, and a fused op
-    no compile at all unless fusion makes it. `fuse` is kept for callers' sake."""
+    no compile at all unless fusion makes it."""
     kinds = {}
     for call in calls:
         name = getattr(call, "op", None)

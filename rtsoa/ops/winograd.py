@@ -13,8 +13,10 @@ Each 4 x 4 input tile d (at rows 2 th - top.., columns 2 tw - left.., zero outsi
 transformed to V = B^T d B, sixteen GEMMs multiply U[k] (M x C) by V[k] (C x tiles), and each
 4 x 4 product tile m gives a 2 x 2 output tile A^T m A; then, per output channel, the bias, the
 residual and the activation as FusedConv applies them. That is 16 products per 2 x 2 outputs
-where the direct convolution takes 36, on GEMMs as wide as a block of tile rows: on ResNet's
-3 x 3 layers about 2x faster than im2col + GEMM, in one thread (asv `bench_cnn`). The tiles go in
+where the direct convolution takes 36, on GEMMs as wide as a block of tile rows: on ResNet-18's
+and DenseNet-121's 3 x 3 layers from 14 x 14 up, 0.48-0.73x the time of im2col + GEMM on one
+BLAS thread (asv `bench_ops_nn.WinogradVersusOnnxruntime`); on two BLAS threads it loses to
+them, which is why the lowering runs it only when asked (`rtsoa.lowering.fuse`). The tiles go in
 blocks of tile rows, the GEMMs' width (`BLOCK_TILES`).
 
 The input is laid out once per image in its two column phases (even and odd padded columns),
@@ -60,10 +62,10 @@ PAD_TOP, PAD_LEFT, PAD_BOTTOM, PAD_RIGHT = 0, 1, 2, 3
 ACTIVATION, CLIP_LOW, CLIP_HIGH = 4, 5, 6
 SLOTS = 7
 BIAS, RESIDUAL = 2, 3  # input rows
-# tiles per block of tile rows (at least one row): the GEMMs' width. On ResNet-18's and
-# DenseNet-121's 3 x 3 layers at 56 x 56 (28 tiles a row) 8 rows ran 1.6x faster than whole
-# planes and 1.9x faster than 9 rows (252 tiles: OpenBLAS's sgemm, one thread); on 28 x 28 and
-# smaller planes, whole planes were fastest
+# tiles per block of tile rows (at least one row): the GEMMs' width. 64 -> 64 channels on
+# 56 x 56 (28 tiles a row), OPENBLAS_NUM_THREADS=1: 8 rows (224 tiles) 1.62 ms, 9 rows 2.03 ms,
+# the whole plane 5.97 ms; 128 -> 32 on 56 x 56 alike; on 28 x 28 and smaller planes whole
+# planes (196 tiles or fewer) were as fast as any split
 BLOCK_TILES = 224
 
 # F(2 x 2, 3 x 3): Y = A^T [(G g G^T) * (B^T d B)] A
@@ -307,6 +309,18 @@ def _winograd_run(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads
                 )  # fmt: skip
 
 
+@jit_with_nrt
+def _typed_run(arena, table, n_in, rows, has_bias, has_z, act, low, high, shape, pads, kind):
+    """`_winograd_run` on the operands viewed as `kind` (np.float32 or np.float64); `rows`:
+    the bias's and the residual's rows (0 where absent)."""
+    x = view(arena, table, 0, kind)
+    u = view(arena, table, 1, kind)
+    bias = view(arena, table, rows[0], kind)
+    z = view(arena, table, rows[1], kind)
+    y = view(arena, table, n_in, kind)
+    _winograd_run(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads)
+
+
 @jit_with_nrt.keeping_literals("element")
 def winograd_compute(arena, table, n_in, n_out, attrs, fattrs, element):
     status, shape = _checks(table, n_in, attrs)
@@ -329,22 +343,15 @@ def winograd_compute(arena, table, n_in, n_out, attrs, fattrs, element):
         return np.int32(STATUS_OP_BAD_SHAPE)
     pads = (attrs[PAD_TOP], attrs[PAD_LEFT])
     act, low, high = attrs[ACTIVATION], fattrs[CLIP_LOW], fattrs[CLIP_HIGH]
-    bias_row = BIAS if has_bias else 0
-    z_row = RESIDUAL if has_z else 0
+    rows = (BIAS if has_bias else 0, RESIDUAL if has_z else 0)
     if element == F32:
-        x = view(arena, table, 0, np.float32)
-        u = view(arena, table, 1, np.float32)
-        b = view(arena, table, bias_row, np.float32)
-        z = view(arena, table, z_row, np.float32)
-        y = view(arena, table, n_in, np.float32)
-        _winograd_run(x, u, b, has_bias, z, has_z, act, low, high, y, shape, pads)
+        _typed_run(
+            arena, table, n_in, rows, has_bias, has_z, act, low, high, shape, pads, np.float32
+        )
     else:
-        x = view(arena, table, 0, np.float64)
-        u = view(arena, table, 1, np.float64)
-        b = view(arena, table, bias_row, np.float64)
-        z = view(arena, table, z_row, np.float64)
-        y = view(arena, table, n_in, np.float64)
-        _winograd_run(x, u, b, has_bias, z, has_z, act, low, high, y, shape, pads)
+        _typed_run(
+            arena, table, n_in, rows, has_bias, has_z, act, low, high, shape, pads, np.float64
+        )
     return np.int32(0)
 
 
