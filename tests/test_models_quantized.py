@@ -1,13 +1,17 @@
 """A quantised (QDQ) CNN built in code, as quantisation tools export one: QuantizeLinear /
 DequantizeLinear pairs around every Conv, Relu and MatMul, int8 weights dequantised per output
 channel, uint8 activations; judged by onnxruntime with its graph optimisations off (so it runs
-the same QDQ ops rather than fusing them into QLinearConv), at two batch sizes, and once more
-against onnxruntime's fused quantised kernels."""
+the same QDQ ops rather than fusing them into QLinearConv) and by onnx.reference, at two batch
+sizes, and once more against onnxruntime's fused quantised kernels where those agree with
+onnxruntime's own unfused run (onnxruntime 1.32's do not on this model: its first
+QLinearConv's output is up to 187 steps off the unfused ops', which onnx.reference matches
+exactly)."""
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 import rtsoa
 from rtsoa.testing.models import FLOAT, model
@@ -110,5 +114,13 @@ def test_qdq_cnn_agrees_with_onnxruntime(session, batch):
     steps = np.rint(np.abs(got - want) / SCALE_OUT)
     assert steps.max() <= 1 and np.mean(steps == 0) >= 0.9
     assert len(np.unique(got)) > 3  # the model does not collapse to a constant
+    reference = ReferenceEvaluator(proto).run(None, {"x": x})[0]
+    assert np.rint(np.abs(got - reference) / SCALE_OUT).max() <= 1
     fused = onnxruntime_outputs(proto, x, optimize=True)  # onnxruntime's QLinear kernels
+    if np.abs(want - fused).max() > 2 * SCALE_OUT + 1e-6:
+        steps = np.abs(want - fused).max() / SCALE_OUT
+        pytest.xfail(
+            f"onnxruntime {ort.__version__}'s fused kernels are {steps:.0f} steps off "
+            "its own unfused run"
+        )
     assert np.abs(got - fused).max() <= 2 * SCALE_OUT + 1e-6
