@@ -1,13 +1,15 @@
 """Quantisation (`rtsoa.ops.quantize`, `rtsoa.lowering.quantized`): QuantizeLinear,
 DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger and
 QLinearConv on one-node models, judged bit for bit by onnxruntime (single thread) and, where
-onnxruntime lacks a case (float16 division, `precision`, int32 inputs), by onnx.reference:
+onnxruntime lacks a case (float16 division, `precision`, int32 inputs) or is not exact
+(uint8 x int8 products, see `ORACLE_DISAGREEMENTS`), by onnx.reference:
 per-tensor, per-axis and blocked parameters, every 8- and 16-bit type, ties, saturation,
 zero-size and broadcast shapes, and each refusal at lowering with the node named."""
 
 import numpy as np
 import onnx
 import pytest
+from figures import report
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from test_ops_dtypes import ELEMENT
@@ -64,17 +66,47 @@ def run_rtsoa(model, feeds):
 
 
 def agree(model, feeds, oracle="onnxruntime"):
-    """rtsoa's outputs equal the oracle's, dtype, shape and every bit."""
+    """rtsoa's outputs equal the oracle's, dtype, shape and every bit. `oracle` "both": equal
+    to onnx.reference's, and to onnxruntime's where those agree with the reference; where they
+    do not, the case is recorded in the run's figures (`ORACLE_DISAGREEMENTS`)."""
+    got = run_rtsoa(model, feeds)
+    if oracle == "both":
+        want = ReferenceEvaluator(model).run(None, present(feeds))
+        _equal_bits(got, want)
+        theirs = list(run_onnxruntime(model, present(feeds)).values())
+        off = [
+            np.abs(np.asarray(t, np.float64) - np.asarray(w)).max()
+            for t, w in zip(theirs, want, strict=True)
+        ]
+        if max(off) > 0:
+            ORACLE_DISAGREEMENTS.append(f"  {model.graph.node[0].op_type}: up to {max(off):g}")
+            report(
+                "onnxruntime off onnx.reference on u8 x s8 (rtsoa equals onnx.reference)",
+                ORACLE_DISAGREEMENTS,
+            )
+        else:
+            _equal_bits(got, theirs)
+        return
     if oracle == "onnxruntime":
         want = list(run_onnxruntime(model, present(feeds)).values())
     else:
         want = ReferenceEvaluator(model).run(None, present(feeds))
-    got = run_rtsoa(model, feeds)
+    _equal_bits(got, want)
+
+
+def _equal_bits(got, want):
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         w = np.asarray(w)
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8))
+
+
+# uint8 x int8 products: on an AVX2 machine without VNNI instructions onnxruntime 1.32 was up
+# to 5,429 off the exact MatMulInteger and up to 66 steps off QLinearConv (saturated 16-bit
+# sums of product pairs, as x86 kernels of that kind compute them), where rtsoa and
+# onnx.reference agree to the bit. Those cases are judged by onnx.reference ("both").
+ORACLE_DISAGREEMENTS = []
 
 
 def floats(*shape, spread=300.0, kind=np.float32):
@@ -211,9 +243,9 @@ def test_matmul_integer_agrees_with_onnxruntime(a_kind, b_kind, shapes):
     a, b = eight_bit(a_kind, *shapes[0]), eight_bit(b_kind, *shapes[1])
     columns = shapes[1][-1]
     feeds = {"a": a, "b": b, "az": eight_bit(a_kind), "bz": eight_bit(b_kind, columns)}
-    agree(one_node("MatMulInteger", feeds, opset=10), feeds)
+    agree(one_node("MatMulInteger", feeds, opset=10), feeds, oracle="both")
     plain = {"a": a, "b": b}
-    agree(one_node("MatMulInteger", plain, opset=10), plain)
+    agree(one_node("MatMulInteger", plain, opset=10), plain, oracle="both")
 
 
 @pytest.mark.parametrize("kind", [np.uint8, np.int8])
@@ -266,7 +298,7 @@ def test_qlinear_conv_agrees_with_onnxruntime(attributes, group, per_channel):
         "y_zero": eight_bit(np.uint8),
         "bias": rng.integers(-500, 500, 6).astype(np.int32),
     }
-    agree(one_node("QLinearConv", feeds, attributes, opset=10), feeds)
+    agree(one_node("QLinearConv", feeds, attributes, opset=10), feeds, oracle="both")
 
 
 # -- refusals at lowering ------------------------------------------------------------------------
