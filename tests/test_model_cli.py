@@ -70,7 +70,7 @@ def test_lower_no_fuse_keeps_every_op(model_file, tmp_path, capsys):
     assert counts[True] == {"MatMul": 2, "Add": 2, "Relu": 2, "Gemm": 1}
 
 
-def test_lower_winograd_opts_in_to_winograd_convolutions(tmp_path, capsys):
+def test_lower_no_winograd_keeps_the_direct_convolutions(tmp_path, capsys):
     from onnx import helper
 
     from rtsoa.graph.inspect import op_counts
@@ -84,15 +84,18 @@ def test_lower_winograd_opts_in_to_winograd_convolutions(tmp_path, capsys):
     path = tmp_path / "conv.onnx"
     onnx.save(proto, path)
     counts = {}
-    for flag in ([], ["--winograd"]):
-        lowered = tmp_path / f"conv{len(flag)}.rtsoa"
-        assert main(["lower", str(path), "-o", str(lowered), "--no-progress", "--json", *flag]) == 0
-        assert json.loads(capsys.readouterr().out)["winograd"] == bool(flag)
-        counts[bool(flag)] = op_counts(load_graph(lowered))
-    assert counts == {False: {"Conv": 1}, True: {"WinogradConv": 1}}
-    both = ["lower", str(path), "-o", str(tmp_path / "x.rtsoa"), "--no-fuse", "--winograd"]
-    assert main([*both, "--no-progress"]) != 0
-    assert "without --no-fuse" in capsys.readouterr().err
+    for flags in ([], ["--no-winograd"], ["--no-fuse"], ["--no-fuse", "--no-winograd"]):
+        lowered = tmp_path / f"conv{'-'.join(flags)}.rtsoa"
+        command = ["lower", str(path), "-o", str(lowered), "--no-progress", "--json", *flags]
+        assert main(command) == 0
+        summary = json.loads(capsys.readouterr().out)
+        counts[" ".join(flags)] = (summary["winograd"], op_counts(load_graph(lowered)))
+    assert counts == {
+        "": (True, {"WinogradConv": 1}),
+        "--no-winograd": (False, {"Conv": 1}),
+        "--no-fuse": (False, {"Conv": 1}),
+        "--no-fuse --no-winograd": (False, {"Conv": 1}),
+    }
 
 
 def test_run_lowers_an_onnx_file_on_the_fly(model_file, tmp_path, capsys):

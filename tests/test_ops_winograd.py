@@ -17,7 +17,6 @@ from rtsoa.abi.status import OpStatus
 from rtsoa.graph.inspect import op_counts
 from rtsoa.lowering import lower
 from rtsoa.lowering.fuse import (
-    DEFAULT_FUSIONS,
     FUSIONS,
     WINOGRAD_CHANNELS,
     WINOGRAD_PAIRS,
@@ -31,7 +30,7 @@ from tests.model_checks import run_clean
 
 RNG = np.random.default_rng(11)
 BOUND = 1e-5  # of the output's largest magnitude (float32), as the module docstring states
-WINOGRAD = tuple(FUSIONS)  # every fusion: "winograd" is opt-in
+WINOGRAD = tuple(FUSIONS)  # every fusion, "winograd" among them
 DIRECT = set(FUSIONS) - {"winograd"}
 ERRORS = {}  # shape -> the op's float32 error over the output's largest magnitude
 
@@ -195,12 +194,12 @@ def test_a_3x3_stride_1_conv_becomes_winograd_and_agrees_with_onnxruntime(attrib
     assert np.abs(got - want).max() <= BOUND * np.abs(want).max()
 
 
-def test_winograd_is_asked_for_by_name():
-    """`fuse=True` (the default) leaves it out: it pays on one BLAS thread only."""
-    assert "winograd" in FUSIONS and "winograd" not in DEFAULT_FUSIONS
+def test_winograd_is_a_default_fusion_that_a_fusion_list_can_leave_out():
+    """`fuse=True` (the default) runs it; a list without "winograd" keeps the direct conv."""
     proto, _ = _conv_model()
-    assert op_counts(lower(proto)) == {"Conv": 1}
+    assert op_counts(lower(proto)) == {"WinogradConv": 1}
     assert op_counts(lower(proto, fuse=WINOGRAD)) == {"WinogradConv": 1}
+    assert op_counts(lower(proto, fuse=DIRECT)) == {"Conv": 1}
 
 
 def test_the_thresholds_are_the_measured_ones():

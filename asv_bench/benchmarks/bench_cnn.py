@@ -8,8 +8,12 @@ fuse activations) in interleaved rounds; `track_ratio_vs_onnxruntime` is rtsoa's
 latency over onnxruntime's (target <= 1.0). Threads:
 
 - "one": onnxruntime with one intra-op and one inter-op thread; rtsoa's BLAS limited to one
-  thread (threadpoolctl), so both compute on one core;
-- "default": both as a user gets them (onnxruntime's default pool, rtsoa's BLAS threads).
+  thread (threadpoolctl), so both compute on one core; runs interleaved one by one;
+- "default": both as a user gets them (onnxruntime's default pool, rtsoa's BLAS threads),
+  each measured alone (`_alone_medians`): after a run, onnxruntime's pool threads and
+  OpenBLAS's spin on the cores for a while, and a run of the other runtime that starts then
+  shares the cores with them. Interleaved one by one, both ran up to twice as slow as alone
+  (ResNet-18: rtsoa 105 ms against 50 ms alone, onnxruntime 47 ms against 24 ms).
 
 `track_device_peak_mib` is rtsoa's peak allocated device memory (weights included) over the
 model's load and inferences: the lowering's frees and the caching allocator's result.
@@ -53,11 +57,27 @@ def _interleaved_medians(first, second, rounds=5):
     return float(np.median(a)), float(np.median(b))
 
 
+def _alone_medians(first, second, rounds=5, runs=4, pause=0.3):
+    """Median latencies of `first` and `second`, each timed in blocks of `runs` calls after
+    one untimed call, the order alternating over `rounds`, with `pause` seconds between blocks
+    so that the threads the other left spinning have gone to sleep."""
+    times = ([], [])
+    for round_ in range(rounds):
+        for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+            call = (first, second)[side]
+            call()
+            for _ in range(runs):
+                start = time.perf_counter()
+                call()
+                times[side].append(time.perf_counter() - start)
+            time.sleep(pause)
+    return float(np.median(times[0])), float(np.median(times[1]))
+
+
 class CnnLatency:
     params = (MODELS, tuple(SHAPES), ("one", "default"))
     param_names = ("model", "input", "threads")
     timeout = 1200
-    fuse = True  # the lowering's default fusions
 
     def setup(self, model, shape, threads):
         import onnxruntime as ort
@@ -77,10 +97,7 @@ class CnnLatency:
             options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(proto.SerializeToString(), options)
         self.limits = (lambda: threadpool_limits(1)) if threads == "one" else None
-        from rtsoa.lowering.fuse import FUSIONS
-
-        fuse = tuple(FUSIONS) if self.fuse == "every" else self.fuse
-        self.model = load_model(lower(proto, fuse=fuse))
+        self.model = load_model(lower(proto))
         want = self.session.run(None, self.inputs)[0]
         got = self._ours()
         assert np.allclose(got, want, rtol=1e-3, atol=1e-5), "rtsoa disagrees with onnxruntime"
@@ -95,7 +112,8 @@ class CnnLatency:
             return self.model.execute_sync(self.inputs)["y"]
 
     def track_ratio_vs_onnxruntime(self, model, shape, threads):
-        ours, theirs = _interleaved_medians(self._ours, lambda: self.session.run(None, self.inputs))
+        medians = _interleaved_medians if threads == "one" else _alone_medians
+        ours, theirs = medians(self._ours, lambda: self.session.run(None, self.inputs))
         return ours / theirs
 
     def track_device_peak_mib(self, model, shape, threads):
@@ -120,7 +138,7 @@ class CnnFusion:
         from threadpoolctl import threadpool_limits
 
         from rtsoa.lowering import lower
-        from rtsoa.lowering.fuse import DEFAULT_FUSIONS
+        from rtsoa.lowering.fuse import FUSIONS
         from rtsoa.runtime.model import ModelExecutor
         from rtsoa.testing.cnn import ARCHITECTURES
 
@@ -128,8 +146,8 @@ class CnnFusion:
         proto = ARCHITECTURES[model](size=size)
         rng = np.random.default_rng(0)
         self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
-        # the default fusions with and without the one measured (an opt-in one is added)
-        others = tuple(name for name in DEFAULT_FUSIONS if name != self.fusion)
+        # every fusion, and every fusion but the one measured
+        others = tuple(name for name in FUSIONS if name != self.fusion)
         self.fused = ModelExecutor(lower(proto, fuse=(*others, self.fusion))).load()
         self.unfused = ModelExecutor(lower(proto, fuse=others)).load()
         self.limits = threadpool_limits
@@ -166,25 +184,37 @@ class CnnBatchNormFusion(CnnFusion):
     fusion = "batch_norm_activation"
 
 
-class CnnLatencyWinograd(CnnLatency):
-    """`CnnLatency` with the opt-in Winograd convolutions (`lower(model, fuse=FUSIONS)`, every
-    fusion): the ratios a user who asks for them gets, on one and on two BLAS threads."""
+class CnnWinograd(CnnFusion):
+    """The lowering's Winograd convolutions (WinogradConv, fusion "winograd"): a model's latency
+    with them over the direct convs (the other fusions in both), on one BLAS thread (as
+    `CnnFusion` measures) and on the default BLAS threads (each model alone, as
+    `CnnLatency`'s default rows)."""
 
     params = (
         ("resnet18", "resnet50", "densenet121", "inception_v1"),
         ("1x224",),
         ("one", "default"),
     )
-    fuse = "every"  # every fusion of FUSIONS
-
-
-class CnnWinograd(CnnFusion):
-    """The lowering's Winograd convolutions (WinogradConv, fusion "winograd"): a model's latency
-    with them over the direct convs (the other fusions in both), as `CnnFusion` measures."""
-
-    params = (("resnet18", "resnet50", "densenet121", "inception_v1"), ("1x224",))
+    param_names = ("model", "input", "threads")
     fusion = "winograd"
     exact = False
+
+    def setup(self, model, shape, threads):
+        super().setup(model, shape)
+
+    def teardown(self, model, shape, threads):
+        super().teardown(model, shape)
+
+    def track_fused_over_unfused(self, model, shape, threads):
+        if threads == "one":
+            return super().track_fused_over_unfused(model, shape)
+        fused, unfused = _alone_medians(
+            lambda: self.fused.execute_sync(self.inputs),
+            lambda: self.unfused.execute_sync(self.inputs),
+        )
+        return fused / unfused
+
+    track_fused_over_unfused.unit = "fused / unfused"
 
 
 _MEMORY_PROBE = """

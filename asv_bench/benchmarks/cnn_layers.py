@@ -1,8 +1,9 @@
-"""Where a CNN's time goes, layer by layer, on rtsoa and on onnxruntime (one thread each).
+"""Where a CNN's time goes, layer by layer, on rtsoa and on onnxruntime.
 
-`python -m benchmarks.cnn_layers [MODEL ...] [--size 224] [--top 12]` (in `asv_bench/`)
-lowers each network of `rtsoa.testing.cnn` (random weights), runs it on rtsoa's sequential
-executor with one BLAS thread and on onnxruntime with one intra-op thread, and prints a table
+`python -m benchmarks.cnn_layers [MODEL ...] [--size 224] [--top 12] [--threads default]`
+(in `asv_bench/`) lowers each network of `rtsoa.testing.cnn` (random weights), runs it on
+rtsoa's sequential executor with one BLAS thread and on onnxruntime with one intra-op thread
+(`--threads default`: rtsoa's BLAS threads and onnxruntime's default pool), and prints a table
 per model: each kind of layer (a convolution by its input and weight shapes, a pool by its
 input shape, any other op by name), how many, and the milliseconds each runtime spends in
 them. rtsoa's times are the minimum per node over `--runs` profiled runs (`Profiler`: one
@@ -37,8 +38,9 @@ def _key(op, x_shape, w_shape):
     return f"Conv {x} w{'x'.join(str(d) for d in w_shape)}"
 
 
-def rtsoa_layers(proto, x, runs):
-    """{layer key: [milliseconds, count]} of one run, the minimum per node over `runs`."""
+def rtsoa_layers(proto, x, runs, threads=1):
+    """{layer key: [milliseconds, count]} of one run, the minimum per node over `runs`;
+    `threads`: the BLAS threads (None: as they are)."""
     from threadpoolctl import threadpool_limits
 
     from rtsoa.executors import Profiler
@@ -50,7 +52,7 @@ def rtsoa_layers(proto, x, runs):
     session.execute_sync({"x": x})  # Main, and BLAS loaded before its threads are limited
     profiler = Profiler()
     best = {}
-    with threadpool_limits(1):
+    with threadpool_limits(threads):
         session.execute_sync({"x": x})
         session.add_subscriber(profiler)
         for _ in range(runs):
@@ -84,13 +86,15 @@ def rtsoa_layers(proto, x, runs):
     return layers
 
 
-def onnxruntime_layers(proto, x, runs):
-    """{layer key: [milliseconds, count]} of one onnxruntime run, the minimum per node."""
+def onnxruntime_layers(proto, x, runs, threads=1):
+    """{layer key: [milliseconds, count]} of one onnxruntime run, the minimum per node;
+    `threads`: its intra- and inter-op threads (None: its defaults)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = threads
     options.enable_profiling = True
     with tempfile.TemporaryDirectory() as directory:
         options.profile_file_prefix = os.path.join(directory, "profile")
@@ -159,14 +163,17 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--threads", choices=("one", "default"), default="one")
     args = parser.parse_args(argv)
+    threads = 1 if args.threads == "one" else None
     for name in args.models:
         proto = ARCHITECTURES[name](size=args.size)
         x = np.random.default_rng(0).standard_normal((1, 3, args.size, args.size))
         x = x.astype(np.float32)
-        ours = rtsoa_layers(proto, x, args.runs)
-        theirs = onnxruntime_layers(proto, x, args.runs)
-        print(table(f"{name}, 1 x {args.size} x {args.size}, one thread", ours, theirs, args.top))
+        ours = rtsoa_layers(proto, x, args.runs, threads)
+        theirs = onnxruntime_layers(proto, x, args.runs, threads)
+        title = f"{name}, 1 x {args.size} x {args.size}, {args.threads} thread"
+        print(table(title + ("" if threads == 1 else "s"), ours, theirs, args.top))
         print()
 
 

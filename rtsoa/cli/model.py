@@ -34,9 +34,10 @@ def register(subcommands):
         help="keep every op of the model (no MatMul -> Add -> Relu fusion)",
     )
     parser.add_argument(
-        "--winograd",
-        action="store_true",
-        help="also run 3x3 stride-1 convs by Winograd (opt-in: it pays on one BLAS thread)",
+        "--no-winograd",
+        dest="winograd",
+        action="store_false",
+        help="keep 3x3 stride-1 convs direct (bit for bit, not by Winograd's F(2x2, 3x3))",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
@@ -106,15 +107,13 @@ def _lower_specialised(model, arrays):
 
 
 def _fusions(args):
-    """`lower`'s `fuse` for `rtsoa lower`'s flags: the default fusions, none (--no-fuse), or
-    every one (--winograd, the opt-in Winograd convolutions too)."""
+    """`lower`'s `fuse` for `rtsoa lower`'s flags: every fusion, none (--no-fuse), or all but
+    the Winograd convolutions (--no-winograd)."""
     from rtsoa.lowering.fuse import FUSIONS
 
     fuse = getattr(args, "fuse", True)
-    if getattr(args, "winograd", False):
-        if not fuse:
-            raise ValueError("--winograd is a fusion: give it without --no-fuse")
-        return tuple(FUSIONS)
+    if fuse and not getattr(args, "winograd", True):
+        return tuple(name for name in FUSIONS if name != "winograd")
     return fuse
 
 
@@ -144,7 +143,7 @@ def lower_command(args):
         "seconds": round(seconds, 6),
         "op_counts": model.op_counts(),
         "fused": bool(getattr(args, "fuse", True)),
-        "winograd": bool(getattr(args, "winograd", False)),
+        "winograd": bool(getattr(args, "fuse", True) and getattr(args, "winograd", True)),
     }
     if args.json:
         print(json.dumps(summary))

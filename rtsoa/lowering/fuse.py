@@ -57,10 +57,10 @@ becomes one `WinogradConv` op (`rtsoa/ops/winograd.py`) on the weights transform
 (16 values per kernel instead of 9), with the FusedConv's bias, residual and activation. Its
 results differ from the direct convolution's by rounding, within 1e-5 of the output's largest
 magnitude (float32), and on inputs holding inf or NaN (see `rtsoa.ops.winograd`); it runs
-last, after the fusions that make FusedConv. It is asked for by name (`OPT_IN`: `fuse=True`
-leaves it out): it pays where the BLAS computes on one thread (0.78-0.96x a CNN's time), but
-with OpenBLAS on two threads its 16 GEMMs per block, each too small to split, ran 0.93-1.87x
-the direct convs' time (their GEMMs split well).
+last, after the fusions that make FusedConv. Over the direct convs, a CNN ran in 0.88-1.09x
+the time on one BLAS thread and 0.79-1.03x on two (asv `bench_cnn.CnnWinograd`: ResNet-18 /
+-50, DenseNet-121, Inception-v1); a fusion list without "winograd" (`rtsoa lower
+--no-winograd`) keeps the direct convs, bit for bit and with their non-finite semantics.
 
 `lower(model, fuse=False)` keeps every op as the model has it; `fuse=("batch_norm", ...)`
 runs the fusions named (`FUSIONS`).
@@ -481,7 +481,7 @@ def _replace(calls, replaced):
 
 
 # The fusions `lower(model, fuse=...)` runs, by name, in the order they run; `fuse=True` runs
-# all but OPT_IN, which a caller names (`fuse=tuple(FUSIONS)` runs every one).
+# every one.
 FUSIONS = Registry.of(
     "fusion",
     {
@@ -493,6 +493,3 @@ FUSIONS = Registry.of(
         "winograd": winograd_convolutions,
     },
 )
-
-OPT_IN = frozenset({"winograd"})  # not run by fuse=True (see the module docstring)
-DEFAULT_FUSIONS = frozenset(FUSIONS) - OPT_IN

@@ -29,7 +29,7 @@ from rtsoa.lowering.convert import convert
 from rtsoa.lowering.dead_code import drop_dead
 from rtsoa.lowering.emit import Emitter
 from rtsoa.lowering.fold import fold_and_infer
-from rtsoa.lowering.fuse import DEFAULT_FUSIONS, FUSIONS
+from rtsoa.lowering.fuse import FUSIONS
 from rtsoa.lowering.half_precision import loaded_kind
 from rtsoa.lowering.host_split import split_host_steps
 from rtsoa.lowering.onnx_import import import_onnx
@@ -52,11 +52,10 @@ def lower(model, name=None, streams=1, fuse=True, limits=None):
     BatchNormalization folded into the preceding Conv's weights; "batch_norm_activation", one
     not folded, -> Relu as one FusedBatchNormalization; "conv_activation", Conv -> Add
     -> Relu / Clip as one FusedConv; "matmul_bias", MatMul -> Add of a bias (-> Relu) as one
-    MatMulBias; "gemm_activation", Gemm -> Relu as one FusedGemm) but "winograd" (a 3 x 3
+    MatMulBias; "gemm_activation", Gemm -> Relu as one FusedGemm; "winograd", a 3 x 3
     stride-1 Conv / FusedConv of enough channels as one WinogradConv on weights transformed
-    at lowering, which rounds differently and pays on one BLAS thread only: see
-    `rtsoa.lowering.fuse`), False none (every op of the
-    model kept), or a collection of those names, the ones to run.
+    at lowering, which rounds differently from the direct conv: see `rtsoa.lowering.fuse`),
+    False none (every op of the model kept), or a collection of those names, the ones to run.
 
     `streams`: ops are issued round-robin on this many device streams; a tensor read on
     another stream than its producer's is ordered by a RecordEvent / StreamWaitEvent pair,
@@ -71,7 +70,7 @@ def lower(model, name=None, streams=1, fuse=True, limits=None):
 def _fusions(fuse):
     """The fusion names `fuse` selects (see `lower`)."""
     if fuse is True:
-        return DEFAULT_FUSIONS
+        return frozenset(FUSIONS)
     if fuse is False or fuse is None:
         return frozenset()
     if isinstance(fuse, str):

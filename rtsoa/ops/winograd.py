@@ -15,9 +15,9 @@ transformed to V = B^T d B, sixteen GEMMs multiply U[k] (M x C) by V[k] (C x til
 residual and the activation as FusedConv applies them. That is 16 products per 2 x 2 outputs
 where the direct convolution takes 36, on GEMMs as wide as a block of tile rows: on ResNet-18's
 and DenseNet-121's 3 x 3 layers from 14 x 14 up, 0.48-0.73x the time of im2col + GEMM on one
-BLAS thread (asv `bench_ops_nn.WinogradVersusOnnxruntime`); on two BLAS threads it loses to
-them, which is why the lowering runs it only when asked (`rtsoa.lowering.fuse`). The tiles go in
-blocks of tile rows, the GEMMs' width (`BLOCK_TILES`).
+BLAS thread (asv `bench_ops_nn.WinogradVersusOnnxruntime`), 0.58-1.02x on two (measured by
+hand: OpenBLAS splits the direct conv's one large GEMM better than these sixteen small ones).
+The tiles go in blocks of tile rows, the GEMMs' width (`BLOCK_TILES`).
 
 The input is laid out once per image in its two column phases (even and odd padded columns),
 so every transform is a loop over contiguous elements that LLVM vectorises.
