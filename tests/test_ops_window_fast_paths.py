@@ -268,6 +268,59 @@ def test_max_pool_phases_match_onnxruntime_and_the_window_loop(shape, attributes
     np.testing.assert_array_equal(got, values)
 
 
+def _max_pool_in_tap_order(x, kernel, strides, dilations, pads, out_hw):
+    """MaxPool of a 2-D window in Python, each window's taps in row-major order with the
+    select the kernels state: a NaN replaces the running max, of equal values the first
+    stays; all-padding windows give -inf."""
+    n, c, h, w = x.shape
+    y = np.empty((n, c, *out_hw), dtype=x.dtype)
+    for i in np.ndindex(n, c, *out_hw):
+        best = x.dtype.type(-np.inf)
+        for kh in range(kernel[0]):
+            for kw in range(kernel[1]):
+                r = i[2] * strides[0] - pads[0] + kh * dilations[0]
+                q = i[3] * strides[1] - pads[1] + kw * dilations[1]
+                if 0 <= r < h and 0 <= q < w:
+                    v = x[i[0], i[1], r, q]
+                    if v > best or v != v:
+                        best = v
+        y[i] = best
+    return y
+
+
+@pytest.mark.parametrize(
+    "shape, attributes",
+    [
+        ((1, 3, 9, 8), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ((1, 2, 11, 12), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ((1, 2, 10, 9), {"kernel_shape": [2, 4], "strides": [1, 2], "dilations": [2, 1]}),
+        ((2, 1, 9, 13), {"kernel_shape": [4, 3], "strides": [3, 2], "pads": [2, 1, 1, 2]}),
+    ],
+)
+def test_max_pool_phases_keep_the_tap_order_nan_and_signed_zero(shape, attributes):
+    """The separable passes give the bits of the taps one by one in row-major order: which of
+    several NaNs (payloads differ) and which of +0 / -0 a window gives."""
+    rng = np.random.default_rng(5)
+    for dtype, bits in ((np.float32, np.uint32), (np.float64, np.uint64)):
+        # windows whose max is zero, +0 and -0 both in many; several NaNs in many
+        x = rng.choice(np.array([-1.0, -0.0, 0.0], dtype), shape)
+        nan = rng.random(shape) < 0.12
+        payloads = np.array(np.nan, dtype).view(bits) | rng.integers(1, 1000, shape).astype(bits)
+        x[nan] = payloads[nan].view(dtype)
+        (got,) = run_numpy("MaxPool", [x], attributes)
+        kernel = attributes["kernel_shape"]
+        want = _max_pool_in_tap_order(
+            x,
+            kernel,
+            attributes.get("strides", [1, 1]),
+            attributes.get("dilations", [1, 1]),
+            attributes.get("pads", [0, 0, 0, 0])[:2],
+            got.shape[2:],
+        )
+        np.testing.assert_array_equal(got.view(bits), want.view(bits))
+        assert np.isnan(got).any() and (got.view(bits) == np.array(-0.0, dtype).view(bits)).any()
+
+
 def _random_window(rng, spatial):
     kernel = [int(k) for k in rng.integers(1, 4, spatial)]
     attributes = {

@@ -24,7 +24,7 @@ without activation.
 
 import numpy as np
 
-from rtsoa._jit import jit_with_nrt
+from rtsoa._jit import jit_inline_llvm, jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
     FLOATS,
@@ -190,6 +190,29 @@ def _unroll(data, base, channels, geo, cols, scatter, first_row, rows):
                             o += n_w
 
 
+@jit_inline_llvm
+def _add_relu(row, b, residual, has_bias, has_z):
+    """row[i] = Relu(row[i] + b + residual[i]) in one pass (the bias or the residual as the
+    flags say), each step in the row's dtype as the separate Add and Relu ops compute it.
+    One pass stores a value computed from the loads, which LLVM vectorises; a Relu pass of its
+    own stores back the value it loaded or zero, which LLVM turns into a store under a branch
+    and leaves scalar (0.07 against 0.75 ns an element)."""
+    zero = row.dtype.type(0)
+    if has_bias and has_z:
+        for i in range(row.shape[0]):
+            v = row[i] + b
+            v = v + residual[i]
+            row[i] = zero if v < zero else v  # NaN and -0 stay as they are, as Relu has them
+    elif has_bias:
+        for i in range(row.shape[0]):
+            v = row[i] + b
+            row[i] = zero if v < zero else v
+    else:
+        for i in range(row.shape[0]):
+            v = row[i] + residual[i]
+            row[i] = zero if v < zero else v
+
+
 @jit_with_nrt
 def _epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low, high):
     """Channels `first` .. `first + count - 1` of one image, `count * p` elements of Y from
@@ -199,6 +222,9 @@ def _epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low, hig
     for j in range(count):
         at = start + j * p
         row = y[at : at + p]  # views indexed from 0: LLVM vectorises the loops
+        if act == ACT_RELU and (has_bias or has_z):
+            _add_relu(row, bias[first + j] if has_bias else zero, z[at : at + p], has_bias, has_z)
+            continue
         if has_bias:
             b = bias[first + j]
             for i in range(p):
