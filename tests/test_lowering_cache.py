@@ -225,11 +225,38 @@ def test_an_entry_others_can_write_or_own_is_not_trusted(tmp_path, lowered_dir, 
         assert entry.exists()
 
 
+def test_a_model_lowered_with_other_fusions_is_another_entry(tmp_path, lowered_dir, lowerings):
+    """The fusions are part of the key: a model lowered with every fusion is not served to a
+    caller that leaves the Winograd convolutions out, and each lowering is kept."""
+    from onnx import helper
+
+    from rtsoa.graph.inspect import op_counts
+    from rtsoa.lowering.fuse import FUSIONS
+    from rtsoa.testing.models import FLOAT
+
+    weights = (np.random.default_rng(4).standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    proto = model([node], [("x", FLOAT, [1, 64, 14, 14])], [("y", FLOAT, None)], [("w", weights)])
+    path = tmp_path / "conv.onnx"
+    onnx.save(proto, path)
+    direct = tuple(name for name in FUSIONS if name != "winograd")
+    assert op_counts(lower_cached(path)) == {"WinogradConv": 1}
+    assert op_counts(lower_cached(path, fuse=direct)) == {"Conv": 1}
+    assert op_counts(lower_cached(path, fuse=False)) == {"Conv": 1}
+    assert len(lowerings) == 3 and len(entries(lowered_dir)) == 3
+    assert op_counts(lower_cached(path, fuse=reversed(direct))) == {"Conv": 1}
+    assert op_counts(lower_cached(path, fuse=True)) == {"WinogradConv": 1}
+    assert len(lowerings) == 3  # the same fusion set in another order or form: served
+    with pytest.raises(ValueError, match="unknown fusion"):
+        lower_cached(path, fuse=("winograd", "wingorad"))
+
+
 def test_registries_and_user_converter_modules_are_part_of_the_key(tmp_path, monkeypatch):
     key = entry_key("digest", None, 1)
     assert entry_key("digest", None, 1) == key
     assert entry_key("digest", "/elsewhere", 1) != key
     assert entry_key("other digest", None, 1) != key
+    assert entry_key("digest", None, 1, ("winograd",)) != key
     module = tmp_path / "lowering_cache_user_ops.py"
     module.write_text("def convert(ctx, node):\n    ctx.emit('Relu', node.inputs, node.outputs)\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -98,6 +98,43 @@ def test_lower_no_winograd_keeps_the_direct_convolutions(tmp_path, capsys):
     }
 
 
+def test_run_no_winograd_lowers_the_convs_direct(tmp_path, capsys):
+    """`rtsoa run model.onnx --no-winograd` computes the direct convs' bits; on a lowered
+    graph the flag is an error naming what to do instead."""
+    from onnx import helper
+
+    from rtsoa.testing.models import FLOAT
+    from rtsoa.testing.models import model as build
+
+    weights = (np.random.default_rng(3).standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    proto = build([node], [("x", FLOAT, [1, 64, 14, 14])], [("y", FLOAT, None)], [("w", weights)])
+    path = tmp_path / "conv.onnx"
+    onnx.save(proto, path)
+    x = np.random.default_rng(4).standard_normal((1, 64, 14, 14)).astype(np.float32)
+    inputs = str(_inputs(tmp_path, x=x))
+    got = {}
+    for flags in ([], ["--no-winograd"]):
+        out = tmp_path / f"out{len(flags)}.npz"
+        command = ["run", str(path), "--inputs", inputs, "--outputs", str(out), "--no-progress"]
+        assert main([*command, *flags]) == 0
+        with np.load(out) as arrays:
+            got[bool(flags)] = arrays["y"]
+    capsys.readouterr()
+    lowered = tmp_path / "direct.rtsoa"
+    assert main(["lower", str(path), "-o", str(lowered), "--no-winograd", "--no-progress"]) == 0
+    out = tmp_path / "direct.npz"
+    assert main(["run", str(lowered), "--inputs", inputs, "--outputs", str(out)]) == 0
+    with np.load(out) as arrays:
+        np.testing.assert_array_equal(got[True], arrays["y"])  # the direct conv's bits
+    assert not np.array_equal(got[False], got[True])  # Winograd rounds otherwise
+    scale = np.abs(got[True]).max()
+    assert np.abs(got[False] - got[True]).max() <= 1e-5 * scale
+    capsys.readouterr()
+    assert main(["run", str(lowered), "--inputs", inputs, "--no-winograd"]) == 1
+    assert "--no-winograd applies to an ONNX model" in capsys.readouterr().err
+
+
 def test_run_lowers_an_onnx_file_on_the_fly(model_file, tmp_path, capsys):
     proto, path = model_file
     x = np.ones((2, 16), np.float32)

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from rtsoa.cli.arguments import arena_size, progress
-from rtsoa.cli.model import inspect_model, is_onnx_path, lower_onnx, run_model
+from rtsoa.cli.model import fusions, inspect_model, is_onnx_path, lower_onnx, run_model
 from rtsoa.device import AllocatorConfig, device_for_graph
 from rtsoa.device.defaults import HBM_BYTES
 from rtsoa.executors import EXECUTORS, Tracer, prepare_executor
@@ -98,6 +98,13 @@ def register(sub):
         help="blocks per quick list (freed blocks <= 8 KiB parked unmerged; 0: off; default 32, "
         "0 for the pytorch and page profiles)",
     )
+    run_parser.add_argument(
+        "--no-winograd",
+        dest="winograd",
+        action="store_false",
+        help="an ONNX model: lower its 3x3 stride-1 convs direct (bit for bit, not by Winograd's "
+        "F(2x2, 3x3))",
+    )
     run_parser.add_argument("--json", action="store_true", help="print a JSON object")
     run_parser.add_argument("--no-progress", dest="progress", action="store_false")
     run_parser.set_defaults(handler=run)
@@ -167,6 +174,11 @@ def run(args):
     start = time.perf_counter()
     if is_onnx_path(args.file):
         return _run_onnx(args)
+    if not args.winograd:
+        raise ValueError(
+            f"--no-winograd applies to an ONNX model, which rtsoa run lowers; {args.file} is "
+            "lowered already (rtsoa lower --no-winograd makes a graph without Winograd convs)"
+        )
     helper = cold_start(args.file, args.executor)  # a cold cache: two processes compile
     try:
         return _run_graph(args, start, helper)
@@ -184,7 +196,7 @@ def _run_onnx(args):
     helper = cold_start_model(args.executor)
     try:
         with cores_in_use(1 if helper is not None else 0):
-            graph, constants = lower_onnx(args.file, args.inputs)
+            graph, constants = lower_onnx(args.file, args.inputs, fusions(args))
             if helper is not None:  # the ops' computes, while the helper finishes its work
                 op_addresses(getattr(graph, "device", graph))  # a HostModel's device graph
         status = finish(helper)

@@ -49,9 +49,10 @@ def is_onnx_path(path):
     return str(path).lower().endswith(".onnx")
 
 
-def lower_onnx(path, inputs=None):
+def lower_onnx(path, inputs=None, fuse=True):
     """(graph, constant inputs): the lowered graph of the ONNX file at `path` (from the
-    lowering cache when it holds it). A model taking sequences or optionals is lowered for the
+    lowering cache when it holds it), with the fusions `fuse` selects (`lower`'s). A model
+    taking sequences or optionals is lowered for the
     arrays of the .npz file `inputs` (`sequence_feeds`: element k of sequence input `x` is the
     array named `x[k]`); the inputs that lowering made constants (positions) are named, so the
     run does not feed them."""
@@ -59,7 +60,7 @@ def lower_onnx(path, inputs=None):
     from rtsoa.lowering.cache import lower_cached  # see the module docstring
 
     try:
-        return lower_cached(path), set()
+        return lower_cached(path, fuse=fuse), set()
     except LoweringError:
         from rtsoa.lowering.onnx_import import load_onnx
         from rtsoa.lowering.sequence_io import takes_sequences
@@ -67,7 +68,7 @@ def lower_onnx(path, inputs=None):
         model = load_onnx(path)
         if not takes_sequences(model):
             raise
-    return _lower_specialised(model, read_inputs(inputs) if inputs else {})
+    return _lower_specialised(model, read_inputs(inputs) if inputs else {}, fuse)
 
 
 def sequence_feeds(model, arrays):
@@ -95,7 +96,7 @@ def sequence_feeds(model, arrays):
     return feeds
 
 
-def _lower_specialised(model, arrays):
+def _lower_specialised(model, arrays, fuse=True):
     """The lowering of `model` specialised on the sequences and optionals of `arrays`."""
     from rtsoa.limits import LoweringLimits
     from rtsoa.lowering.cache import lower_cached
@@ -103,12 +104,12 @@ def _lower_specialised(model, arrays):
 
     key = signature(model, sequence_feeds(model, arrays), LoweringLimits().sequence_elements)
     specialised, _ = specialise(model, key)
-    return lower_cached(specialised.SerializeToString()), baked_inputs(key)
+    return lower_cached(specialised.SerializeToString(), fuse=fuse), baked_inputs(key)
 
 
-def _fusions(args):
-    """`lower`'s `fuse` for `rtsoa lower`'s flags: every fusion, none (--no-fuse), or all but
-    the Winograd convolutions (--no-winograd)."""
+def fusions(args):
+    """`lower`'s `fuse` for the flags of `rtsoa lower` and `rtsoa run` (of an ONNX model):
+    every fusion, none (--no-fuse), or all but the Winograd convolutions (--no-winograd)."""
     from rtsoa.lowering.fuse import FUSIONS
 
     fuse = getattr(args, "fuse", True)
@@ -125,7 +126,7 @@ def lower_command(args):
     with progress(3, "lower", args.progress) as bar:
         model = import_onnx(args.file)
         bar.update()
-        graph = lower(model, fuse=_fusions(args))
+        graph = lower(model, fuse=fusions(args))
         bar.update()
         if not isinstance(graph, ExecuteGraph):  # a HostModel: host steps have no graph file
             raise LoweringError(

@@ -60,7 +60,8 @@ from rtsoa.graph.io import load_graph, save_graph
 from rtsoa.host.program import HostModel
 from rtsoa.limits import parse_size
 from rtsoa.lowering.converters import _CONVERTERS
-from rtsoa.lowering.lower import lower
+from rtsoa.lowering.fuse import FUSIONS
+from rtsoa.lowering.lower import fusions_of, lower
 from rtsoa.lowering.onnx_import import file_stamp, load_onnx
 from rtsoa.ops import OPS
 
@@ -235,15 +236,18 @@ def _version(package):
         return "none"
 
 
-def entry_key(model_digest, directory, streams):
+def entry_key(model_digest, directory, streams, fusions=None):
     """The cache key of a model (the SHA-256 hex digest of its bytes) whose external data is
     read relative to `directory` (a real path; None for bytes without a base directory),
-    lowered with `streams`."""
+    lowered with `streams` and the fusions named in `fusions` (None: every fusion, what
+    `fuse=True` runs)."""
+    fusions = sorted(FUSIONS if fusions is None else fusions)
     digest = hashlib.sha256()
     digest.update(f"rtsoa-lowered {ENTRY_VERSION}\n".encode())
     digest.update(f"rtsoa {_rtsoa_digest()}\nregistries {_registries_digest()}\n".encode())
     digest.update(f"onnx {_version('onnx')} numpy {_version('numpy')}\n".encode())
     digest.update(f"directory {directory!s}\nstreams {int(streams)}\n".encode())
+    digest.update(f"fusions {','.join(fusions)}\n".encode())
     digest.update(f"model {model_digest}\n".encode())
     return digest.hexdigest()
 
@@ -328,9 +332,10 @@ def _write_entry(entry, graph, records):
             shutil.rmtree(temp, ignore_errors=True)
 
 
-def lower_cached(source, streams=1, base_dir=None):
-    """`rtsoa.lowering.lower(source, streams=streams)` for an ONNX file path or ONNX bytes,
-    served from the disk cache when this model was lowered before (see the module docstring).
+def lower_cached(source, streams=1, base_dir=None, fuse=True):
+    """`rtsoa.lowering.lower(source, streams=streams, fuse=fuse)` for an ONNX file path or ONNX
+    bytes, served from the disk cache when this model was lowered before with the same
+    fusions (see the module docstring).
     `base_dir`: the directory the model's external data is relative to (default: a path's own
     directory; bytes have none, and bytes with external data are refused without one). Other
     sources (a ModelProto, a ComputeGraph) are lowered as usual."""
@@ -338,35 +343,36 @@ def lower_cached(source, streams=1, base_dir=None):
         source = bytes(source)
     if base_dir is not None and not os.path.isdir(base_dir):
         raise LoweringError(f"base_dir {os.fspath(base_dir)!r} is not a directory")
+    fusions = fusions_of(fuse)  # an unknown name is an error before any work
     if not enabled() or not isinstance(source, str | os.PathLike | bytes):
         if base_dir is None:
-            return lower(source, streams=streams)
-        return lower(load_onnx(source, base_dir=base_dir), streams=streams)
+            return lower(source, streams=streams, fuse=fusions)
+        return lower(load_onnx(source, base_dir=base_dir), streams=streams, fuse=fusions)
     limit = max_bytes()  # a malformed setting is an error before any work
     home = lowered_dir()
     if not _usable(home):
-        return lower(load_onnx(source, base_dir=base_dir), streams=streams)
+        return lower(load_onnx(source, base_dir=base_dir), streams=streams, fuse=fusions)
     stamps = {}
     if isinstance(source, bytes):
         model_digest = hashlib.sha256(source).hexdigest()
     else:
         path = os.fspath(source)
         if not os.path.isfile(path):
-            return lower(source, streams=streams)  # the lowering's own error
+            return lower(source, streams=streams, fuse=fusions)  # the lowering's own error
         stamps[path] = file_stamp(path)
         model_digest = _file_digest(path)  # streamed: a large model is not held twice
         if base_dir is None:
             base_dir = os.path.dirname(path) or os.curdir  # where onnx reads external data
     # the real directory external data is read from: bytes without one read none
     directory = None if base_dir is None else os.path.realpath(base_dir)
-    entry = home / entry_key(model_digest, directory, streams)
+    entry = home / entry_key(model_digest, directory, streams, fusions)
     graph = _read_entry(entry) if entry.exists() else None
     if graph is not None:
         _mark_used(entry)
         return graph
     external = []
     model = load_onnx(source, base_dir=base_dir, external_files=external, external_stamps=stamps)
-    graph = lower(model, streams=streams)
+    graph = lower(model, streams=streams, fuse=fusions)
     if isinstance(graph, HostModel):
         return graph  # host steps are not a saved graph: lowered again each time
     try:

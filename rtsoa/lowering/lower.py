@@ -62,12 +62,12 @@ def lower(model, name=None, streams=1, fuse=True, limits=None):
     and its block is freed on the producer's stream after events from every reader stream."""
     if not 1 <= int(streams) <= 64:
         raise ValueError(f"streams must be 1 .. 64, got {streams}")
-    fuse = _fusions(fuse)
+    fuse = fusions_of(fuse)
     with running(check_lowering_limits(limits)):
         return _lower(model, name, streams, fuse)
 
 
-def _fusions(fuse):
+def fusions_of(fuse):
     """The fusion names `fuse` selects (see `lower`)."""
     if fuse is True:
         return frozenset(FUSIONS)
