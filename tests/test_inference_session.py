@@ -260,3 +260,36 @@ def test_a_saved_model_graph_loads_as_a_session(tmp_path, mlp_inputs):
     graph = load_graph(DATASETS / "mlp.rtsoa")
     with rtsoa.InferenceSession(graph) as session:
         assert [info.name for info in session.get_inputs()] == list(mlp_inputs)
+
+
+def test_session_options_fuse_chooses_the_lowering_s_fusions(tmp_path):
+    """`SessionOptions.fuse` reaches the lowering of an ONNX model (path, bytes, ModelProto):
+    every fusion but "winograd" gives the direct conv's bits, the default its Winograd form
+    within the stated bound; on a lowered graph it is an error, as base_dir is."""
+    from rtsoa.graph.inspect import op_counts
+    from rtsoa.lowering.fuse import FUSIONS
+
+    weights = (np.random.default_rng(8).standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    proto = model([node], [("x", FLOAT, [1, 64, 14, 14])], [("y", FLOAT, None)], [("w", weights)])
+    path = tmp_path / "conv.onnx"
+    onnx.save(proto, path)
+    x = {"x": np.random.default_rng(9).standard_normal((1, 64, 14, 14)).astype(np.float32)}
+    direct = [name for name in FUSIONS if name != "winograd"]
+    options = rtsoa.SessionOptions(fuse=direct)
+    assert options.fuse == tuple(sorted(direct))
+    with rtsoa.InferenceSession(lower(proto, fuse=direct)) as session:
+        want = session.run(None, x)[0]
+    for source in (path, proto.SerializeToString(), proto):
+        with rtsoa.InferenceSession(source, options) as session:
+            assert op_counts(session.graph) == {"Conv": 1}
+            np.testing.assert_array_equal(session.run(None, x)[0], want)
+        with rtsoa.InferenceSession(source) as session:
+            assert op_counts(session.graph) == {"WinogradConv": 1}
+            got = session.run(None, x)[0]
+            assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    with pytest.raises(ModelInputError, match="fuse applies to ONNX models"):
+        rtsoa.InferenceSession(lower(proto), options)
+    for bad in ("winograd", ["winograd", "wingorad"], 2):
+        with pytest.raises(SessionOptionsError, match="SessionOptions.fuse"):
+            rtsoa.SessionOptions(fuse=bad)

@@ -4,8 +4,8 @@ The networks are built in code with random weights (`rtsoa.testing.cnn`: ResNet-
 MobileNetV2, DenseNet-121, Inception-v1), full width, at two input shapes: one 224 x 224
 image ("1x224") and a batch of eight 64 x 64 images ("8x64"). Each runs on rtsoa and on
 onnxruntime (its default graph optimisations, which fold BatchNormalization into the convs and
-fuse activations) in interleaved rounds; `track_ratio_vs_onnxruntime` is rtsoa's median
-latency over onnxruntime's (target <= 1.0). Threads:
+fuse activations), in one process; `track_ratio_vs_onnxruntime` is rtsoa's median latency
+over onnxruntime's (target <= 1.0). Threads:
 
 - "one": onnxruntime with one intra-op and one inter-op thread; rtsoa's BLAS limited to one
   thread (threadpoolctl), so both compute on one core; runs interleaved one by one;

@@ -52,10 +52,9 @@ def is_onnx_path(path):
 def lower_onnx(path, inputs=None, fuse=True):
     """(graph, constant inputs): the lowered graph of the ONNX file at `path` (from the
     lowering cache when it holds it), with the fusions `fuse` selects (`lower`'s). A model
-    taking sequences or optionals is lowered for the
-    arrays of the .npz file `inputs` (`sequence_feeds`: element k of sequence input `x` is the
-    array named `x[k]`); the inputs that lowering made constants (positions) are named, so the
-    run does not feed them."""
+    taking sequences or optionals is lowered for the arrays of the .npz file `inputs`
+    (`sequence_feeds`: element k of sequence input `x` is the array named `x[k]`); the inputs
+    that lowering made constants (positions) are named, so the run does not feed them."""
     from rtsoa.errors import LoweringError
     from rtsoa.lowering.cache import lower_cached  # see the module docstring
 

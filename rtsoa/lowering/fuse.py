@@ -60,7 +60,8 @@ magnitude (float32), and on inputs holding inf or NaN (see `rtsoa.ops.winograd`)
 last, after the fusions that make FusedConv. Over the direct convs, a CNN ran in 0.81-0.94x
 the time on one BLAS thread and 0.79-1.02x on two (asv `bench_cnn.CnnWinograd`: ResNet-18 /
 -50, DenseNet-121, Inception-v1); a fusion list without "winograd" (`rtsoa lower
---no-winograd`) keeps the direct convs, bit for bit and with their non-finite semantics.
+--no-winograd`, `rtsoa run model.onnx --no-winograd`) keeps the direct convs, bit for bit and
+with their non-finite semantics.
 
 `lower(model, fuse=False)` keeps every op as the model has it; `fuse=("batch_norm", ...)`
 runs the fusions named (`FUSIONS`).

@@ -25,6 +25,7 @@ from rtsoa.errors import LoweringError, ModelInputError, SessionOptionsError
 from rtsoa.executors import EXECUTORS
 from rtsoa.executors.multithread import MAX_THREADS
 from rtsoa.host.program import HostModel
+from rtsoa.lowering.lower import fusions_of
 from rtsoa.lowering.onnx_import import load_onnx
 from rtsoa.lowering.sequence_io import takes_sequences
 from rtsoa.runtime.forks import CALLS
@@ -53,6 +54,9 @@ class SessionOptions:
       holds in `device`'s memory, used in place (see rtsoa/runtime/external_weights.py).
     - `base_dir`: the directory an ONNX model's external data is relative to (default: the
       model file's directory; bytes and a ModelProto have none).
+    - `fuse`: the fusions an ONNX model is lowered with, as `rtsoa.lowering.lower` takes
+      them: True every one, False none, or the names to run (`rtsoa.lowering.fuse.FUSIONS`;
+      e.g. every name but "winograd" keeps the direct 3 x 3 convs, bit for bit).
     - `threads`: how many threads run the model (onnxruntime's `intra_op_num_threads` is the
       nearest): 1 a one-thread executor, 2 .. 64 the multithread executor's workers (with
       `executor` "auto" or "multithread"); None the executor's default. The ops' BLAS calls
@@ -70,6 +74,7 @@ class SessionOptions:
     constant_memory: dict | None = None
     base_dir: str | os.PathLike | None = None
     threads: int | None = None
+    fuse: bool | tuple = True
 
     def __post_init__(self):
         executors = ["auto", *EXECUTORS]
@@ -89,6 +94,19 @@ class SessionOptions:
             )
         _check_type("shared_weights", self.shared_weights, SharedWeights, "a SharedWeights")
         _check_type("base_dir", self.base_dir, str | os.PathLike, "a directory path")
+        if self.fuse is not True:  # kept as a sorted tuple of names (False: none)
+            iterable = isinstance(self.fuse, tuple | list | set | frozenset)
+            if not (self.fuse is False or iterable) or not all(
+                isinstance(name, str) for name in (self.fuse or ())
+            ):
+                raise SessionOptionsError(
+                    "SessionOptions.fuse: True, False or fusion names (a tuple, list or set of "
+                    f"str), got {self.fuse!r}"
+                )
+            try:
+                object.__setattr__(self, "fuse", tuple(sorted(fusions_of(self.fuse))))
+            except ValueError as error:
+                raise SessionOptionsError(f"SessionOptions.fuse: {error}") from None
         if self.threads is not None:
             if isinstance(self.threads, bool) or not isinstance(self.threads, int | np.integer):
                 raise SessionOptionsError(
@@ -150,9 +168,10 @@ class InferenceSession(ModelExecutor):
         outputs are sequences or optionals (it is lowered per run's sequences)."""
         session = super().__new__(cls)
         if cls is InferenceSession and _onnx_source(source):
-            base_dir = options.base_dir if isinstance(options, SessionOptions) else None
+            chosen = options if isinstance(options, SessionOptions) else SessionOptions()
+            base_dir = chosen.base_dir
             try:
-                session._lowered = graph_of(source, base_dir=base_dir)
+                session._lowered = graph_of(source, base_dir=base_dir, fuse=chosen.fuse)
             except LoweringError:
                 if not _takes_sequences(source, base_dir):
                     raise
@@ -189,7 +208,7 @@ class InferenceSession(ModelExecutor):
             raise ModelInputError(f"{os.fspath(source)!r}: no such file or directory")
         graph = getattr(self, "_lowered", None)  # lowered by __new__ already
         if graph is None:
-            graph = graph_of(source, base_dir=options.base_dir)
+            graph = graph_of(source, base_dir=options.base_dir, fuse=options.fuse)
         self._lowered = None
         extra = {}
         if options.constant_memory is not None:
@@ -244,10 +263,10 @@ def _sequence_session(source, options):
             f"options must be a rtsoa.SessionOptions, got {type(options).__name__}"
         )
 
-    lowered = dataclasses.replace(options, base_dir=None)  # the data is in the bytes
+    lowered = dataclasses.replace(options, base_dir=None, fuse=True)  # the data: in the bytes
 
     def open_session(data):  # made as `created` makes one: no dispatch to a SequenceSession
-        graph = graph_of(data)
+        graph = graph_of(data, fuse=options.fuse)
         if not len(graph.graph_outputs):
             return None  # every output an empty sequence or absent: nothing to run
         session = InferenceSession.created(graph, lowered)
