@@ -1,4 +1,5 @@
-"""What the commands share: one-line argument errors, byte-size arguments, the progress bar."""
+"""What the commands share: one-line argument errors, byte-size arguments, the progress bar,
+the lowering's --no-winograd."""
 
 import argparse
 
@@ -19,6 +20,17 @@ def progress(total, description, enabled):
     # disable=None: tqdm shows the bar only when stderr is a terminal.
     return tqdm(
         total=total, desc=description, unit="step", disable=None if enabled else True, leave=False
+    )
+
+
+def no_winograd(parser, scope=""):
+    """`--no-winograd` (args.winograd False): the lowering keeps 3x3 stride-1 convs direct.
+    `scope`: what the flag applies to, at the start of its help."""
+    parser.add_argument(
+        "--no-winograd",
+        dest="winograd",
+        action="store_false",
+        help=f"{scope}keep 3x3 stride-1 convs direct (bit for bit, not by Winograd's F(2x2, 3x3))",
     )
 
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from rtsoa.cli.arguments import arena_size, progress
+from rtsoa.cli.arguments import arena_size, no_winograd, progress
 from rtsoa.cli.model import fusions, inspect_model, is_onnx_path, lower_onnx, run_model
 from rtsoa.device import AllocatorConfig, device_for_graph
 from rtsoa.device.defaults import HBM_BYTES
@@ -98,13 +98,7 @@ def register(sub):
         help="blocks per quick list (freed blocks <= 8 KiB parked unmerged; 0: off; default 32, "
         "0 for the pytorch and page profiles)",
     )
-    run_parser.add_argument(
-        "--no-winograd",
-        dest="winograd",
-        action="store_false",
-        help="an ONNX model: lower its 3x3 stride-1 convs direct (bit for bit, not by Winograd's "
-        "F(2x2, 3x3))",
-    )
+    no_winograd(run_parser, "an ONNX model, as lowered here: ")
     run_parser.add_argument("--json", action="store_true", help="print a JSON object")
     run_parser.add_argument("--no-progress", dest="progress", action="store_false")
     run_parser.set_defaults(handler=run)

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from rtsoa.cli.arguments import progress
+from rtsoa.cli.arguments import no_winograd, progress
 from rtsoa.errors import LoweringError
 from rtsoa.executors import Tracer
 from rtsoa.graph.graph import ExecuteGraph
@@ -33,12 +33,7 @@ def register(subcommands):
         action="store_false",
         help="keep every op of the model (no MatMul -> Add -> Relu fusion)",
     )
-    parser.add_argument(
-        "--no-winograd",
-        dest="winograd",
-        action="store_false",
-        help="keep 3x3 stride-1 convs direct (bit for bit, not by Winograd's F(2x2, 3x3))",
-    )
+    no_winograd(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     parser.set_defaults(handler=lower_command)

@@ -57,11 +57,11 @@ becomes one `WinogradConv` op (`rtsoa/ops/winograd.py`) on the weights transform
 (16 values per kernel instead of 9), with the FusedConv's bias, residual and activation. Its
 results differ from the direct convolution's by rounding, within 1e-5 of the output's largest
 magnitude (float32), and on inputs holding inf or NaN (see `rtsoa.ops.winograd`); it runs
-last, after the fusions that make FusedConv. Over the direct convs, a CNN ran in 0.81-0.94x
-the time on one BLAS thread and 0.79-1.02x on two (asv `bench_cnn.CnnWinograd`: ResNet-18 /
--50, DenseNet-121, Inception-v1); a fusion list without "winograd" (`rtsoa lower
---no-winograd`, `rtsoa run model.onnx --no-winograd`) keeps the direct convs, bit for bit and
-with their non-finite semantics.
+last, after the fusions that make FusedConv. Over the direct convs, a CNN ran in 0.81-1.09x
+the time on one BLAS thread and 0.79-1.03x on two (two runs of asv `bench_cnn.CnnWinograd`:
+ResNet-18 / -50, DenseNet-121, Inception-v1; ResNet-50 at 1.09 and 0.86); a fusion list
+without "winograd" (`rtsoa lower --no-winograd`, `rtsoa run model.onnx --no-winograd`) keeps
+the direct convs, bit for bit and with their non-finite semantics.
 
 `lower(model, fuse=False)` keeps every op as the model has it; `fuse=("batch_norm", ...)`
 runs the fusions named (`FUSIONS`).

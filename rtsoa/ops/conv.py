@@ -196,7 +196,8 @@ def _add_relu(row, b, residual, has_bias, has_z):
     flags say), each step in the row's dtype as the separate Add and Relu ops compute it.
     One pass stores a value computed from the loads, which LLVM vectorises; a Relu pass of its
     own stores back the value it loaded or zero, which LLVM turns into a store under a branch
-    and leaves scalar (0.07 against 0.75 ns an element)."""
+    and leaves scalar (0.07 against 0.75 ns an element). A loop per case: one loop testing the
+    flags inside took 0.075 ns an element against 0.056 for the bias alone."""
     zero = row.dtype.type(0)
     if has_bias and has_z:
         for i in range(row.shape[0]):
