@@ -3,7 +3,8 @@
 `python -m benchmarks.cnn_layers [MODEL ...] [--size 224] [--top 12] [--threads default]`
 (in `asv_bench/`) lowers each network of `rtsoa.testing.cnn` (random weights), runs it on
 rtsoa's sequential executor with one BLAS thread and on onnxruntime with one intra-op thread
-(`--threads default`: rtsoa's BLAS threads and onnxruntime's default pool), and prints a table
+(`--threads default`: rtsoa's BLAS threads and onnxruntime's default pool; `--threads 2`:
+rtsoa's `intra_op_threads=2` and onnxruntime's two intra-op threads), and prints a table
 per model: each kind of layer (a convolution by its input and weight shapes, a pool by its
 input shape, any other op by name), how many, and the milliseconds each runtime spends in
 them. rtsoa's times are the minimum per node over `--runs` profiled runs (`Profiler`: one
@@ -38,9 +39,9 @@ def _key(op, x_shape, w_shape):
     return f"Conv {x} w{'x'.join(str(d) for d in w_shape)}"
 
 
-def rtsoa_layers(proto, x, runs, threads=1):
+def rtsoa_layers(proto, x, runs, threads=1, intra_op_threads=None):
     """{layer key: [milliseconds, count]} of one run, the minimum per node over `runs`;
-    `threads`: the BLAS threads (None: as they are)."""
+    `threads`: the BLAS threads (None: as they are); `intra_op_threads`: the session's."""
     from threadpoolctl import threadpool_limits
 
     from rtsoa.executors import Profiler
@@ -48,7 +49,8 @@ def rtsoa_layers(proto, x, runs, threads=1):
     from rtsoa.lowering import lower
     from rtsoa.runtime import InferenceSession, SessionOptions
 
-    session = InferenceSession(lower(proto), SessionOptions(executor="sequential"))
+    options = SessionOptions(executor="sequential", intra_op_threads=intra_op_threads)
+    session = InferenceSession(lower(proto), options)
     session.execute_sync({"x": x})  # Main, and BLAS loaded before its threads are limited
     profiler = Profiler()
     best = {}
@@ -163,14 +165,15 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--top", type=int, default=12)
-    parser.add_argument("--threads", choices=("one", "default"), default="one")
+    parser.add_argument("--threads", choices=("one", "default", "2"), default="one")
     args = parser.parse_args(argv)
-    threads = 1 if args.threads == "one" else None
+    threads = {"one": 1, "default": None, "2": 2}[args.threads]
+    intra = 2 if args.threads == "2" else None
     for name in args.models:
         proto = ARCHITECTURES[name](size=args.size)
         x = np.random.default_rng(0).standard_normal((1, 3, args.size, args.size))
         x = x.astype(np.float32)
-        ours = rtsoa_layers(proto, x, args.runs, threads)
+        ours = rtsoa_layers(proto, x, args.runs, None if intra else threads, intra)
         theirs = onnxruntime_layers(proto, x, args.runs, threads)
         title = f"{name}, 1 x {args.size} x {args.size}, {args.threads} thread"
         print(table(title + ("" if threads == 1 else "s"), ours, theirs, args.top))

@@ -29,6 +29,13 @@ OPERAND_ROWS = MAX_OPERANDS + 1
 ABSENT = -1
 MODE_INFER = 0  # the op entry's modes: shape inference
 MODE_COMPUTE = 1  # ... and compute
+# ... and one part of a compute shared by threads (`rtsoa.ops.parts`), the part's index in the
+# bits above the low byte; only ops registered with parts=True take it
+MODE_PART = 2
+# RESULT_ROW's columns after the flop count: the intra-op parts pool of the executor (its
+# control block's address, 0: none) and the address of the op entry being launched
+POOL_COLUMN = 1
+ENTRY_COLUMN = 2
 
 # -- shape rows of a lowered model's values -----------------------------------------------------
 SHAPE_RANK = 0  # rank (-1 unknown)

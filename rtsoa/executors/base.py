@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rtsoa._jit import EntryCache, jit_out_of_line
+from rtsoa.abi.operands import POOL_COLUMN, RESULT_ROW
 from rtsoa.abi.registry import Registry
 from rtsoa.abi.status import (
     STATUS_CANCELLED,
@@ -272,6 +273,7 @@ class Executor(abc.ABC):
         # the words its loop polls (`rtsoa.executors.cancel`; shared by a model's Main runs)
         self.cancellation = cancel if cancel is not None else CancelFlag()
         self.cancel_words = self.cancellation.words
+        self.parts_pool = None  # helper threads its ops share their parts with (use_parts_pool)
         self._arguments = self._prepare()
         self._record = None  # (capacity, 3) int64: node, start ns, end ns; made on first use
         self.dropped_steps = 0
@@ -286,6 +288,14 @@ class Executor(abc.ABC):
             f"<Executor {self.name} root={self.root.name} nodes={self.nodes.shape[0]} "
             f"control_flow={self.control_flow}>"
         )
+
+    def use_parts_pool(self, pool):
+        """Let the ops this executor launches share their parts with `pool`'s helper threads
+        (a `rtsoa.ops.parts.PartsPool`, kept alive with the executor; None: ops run whole)."""
+        self.parts_pool = pool
+        address = 0 if pool is None else pool.address
+        for runtime in getattr(self, "_runtimes", [self.runtime]):
+            runtime.worker.table[RESULT_ROW, POOL_COLUMN] = address
 
     def kernel_name(self, node):
         """Name of the kernel `node` runs."""

@@ -52,7 +52,7 @@ from rtsoa.kernels.abi import (
 )
 from rtsoa.kernels.checksum import FOLD_SALTS, fold
 from rtsoa.kernels.registry import kernel
-from rtsoa.ops.abi import MAX_OP_OPERANDS, MAX_OPERANDS, ROW_WIDTH
+from rtsoa.ops.abi import ENTRY_COLUMN, MAX_OP_OPERANDS, MAX_OPERANDS, RESULT_ROW, ROW_WIDTH
 from rtsoa.ops.call import call_entry
 
 HEADER = 5  # op code, inputs, outputs, present mask, data mask
@@ -300,6 +300,7 @@ def op_launch(rt, node):
     device_exit(rt.device)
     if status != 0:
         return status
+    table[RESULT_ROW, ENTRY_COLUMN] = address  # for an op that shares its parts (ops.parts)
     status = call_entry(address, 1, code, arena, table, attrs, fattrs, n_in, n_out)
     if status != 0:
         return status

@@ -74,3 +74,41 @@ def call_entry(typingctx, address, mode, code, arena, table, attrs, fattrs, n_in
         )
 
     return signature, codegen
+
+
+@intrinsic
+def call_entry_raw(
+    typingctx, address, mode, arena, arena_bytes, table, attrs, fattrs, count, n_in, n_out
+):
+    """`call_entry` on raw addresses (int64): what a helper thread of `rtsoa.ops.parts` has of
+    the call it shares (the arena, its bytes, the operand table, the attribute slots as int64
+    and float64, their count). The op code argument is 0 (an op's own entry does not read it)."""
+    values = (address, mode, arena, arena_bytes, table, attrs, fattrs, count, n_in, n_out)
+    if not all(isinstance(value, types.Integer) for value in values):
+        return None
+    signature = types.int32(*values)
+
+    def codegen(context, builder, signature, arguments):
+        i64 = ir.IntType(64)
+        pointers = {
+            2: ir.IntType(8).as_pointer(),
+            4: i64.as_pointer(),
+            5: i64.as_pointer(),
+            6: ir.DoubleType().as_pointer(),
+        }
+        parameters = [i64, i64] + [pointers.get(index, i64) for index in range(2, 10)]
+        function_type = ir.FunctionType(ir.IntType(32), parameters)  # mode, code, then as given
+        widened = [
+            context.cast(builder, value, kind, types.int64)
+            for value, kind in zip(arguments, signature.args, strict=True)
+        ]
+        pointer = builder.inttoptr(widened[0], function_type.as_pointer())
+        values = [widened[1], ir.Constant(i64, 0)]  # mode, the op code
+        for index in range(2, 10):
+            value = widened[index]
+            if index in pointers:
+                value = builder.inttoptr(value, pointers[index])
+            values.append(value)
+        return builder.call(pointer, values)
+
+    return signature, codegen

@@ -24,10 +24,11 @@ without activation.
 
 import numpy as np
 
-from rtsoa._jit import jit_inline_llvm, jit_with_nrt
+from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
     FLOATS,
+    MODE_COMPUTE,
     RESULT_ROW,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_SHAPE,
@@ -40,6 +41,7 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.broadcast import same_shape
 from rtsoa.ops.depthwise import depthwise_run
+from rtsoa.ops.parts import NOT_SHARED, array_at, is_part, part_index, parts_for, run_parts, task
 from rtsoa.ops.phases import fill_phases, flat_window, phase_shape, phases_fit, tap_offsets
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import (
@@ -299,15 +301,25 @@ def _phase_tile(buffer, span, offsets, geo, cols, weights, tile, y, y_base, firs
                 y[at + np.uint64(i)] = tile[source + np.uint64(i)]
 
 
-@jit_with_nrt
-def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
+@jit_inline_ir
+def _sizes(geo):
+    """(images, C, M, groups, C and M per group, kernel taps, K = C per group x taps, input
+    plane, output positions) of a conv's geometry."""
     n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
     c_g = c // group
-    m_g = m // group
     taps = geo[G_K] * geo[G_K + 1] * geo[G_K + 2]
-    k = c_g * taps
     plane = geo[G_IN] * geo[G_IN + 1] * geo[G_IN + 2]
     p = geo[G_OUT] * geo[G_OUT + 1] * geo[G_OUT + 2]
+    return n_images, c, m, group, c_g, m // group, taps, c_g * taps, plane, p
+
+
+@jit_with_nrt
+def _conv_plan(geo, itemsize):
+    """How `_conv_run` computes a conv: (pointwise: a 1 x 1 conv multiplying the input directly,
+    depthwise, phased: columns built from stride phases, rows: output rows per im2col tile
+    (n_h: one tile), width: the column matrix's columns per output row, span: phase cells per
+    channel, 0 unless phased)."""
+    n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
     pointwise = taps == 1 and p == plane
     for s in range(3):
         if geo[G_S + s] != 1 or geo[G_PB + s] != 0 or geo[G_PE + s] != 0:
@@ -324,18 +336,27 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
     phase_rows, pitch = phase_shape(geo)
     span = geo[G_S + 1] * geo[G_S + 2] * phase_rows * pitch  # phase cells per channel
     phased = not depthwise and taps > 1 and p > 0 and flat_window(geo) and phases_fit(geo)
-    small = k * p * x.itemsize <= TILE_BYTES
-    strided = geo[G_S + 2] > 1 and c_g * span * x.itemsize <= TILE_BYTES // 2
+    small = k * p * itemsize <= TILE_BYTES
+    strided = geo[G_S + 2] > 1 and c_g * span * itemsize <= TILE_BYTES // 2
     phased = phased and (small or strided) and m_g * (pitch - n_w) <= 16 * n_w
     width = pitch if phased else n_w  # the column matrix's columns per output row
     # im2col in tiles of output rows where the whole matrix would leave the cache (2-D only)
     rows = n_h
-    if not (pointwise or depthwise) and geo[G_OUT] == 1 and k * p * x.itemsize > TILE_BYTES:
-        rows = max(1, min(n_h, TILE_BYTES // max(k * width * x.itemsize, 1)))
+    if not (pointwise or depthwise) and geo[G_OUT] == 1 and k * p * itemsize > TILE_BYTES:
+        rows = max(1, min(n_h, TILE_BYTES // max(k * width * itemsize, 1)))
+    span = span if phased else 0
+    return pointwise, depthwise, phased, rows, width, span
+
+
+@jit_with_nrt
+def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
+    n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
+    n_h = geo[G_OUT + 1]
+    pointwise, depthwise, phased, rows, width, span = _conv_plan(geo, x.itemsize)
+    _, pitch = phase_shape(geo)
     tiled = rows < n_h
     cols = np.empty(0 if pointwise or depthwise else k * rows * width * geo[G_OUT], dtype=x.dtype)
     tile = np.empty(m_g * rows * width if tiled or phased else 0, dtype=x.dtype)
-    span = span if phased else 0
     # one group's phases, zero-padded, and `pitch` more zeros: the last tap of the last
     # channel reads up to reach_w // s_w cells past its phases, for columns Y drops
     buffer = np.zeros(c_g * span + pitch if phased else 0, dtype=x.dtype)
@@ -378,6 +399,190 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
     if not finish_blocks:
         for n in range(n_images):
             _epilogue(y, z, n * m * p, 0, m, p, bias, has_bias, has_z, act, low, high)
+
+
+# -- a conv shared by threads (`rtsoa.ops.parts`) -------------------------------------------------
+
+# its phases: depthwise planes; phase buffer channels, output rows (phased or im2col tiles);
+# im2col channels, GEMM output channels
+P_DEPTHWISE, P_FILL, P_ROWS, P_UNROLL, P_GEMM = 0, 1, 2, 3, 4
+CONV_GRAIN = 1 << 18  # multiply-adds worth a part of their own (~6 us at 80 GFLOP/s)
+DEPTHWISE_GRAIN = 1 << 16  # a depthwise conv's (each tap a load: ~1 ns per output of 9 taps)
+M_BLOCK = 16  # a GEMM part's output channels are whole multiples of this (the BLAS kernel's)
+
+
+@jit_inline_ir
+def _share(count, index, parts, block):
+    """[first, end) of part `index` of `count` items in `parts` parts, each boundary rounded
+    up to a multiple of `block` (parts may be empty)."""
+    first = min(count, (index * count // parts + block - 1) // block * block)
+    end = min(count, ((index + 1) * count // parts + block - 1) // block * block)
+    if index + 1 >= parts:
+        end = count
+    return first, end
+
+
+@jit_with_nrt
+def _conv_part(x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, index, parts, user):
+    """Part `index` of `parts` of `phase` of `_conv_shared`'s conv: the same loops as
+    `_conv_run` on a disjoint piece of Y (or of the phase buffer / column matrix, `user[1]`
+    its address and `user[2]` its elements), the block (image, group) `user[0]`, with each
+    Y element's products summed in `_conv_run`'s order (only the BLAS's blocking may differ)."""
+    n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
+    n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
+    pointwise, depthwise, phased, rows, width, span = _conv_plan(geo, x.itemsize)
+    if phase == P_DEPTHWISE:  # (image, channel) planes, each image's run of them at once
+        first, end = _share(n_images * group, index, parts, 1)
+        q = first
+        while q < end:
+            n, g0 = q // group, q % group
+            count = min(group - g0, end - q)
+            piece = geo.copy()
+            piece[G_N] = 1
+            piece[G_C] = count
+            piece[G_GROUP] = count
+            piece[G_M] = count * m_g
+            y_start = (n * m + g0 * m_g) * p
+            depthwise_run(
+                x[(n * c + g0) * plane : (n * c + g0 + count) * plane],
+                w[g0 * m_g * taps : (g0 + count) * m_g * taps],
+                y[y_start : y_start + count * m_g * p],
+                piece,
+            )
+            _epilogue(
+                y, z, y_start, g0 * m_g, count * m_g, p, bias, has_bias, has_z, act, low, high
+            )
+            q += count
+        return np.int64(0)
+    n, g = user[0] // group, user[0] % group
+    x_base = (n * c + g * c_g) * plane
+    y_base = (n * m + g * m_g) * p
+    weights = w[g * m_g * k : (g + 1) * m_g * k].reshape((m_g, k))
+    shared = array_at(user[1], user[2], x.dtype)
+    if phase == P_FILL:
+        first, end = _share(c_g, index, parts, 1)
+        for channel in range(first, end):
+            at = channel * span
+            fill_phases(x, x_base + channel * plane, geo, shared[at : at + span])
+    elif phase == P_ROWS:  # output rows, with their own column matrix and GEMM tile
+        first, end = _share(n_h, index, parts, 1)
+        step = min(rows, max(end - first, 1))
+        cols = np.empty(k * step * width, dtype=x.dtype)
+        tile = np.empty(m_g * step * width, dtype=x.dtype)
+        offsets = tap_offsets(geo) if phased else np.zeros(0, dtype=np.uint64)
+        for row in range(first, end, step):
+            count = min(step, end - row)
+            if phased:
+                _phase_tile(shared, span, offsets, geo, cols, weights, tile, y, y_base, row, count)
+            else:
+                _conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, row, count)
+        for j in range(m_g):  # each channel's rows of this part
+            at = y_base + j * p + first * n_w
+            _epilogue(
+                y, z, at, g * m_g + j, 1, (end - first) * n_w, bias, has_bias, has_z, act, low, high
+            )
+    elif phase == P_UNROLL:
+        first, end = _share(c_g, index, parts, 1)
+        _unroll(
+            x, x_base + first * plane, end - first, geo, shared[first * taps * p :], False, 0, n_h
+        )
+    else:  # P_GEMM: output channels
+        first, end = _share(m_g, index, parts, M_BLOCK)
+        if end > first:
+            source = x[x_base : x_base + k * p] if pointwise else shared[: k * p]
+            _gemm(
+                weights[first:end],
+                source.reshape((k, p)),
+                y[y_base + first * p : y_base + end * p].reshape((end - first, p)),
+            )
+            _epilogue(
+                y, z, y_base + first * p, g * m_g + first, end - first, p,
+                bias, has_bias, has_z, act, low, high,
+            )  # fmt: skip
+    return np.int64(0)
+
+
+@jit_with_nrt
+def _conv_phase(
+    call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, parts, user, scratch
+):
+    """One phase of `_conv_shared`: its parts on the pool, or one after the other here when
+    another op has the pool (the same parts: the same bits, whoever computes them).
+    `scratch` (the array `user` points to) stays alive until every part is done."""
+    arena, table, attrs, fattrs, n_in, n_out = call
+    status = run_parts(arena, table, attrs, fattrs, n_in, n_out, phase, parts, user)
+    if status == NOT_SHARED:
+        status = np.int64(0)
+        for index in range(parts):
+            status = _conv_part(
+                x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, index, parts, user
+            )
+    return status + 0 * scratch.shape[0]
+
+
+@jit_with_nrt
+def _conv_shared(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, parts):
+    """`_conv_run`'s conv in phases whose parts the threads of the table's pool share: depthwise
+    by planes; per image and group, the phase buffer by channels then output rows (phased),
+    output rows (im2col tiles), or the column matrix by channels then the GEMM by output
+    channels (whole im2col, 1 x 1)."""
+    n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
+    n_h = geo[G_OUT + 1]
+    pointwise, depthwise, phased, rows, width, span = _conv_plan(geo, x.itemsize)
+    args = (x, w, bias, has_bias, z, has_z, act, low, high, y, geo)
+    none = np.zeros(0, dtype=x.dtype)
+    zero = np.int64(0)
+    if depthwise:
+        user = (zero, zero, zero, zero)
+        return _conv_phase(call, *args, P_DEPTHWISE, min(parts, n_images * group), user, none)
+    _, pitch = phase_shape(geo)
+    buffer = np.zeros(c_g * span + pitch if phased else 0, dtype=x.dtype)
+    cols = np.empty(0 if pointwise or phased or rows < n_h else k * p, dtype=x.dtype)
+    status = zero
+    for block in range(n_images * group):
+        if phased:
+            user = (np.int64(block), np.int64(buffer.ctypes.data), np.int64(buffer.size), zero)
+            status = _conv_phase(call, *args, P_FILL, min(parts, c_g), user, buffer)
+            if status == 0:
+                status = _conv_phase(call, *args, P_ROWS, min(parts, n_h), user, buffer)
+        elif rows < n_h:
+            user = (np.int64(block), zero, zero, zero)
+            status = _conv_phase(call, *args, P_ROWS, min(parts, n_h), user, none)
+        else:
+            user = (np.int64(block), np.int64(cols.ctypes.data), np.int64(cols.size), zero)
+            if not pointwise:
+                status = _conv_phase(call, *args, P_UNROLL, min(parts, c_g), user, cols)
+            if status == 0:
+                gemm_parts = min(parts, (m_g + M_BLOCK - 1) // M_BLOCK)
+                status = _conv_phase(call, *args, P_GEMM, gemm_parts, user, cols)
+        if status != 0:
+            return status
+    return status
+
+
+@jit_with_nrt
+def _conv_go(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, mode):
+    """A Conv / FusedConv launch (`mode` MODE_COMPUTE: shared by the pool's threads where it is
+    large enough, else `_conv_run`) or one part of one (MODE_PART)."""
+    table = call[1]
+    if is_part(mode):
+        phase, parts, user = task(table)
+        index = part_index(mode)
+        args = (x, w, bias, has_bias, z, has_z, act, low, high, y, geo)
+        return _conv_part(*args, phase, index, parts, user)
+    m, group = geo[G_M], geo[G_GROUP]
+    taps = geo[G_K] * geo[G_K + 1] * geo[G_K + 2]
+    k = geo[G_C] // group * taps
+    p = geo[G_OUT] * geo[G_OUT + 1] * geo[G_OUT + 2]
+    parts = np.int64(1)
+    if k > 0 and m // group > 0 and p > 0:
+        depthwise = geo[G_C] == group and group > 1
+        grain = DEPTHWISE_GRAIN if depthwise else CONV_GRAIN
+        parts = parts_for(table, geo[G_N] * m * k * p, grain)
+    if parts < 2:
+        _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo)
+        return np.int64(0)
+    return _conv_shared(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, parts)
 
 
 @jit_with_nrt
@@ -426,7 +631,7 @@ def _fused_checks(table, n_in, attrs, fattrs):
 
 
 @jit_with_nrt.keeping_literals("kind", "fused", "element")
-def _conv_compute(arena, table, n_in, attrs, fattrs, kind, fused, element):
+def _conv_compute(arena, table, n_in, n_out, attrs, fattrs, kind, fused, element, mode):
     status, geo = _conv_checks(table, n_in, attrs, kind)
     if status != 0:
         return status
@@ -460,7 +665,10 @@ def _conv_compute(arena, table, n_in, attrs, fattrs, kind, fused, element):
         z = view(arena, table, z_row, np.float32)
         y = view(arena, table, n_in, np.float32)
         if kind == CONV:
-            _conv_run(x, w, b, has_bias, z, has_z, act, low, high, y, geo)
+            call = (arena, table, attrs, fattrs, n_in, n_out)
+            return np.int32(
+                _conv_go(call, x, w, b, has_bias, z, has_z, act, low, high, y, geo, mode)
+            )
         else:
             _conv_transpose_run(x, w, b, has_bias, y, geo)
     else:
@@ -470,20 +678,25 @@ def _conv_compute(arena, table, n_in, attrs, fattrs, kind, fused, element):
         z = view(arena, table, z_row, np.float64)
         y = view(arena, table, n_in, np.float64)
         if kind == CONV:
-            _conv_run(x, w, b, has_bias, z, has_z, act, low, high, y, geo)
+            call = (arena, table, attrs, fattrs, n_in, n_out)
+            return np.int32(
+                _conv_go(call, x, w, b, has_bias, z, has_z, act, low, high, y, geo, mode)
+            )
         else:
             _conv_transpose_run(x, w, b, has_bias, y, geo)
     return np.int32(0)
 
 
 @jit_with_nrt.keeping_literals("element")
-def conv_compute(arena, table, n_in, n_out, attrs, fattrs, element):
-    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV, False, element)
+def conv_compute(arena, table, n_in, n_out, attrs, fattrs, element, mode):
+    return _conv_compute(arena, table, n_in, n_out, attrs, fattrs, CONV, False, element, mode)
 
 
 @jit_with_nrt.keeping_literals("element")
 def conv_transpose_compute(arena, table, n_in, n_out, attrs, fattrs, element):
-    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV_TRANSPOSE, False, element)
+    return _conv_compute(
+        arena, table, n_in, n_out, attrs, fattrs, CONV_TRANSPOSE, False, element, MODE_COMPUTE
+    )
 
 
 @jit_with_nrt
@@ -495,8 +708,8 @@ def fused_conv_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt.keeping_literals("element")
-def fused_conv_compute(arena, table, n_in, n_out, attrs, fattrs, element):
-    return _conv_compute(arena, table, n_in, attrs, fattrs, CONV, True, element)
+def fused_conv_compute(arena, table, n_in, n_out, attrs, fattrs, element, mode):
+    return _conv_compute(arena, table, n_in, n_out, attrs, fattrs, CONV, True, element, mode)
 
 
 def encode_fused_conv(attributes, inputs):
@@ -511,7 +724,13 @@ def encode_fused_conv(attributes, inputs):
 # per-dtype entries (variants): the compute takes input 0's dtype code as `element`
 _FLOAT_VARIANTS = {"dtypes": {0: FLOATS}, "variants": True}
 register_op(
-    "Conv", conv_infer, conv_compute, encode=encode_window, inputs=(2, 3), **_FLOAT_VARIANTS
+    "Conv",
+    conv_infer,
+    conv_compute,
+    encode=encode_window,
+    inputs=(2, 3),
+    parts=True,
+    **_FLOAT_VARIANTS,
 )
 register_op(
     "ConvTranspose",
@@ -527,6 +746,7 @@ register_op(
     fused_conv_compute,
     encode=encode_fused_conv,
     inputs=(2, 4),
+    parts=True,
     **_FLOAT_VARIANTS,
     doc="Conv (+ a residual Z) then an optional Relu / Clip: the lowering's fusion of Conv -> "
     "Add -> Relu / Clip",

@@ -45,7 +45,7 @@ from rtsoa._jit import package_source_stamp
 from rtsoa.abi.dtypes import DTYPES
 from rtsoa.ops.abi import MAX_OP_OPERANDS
 
-_GENERATOR_VERSION = "2"
+_GENERATOR_VERSION = "3"
 
 SIGNATURE = types.int32(
     types.int64,  # mode
@@ -73,6 +73,7 @@ from rtsoa.ops.abi import (
     MAX_OPERANDS,
     MODE_COMPUTE,
     MODE_INFER,
+    MODE_PART,
     ROW_WIDTH,
     STATUS_OP_ARITY,
     STATUS_OP_BAD_DTYPE,
@@ -163,6 +164,12 @@ def entry_source(definition, key, kind=None, infer_only=False):
         "        elif mode == MODE_COMPUTE:\n"
         f"            status = _compute(arena, table, n_in, n_out, attrs, fattrs{arguments})\n"
     )
+    if definition.parts:  # the mode goes to the compute, a part's index with it
+        compute_call = (
+            "        elif mode == MODE_COMPUTE or mode & 0xFF == MODE_PART:\n"
+            f"            status = _compute(arena, table, n_in, n_out, attrs, fattrs{arguments}, "
+            "mode)\n"
+        )
     if infer_only:
         compute_import = "_INFER_ONLY = True  # MODE_COMPUTE: STATUS_OP_UNKNOWN\n"
         compute_call = ""

@@ -31,6 +31,7 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.attributes import onnx_float
+from rtsoa.ops.parts import NO_USER, NOT_SHARED, is_part, part_index, parts_for, run_parts, task
 from rtsoa.ops.phases import (
     copy_rows,
     fill_phases,
@@ -64,6 +65,7 @@ from rtsoa.ops.window import (
 )
 
 MAX, AVERAGE = 0, 1
+POOL_GRAIN = 1 << 15  # output taps (outputs x kernel taps) worth a part of their own
 
 
 @jit_with_nrt
@@ -338,8 +340,27 @@ def _max_pool_phases(x, y, geo):
         copy_rows(top, pitch, y, index * p, n_h, n_w)
 
 
+@jit_with_nrt.keeping_literals("op")
+def _pool_planes(op, x, y, geo, include_pad, first, count):
+    """Planes (image, channel) `first` .. `first + count - 1` of a pool without Indices:
+    the same loops on views from the first plane, with a geometry of `count` planes."""
+    plane = geo[G_IN] * geo[G_IN + 1] * geo[G_IN + 2]
+    p = geo[G_OUT] * geo[G_OUT + 1] * geo[G_OUT + 2]
+    piece = geo.copy()
+    piece[G_N] = 1
+    piece[G_C] = count
+    xs = x[first * plane : (first + count) * plane]
+    ys = y[first * p : (first + count) * p]
+    if op == MAX and _overlapping(piece):
+        _max_pool_phases(xs, ys, piece)
+    elif _row_taps_fit(piece):
+        _pool_rows(op, xs, ys, piece, include_pad)
+    else:
+        _pool_run(op, xs, ys, np.zeros(0, dtype=np.int64), piece, include_pad, False)
+
+
 @jit_with_nrt.keeping_literals("op", "element")
-def _pool_compute(op, arena, table, n_out, attrs, element):
+def _pool_compute(op, arena, table, n_in, n_out, attrs, fattrs, element, mode):
     status, geo = _pool_checks(table, n_out, attrs)
     if status != 0:
         return status
@@ -354,39 +375,46 @@ def _pool_compute(op, arena, table, n_out, attrs, element):
     indices = view(arena, table, 2, np.int64) if n_out > 1 else np.zeros(0, dtype=np.int64)
     include_pad = attrs[COUNT_INCLUDE_PAD] == 1
     column_major = attrs[STORAGE_ORDER] == 1
+    parts = np.int64(1)
+    index = np.int64(0)
+    if is_part(mode):
+        parts = task(table)[1]
+        index = part_index(mode)
+    elif n_out == 1 and planes > 1:  # Indices are flat indices into all of X: never split
+        work = y_count * geo[G_K] * geo[G_K + 1] * geo[G_K + 2]
+        parts = min(parts_for(table, work, POOL_GRAIN), planes)
+        if parts > 1:
+            status = run_parts(arena, table, attrs, fattrs, n_in, n_out, 0, parts, NO_USER)
+            if status != NOT_SHARED:
+                return np.int32(status)
+            parts = 1
+    first = index * planes // parts
+    count = (index + 1) * planes // parts - first
     if element == F32:
         x = view(arena, table, 0, np.float32)
         y = view(arena, table, 1, np.float32)
         if n_out > 1:
             _pool_run(op, x, y, indices, geo, include_pad, column_major)
-        elif op == MAX and _overlapping(geo):
-            _max_pool_phases(x, y, geo)
-        elif _row_taps_fit(geo):
-            _pool_rows(op, x, y, geo, include_pad)
         else:
-            _pool_run(op, x, y, indices, geo, include_pad, column_major)
+            _pool_planes(op, x, y, geo, include_pad, first, count)
     else:
         x = view(arena, table, 0, np.float64)
         y = view(arena, table, 1, np.float64)
         if n_out > 1:
             _pool_run(op, x, y, indices, geo, include_pad, column_major)
-        elif op == MAX and _overlapping(geo):
-            _max_pool_phases(x, y, geo)
-        elif _row_taps_fit(geo):
-            _pool_rows(op, x, y, geo, include_pad)
         else:
-            _pool_run(op, x, y, indices, geo, include_pad, column_major)
+            _pool_planes(op, x, y, geo, include_pad, first, count)
     return np.int32(0)
 
 
 @jit_with_nrt.keeping_literals("element")
-def max_pool_compute(arena, table, n_in, n_out, attrs, fattrs, element):
-    return _pool_compute(MAX, arena, table, n_out, attrs, element)
+def max_pool_compute(arena, table, n_in, n_out, attrs, fattrs, element, mode):
+    return _pool_compute(MAX, arena, table, n_in, n_out, attrs, fattrs, element, mode)
 
 
 @jit_with_nrt.keeping_literals("element")
-def average_pool_compute(arena, table, n_in, n_out, attrs, fattrs, element):
-    return _pool_compute(AVERAGE, arena, table, n_out, attrs, element)
+def average_pool_compute(arena, table, n_in, n_out, attrs, fattrs, element, mode):
+    return _pool_compute(AVERAGE, arena, table, n_in, n_out, attrs, fattrs, element, mode)
 
 
 # -- global pools ---------------------------------------------------------------------------------
@@ -555,10 +583,16 @@ register_op(
     max_pool_compute,
     encode=encode_window,
     outputs=(1, 2),
+    parts=True,
     **_FLOAT_VARIANTS,
 )
 register_op(
-    "AveragePool", pool_infer, average_pool_compute, encode=encode_window, **_FLOAT_VARIANTS
+    "AveragePool",
+    pool_infer,
+    average_pool_compute,
+    encode=encode_window,
+    parts=True,
+    **_FLOAT_VARIANTS,
 )
 register_op("GlobalMaxPool", global_pool_infer, global_max_pool_compute, **_FLOAT_VARIANTS)
 register_op("GlobalAveragePool", global_pool_infer, global_average_pool_compute, **_FLOAT_VARIANTS)

@@ -53,6 +53,10 @@ class OpDef:
     variants: bool = False
     # True: the op draws random numbers, so lowering never folds it into a constant.
     random: bool = False
+    # True: `compute` takes the entry's mode as its very last argument, and splits its work
+    # into parts that threads share (`rtsoa.ops.parts`) when the mode is MODE_COMPUTE, or
+    # computes the one part a MODE_PART mode names.
+    parts: bool = False
 
     @property
     def max_inputs(self):
@@ -92,12 +96,13 @@ def register_op(name, infer, compute, **options):
     python = getattr(compute, "py_func", compute)
     if callable(python):
         taken = len(inspect.signature(python).parameters)
-        given = 6 + len(constants) + bool(options.get("variants"))
+        given = 6 + len(constants) + bool(options.get("variants")) + bool(options.get("parts"))
         if taken != given:
             raise TypeError(
                 f"op {name!r}: its compute takes {taken} arguments, its entry passes {given} "
                 f"(six, {len(constants)} constant(s)"
                 + (", input 0's dtype" if options.get("variants") else "")
+                + (", the mode" if options.get("parts") else "")
                 + ")"
             )
     definition = OPS.add(name, OpDef(name=name, infer=infer, compute=compute, **options))

@@ -54,6 +54,7 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.broadcast import same_shape
 from rtsoa.ops.conv import ACT_CLIP, ACT_NONE, ACT_RELU, _epilogue
+from rtsoa.ops.parts import NOT_SHARED, array_at, is_part, part_index, parts_for, run_parts, task
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import LIMIT, MAX_ELEMENTS, MAX_SCRATCH, holds
 
@@ -265,13 +266,14 @@ def _transform_outputs(products, m, width, count, tiles_w, first, y, y_base, oh,
 
 
 @jit_with_nrt
-def _winograd_run(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads):
+def _winograd_rows(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, n, phases, start, end):
+    """Tile rows `start` .. `end - 1` of image `n` from its column phases (`phases`: even, odd),
+    in blocks of tile rows: the input transform, the sixteen GEMMs, the output transform and
+    FusedConv's epilogue per output channel."""
     n_images, c, h, w, m, oh, ow = shape
-    top, left = pads[0], pads[1]
+    even, odd = phases
     tiles_h, tiles_w = (oh + 1) // 2, (ow + 1) // 2
     rows, half = 2 * tiles_h + 2, tiles_w + 1  # padded rows, columns per phase
-    even = np.empty(c * rows * half, dtype=x.dtype)
-    odd = np.empty(c * rows * half, dtype=x.dtype)
     block = max(1, min(tiles_h, BLOCK_TILES // tiles_w))
     width_max = block * tiles_w
     v = np.empty(16 * c * width_max, dtype=x.dtype)
@@ -281,48 +283,133 @@ def _winograd_run(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads
     s = np.empty(8 * tiles_w, dtype=x.dtype)
     ev = np.empty(tiles_w, dtype=x.dtype)
     od = np.empty(tiles_w, dtype=x.dtype)
-    plane = h * w
     p = oh * ow
-    for n in range(n_images):
-        _phases(x, n * c * plane, c, h, w, top, left, even, odd, rows, half)
-        for first in range(0, tiles_h, block):
-            count = min(block, tiles_h - first)
-            width = count * tiles_w
-            _transform_inputs(even, odd, c, rows, half, first, count, tiles_w, v, width, re, ro)
-            for k in range(16):
-                np.dot(
-                    u[k * m * c : (k + 1) * m * c].reshape((m, c)),
-                    v[k * c * width : (k + 1) * c * width].reshape((c, width)),
-                    products[k * m * width : (k + 1) * m * width].reshape((m, width)),
-                )
-            done = products[: 16 * m * width]
-            last = min(2 * (first + count), oh)
-            for channel in range(m):
-                y_base = (n * m + channel) * p
-                _transform_outputs(
-                    done, channel, width, count, tiles_w, first, y, y_base, oh, ow, s, ev, od
-                )
-                start = y_base + 2 * first * ow
-                _epilogue(
-                    y, z, start, channel, 1, (last - 2 * first) * ow,
-                    bias, has_bias, has_z, act, low, high,
-                )  # fmt: skip
+    for first in range(start, end, block):
+        count = min(block, end - first)
+        width = count * tiles_w
+        _transform_inputs(even, odd, c, rows, half, first, count, tiles_w, v, width, re, ro)
+        for k in range(16):
+            np.dot(
+                u[k * m * c : (k + 1) * m * c].reshape((m, c)),
+                v[k * c * width : (k + 1) * c * width].reshape((c, width)),
+                products[k * m * width : (k + 1) * m * width].reshape((m, width)),
+            )
+        done = products[: 16 * m * width]
+        last = min(2 * (first + count), oh)
+        for channel in range(m):
+            y_base = (n * m + channel) * p
+            _transform_outputs(
+                done, channel, width, count, tiles_w, first, y, y_base, oh, ow, s, ev, od
+            )
+            begin = y_base + 2 * first * ow
+            _epilogue(
+                y, z, begin, channel, 1, (last - 2 * first) * ow,
+                bias, has_bias, has_z, act, low, high,
+            )  # fmt: skip
 
 
 @jit_with_nrt
-def _typed_run(arena, table, n_in, rows, has_bias, has_z, act, low, high, shape, pads, kind):
-    """`_winograd_run` on the operands viewed as `kind` (np.float32 or np.float64); `rows`:
+def _phase_channels(x, shape, pads, n, phases, first, end):
+    """Channels `first` .. `end - 1` of image `n` into its column phases (`_phases`)."""
+    n_images, c, h, w, m, oh, ow = shape
+    even, odd = phases
+    rows, half = 2 * ((oh + 1) // 2) + 2, (ow + 1) // 2 + 1
+    at, to = first * rows * half, end * rows * half
+    x_base = (n * c + first) * h * w
+    _phases(x, x_base, end - first, h, w, pads[0], pads[1], even[at:to], odd[at:to], rows, half)
+
+
+@jit_with_nrt
+def _winograd_run(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads):
+    n_images, c, h, w, m, oh, ow = shape
+    tiles_h = (oh + 1) // 2
+    cells = c * (2 * tiles_h + 2) * ((ow + 1) // 2 + 1)
+    phases = (np.empty(cells, dtype=x.dtype), np.empty(cells, dtype=x.dtype))
+    for n in range(n_images):
+        _phase_channels(x, shape, pads, n, phases, 0, c)
+        _winograd_rows(
+            x, u, bias, has_bias, z, has_z, act, low, high, y, shape, n, phases, 0, tiles_h
+        )
+
+
+# the phases of a WinogradConv shared by threads (`rtsoa.ops.parts`): an image's column
+# phases by channels, then its tile rows
+W_PHASES, W_ROWS = 0, 1
+WINOGRAD_GRAIN = 1 << 18  # multiply-adds (of the 16 GEMMs) worth a part of their own
+
+
+@jit_with_nrt
+def _winograd_part(
+    x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads, phase, index, parts, user
+):
+    """Part `index` of `parts` of `phase` for image `user[0]`, its phases at `user[1]`, `user[2]`
+    (`user[3]` elements each)."""
+    n_images, c, h, w, m, oh, ow = shape
+    phases = (array_at(user[1], user[3], x.dtype), array_at(user[2], user[3], x.dtype))
+    n = user[0]
+    if phase == W_PHASES:
+        first, end = index * c // parts, (index + 1) * c // parts
+        _phase_channels(x, shape, pads, n, phases, first, end)
+    else:
+        tiles_h = (oh + 1) // 2
+        first, end = index * tiles_h // parts, (index + 1) * tiles_h // parts
+        _winograd_rows(
+            x, u, bias, has_bias, z, has_z, act, low, high, y, shape, n, phases, first, end
+        )
+    return np.int64(0)
+
+
+@jit_with_nrt
+def _winograd_go(call, x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads, mode):
+    """A WinogradConv launch (shared by the pool's threads where it is large enough) or one
+    part of one (MODE_PART)."""
+    table = call[1]
+    if is_part(mode):
+        phase, parts, user = task(table)
+        return _winograd_part(
+            x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads, phase,
+            part_index(mode), parts, user,
+        )  # fmt: skip
+    n_images, c, h, w, m, oh, ow = shape
+    tiles_h = (oh + 1) // 2
+    work = 16 * m * c * tiles_h * ((ow + 1) // 2)
+    parts = parts_for(table, work, WINOGRAD_GRAIN) if c > 0 and m > 0 and oh > 0 and ow > 0 else 1
+    if parts < 2:
+        _winograd_run(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads)
+        return np.int64(0)
+    arena, table, attrs, fattrs, n_in, n_out = call
+    cells = c * (2 * tiles_h + 2) * ((ow + 1) // 2 + 1)
+    even = np.empty(cells, dtype=x.dtype)
+    odd = np.empty(cells, dtype=x.dtype)
+    args = (x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads)
+    for n in range(n_images):
+        user = (np.int64(n), np.int64(even.ctypes.data), np.int64(odd.ctypes.data), np.int64(cells))
+        for phase, count in ((W_PHASES, min(parts, c)), (W_ROWS, min(parts, tiles_h))):
+            status = run_parts(arena, table, attrs, fattrs, n_in, n_out, phase, count, user)
+            if status == NOT_SHARED:  # another op has the pool: the same parts here
+                status = np.int64(0)
+                for index in range(count):
+                    status = _winograd_part(*args, phase, index, count, user)
+            if status != 0:
+                return status + 0 * (even.shape[0] + odd.shape[0])
+    return np.int64(0) + 0 * (even.shape[0] + odd.shape[0])  # the phases alive until here
+
+
+@jit_with_nrt
+def _typed_run(call, rows, has_bias, has_z, act, low, high, shape, pads, kind, mode):
+    """`_winograd_go` on the operands viewed as `kind` (np.float32 or np.float64); `rows`:
     the bias's and the residual's rows (0 where absent)."""
+    arena, table, attrs, fattrs, n_in, n_out = call
     x = view(arena, table, 0, kind)
     u = view(arena, table, 1, kind)
     bias = view(arena, table, rows[0], kind)
     z = view(arena, table, rows[1], kind)
     y = view(arena, table, n_in, kind)
-    _winograd_run(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads)
+    return _winograd_go(call, x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads, mode)
 
 
 @jit_with_nrt.keeping_literals("element")
-def winograd_compute(arena, table, n_in, n_out, attrs, fattrs, element):
+def winograd_compute(arena, table, n_in, n_out, attrs, fattrs, element, mode):
     status, shape = _checks(table, n_in, attrs)
     if status != 0:
         return status
@@ -344,15 +431,16 @@ def winograd_compute(arena, table, n_in, n_out, attrs, fattrs, element):
     pads = (attrs[PAD_TOP], attrs[PAD_LEFT])
     act, low, high = attrs[ACTIVATION], fattrs[CLIP_LOW], fattrs[CLIP_HIGH]
     rows = (BIAS if has_bias else 0, RESIDUAL if has_z else 0)
+    call = (arena, table, attrs, fattrs, n_in, n_out)
     if element == F32:
-        _typed_run(
-            arena, table, n_in, rows, has_bias, has_z, act, low, high, shape, pads, np.float32
+        status = _typed_run(
+            call, rows, has_bias, has_z, act, low, high, shape, pads, np.float32, mode
         )
     else:
-        _typed_run(
-            arena, table, n_in, rows, has_bias, has_z, act, low, high, shape, pads, np.float64
+        status = _typed_run(
+            call, rows, has_bias, has_z, act, low, high, shape, pads, np.float64, mode
         )
-    return np.int32(0)
+    return np.int32(status)
 
 
 register_op(
@@ -363,6 +451,7 @@ register_op(
     inputs=(2, 4),
     dtypes={0: FLOATS},
     variants=True,
+    parts=True,
     doc="a 2-D 3 x 3 stride-1 Conv / FusedConv by Winograd's F(2 x 2, 3 x 3) on weights "
     "transformed at lowering: the lowering's fusion 'winograd'",
 )

@@ -28,6 +28,7 @@ from rtsoa.host.program import HostModel
 from rtsoa.lowering.lower import fusions_of
 from rtsoa.lowering.onnx_import import load_onnx
 from rtsoa.lowering.sequence_io import takes_sequences
+from rtsoa.ops.parts import MAX_THREADS as MAX_INTRA_OP_THREADS
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.model import ModelExecutor
 from rtsoa.runtime.sequence_session import SequenceSession, chosen_outputs
@@ -61,6 +62,12 @@ class SessionOptions:
       nearest): 1 a one-thread executor, 2 .. 64 the multithread executor's workers (with
       `executor` "auto" or "multithread"); None the executor's default. The ops' BLAS calls
       use the process's BLAS thread pool whatever this says.
+    - `intra_op_threads`: how many threads compute one large op (onnxruntime's
+      `intra_op_num_threads`): the launching thread and `intra_op_threads` - 1 helper threads
+      share its parts (convolutions, pools; `rtsoa.ops.parts`), and the process's OpenBLAS
+      runs on one thread during the session's runs. 1: every op runs whole on the thread that
+      launches it. None: one thread per core for a model with convolutions or pools, else 1
+      (`rtsoa.ops.parts.auto_threads`).
     """
 
     executor: str = "auto"
@@ -75,6 +82,7 @@ class SessionOptions:
     base_dir: str | os.PathLike | None = None
     threads: int | None = None
     fuse: bool | tuple = True
+    intra_op_threads: int | None = None
 
     def __post_init__(self):
         executors = ["auto", *EXECUTORS]
@@ -125,6 +133,16 @@ class SessionOptions:
                 raise SessionOptionsError(
                     f"SessionOptions.threads: {self.threads} threads need the multithread "
                     f"executor (or 'auto'), not {self.executor!r}"
+                )
+        if self.intra_op_threads is not None:
+            threads = self.intra_op_threads
+            if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
+                raise SessionOptionsError(
+                    f"SessionOptions.intra_op_threads: an int or None, got {type(threads).__name__}"
+                )
+            if not 1 <= threads <= MAX_INTRA_OP_THREADS:
+                raise SessionOptionsError(
+                    f"SessionOptions.intra_op_threads: 1 .. {MAX_INTRA_OP_THREADS}, got {threads}"
                 )
 
 
@@ -225,6 +243,7 @@ class InferenceSession(ModelExecutor):
             event_allocator=options.event_allocator,
             notify_allocator=options.notify_allocator,
             threads=options.threads,
+            intra_op_threads=options.intra_op_threads,
             **extra,
         )
         self.options = options

@@ -1,0 +1,247 @@
+"""Intra-op parts (rtsoa/ops/parts.py): large convolutions and pools shared by the launching
+thread and helper threads (`SessionOptions(intra_op_threads=n)`).
+
+What must hold: every shared op gives onnxruntime's values within the model tests' tolerance;
+pools and depthwise convs, whose parts run the same loops on disjoint planes, give the
+one-thread bits exactly; GEMM-based convs agree with one thread within 1e-5 of the output's
+largest magnitude (a part's GEMM is a slice of the whole one, which the BLAS may block
+differently: float reassociation); a run's bits do not change from run to run. The pool's
+helpers really compute (a test hook makes the caller leave them the first part), stop when the
+session closes, and the process's BLAS thread count is what it was after a run.
+"""
+
+import os
+import threading
+
+import numpy as np
+import pytest
+from onnx import helper
+from threadpoolctl import threadpool_info
+
+import rtsoa
+from rtsoa.errors import SessionOptionsError
+from rtsoa.lowering import lower
+from rtsoa.ops.parts import AUTO_THREADS, PartsPool
+from rtsoa.runtime.model import ModelExecutor
+from rtsoa.runtime.resources import ModelResourceError
+from rtsoa.testing.models import FLOAT, model, run_onnxruntime
+from rtsoa.testing.models import mlp as mlp_model
+from tests.model_checks import ATOL, RTOL
+
+RNG = np.random.default_rng(11)
+REASSOCIATION = 1e-5  # of the output's largest magnitude: parts' GEMMs against the whole one
+
+
+def _weights(cout, cin, k):
+    return (RNG.standard_normal((cout, cin, k, k)) / np.sqrt(cin * k * k)).astype(np.float32)
+
+
+def _conv(name, x, w, pads, **attributes):
+    return helper.make_node("Conv", [x, w, f"{w}_b"], [name], pads=[pads] * 4, **attributes)
+
+
+def _convs():
+    """One model with a shared conv of every kind `_conv_shared` has: im2col tiles (64 -> 64 on
+    56 x 56, no Winograd), a strided stem from stride phases, 1 x 1 as a plain GEMM, depthwise,
+    grouped, Winograd with a residual and Relu (FusedConv and WinogradConv), a full im2col on a
+    7 x 7 plane, and the pools."""
+    shapes = {
+        "w_stem": (32, 3, 7),  # stride 2: phased
+        "w_tile": (64, 32, 3),  # 56 x 56, 288 x 3136 floats: im2col row tiles
+        "w_point": (64, 64, 1),  # 1 x 1: the input as the GEMM's matrix
+        "w_depth": (64, 1, 3),  # depthwise
+        "w_group": (64, 32, 3),  # two groups
+        "w_wino": (64, 64, 3),  # Winograd (with the residual and Relu fused)
+        "w_small": (96, 64, 3),  # 7 x 7, stride 4 from 28 x 28: a whole im2col
+    }
+    initializers = []
+    for name, (cout, cin, k) in shapes.items():
+        initializers.append((name, _weights(cout, cin, k)))
+        initializers.append((f"{name}_b", RNG.standard_normal(cout).astype(np.float32)))
+    nodes = [
+        _conv("stem", "x", "w_stem", 3, strides=[2, 2]),  # 32 x 56 x 56
+        _conv("tile", "stem", "w_tile", 1),  # 64 x 56 x 56
+        _conv("point", "tile", "w_point", 0),
+        _conv("depth", "point", "w_depth", 1, group=64),
+        _conv("grouped", "depth", "w_group", 1, group=2),
+        _conv("wino", "grouped", "w_wino", 1),
+        helper.make_node("Add", ["wino", "grouped"], ["sum"]),
+        helper.make_node("Relu", ["sum"], ["relu"]),
+        helper.make_node("MaxPool", ["relu"], ["max"], kernel_shape=[3, 3], strides=[2, 2]),
+        helper.make_node(
+            "AveragePool", ["max"], ["avg"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]
+        ),  # 64 x 27 x 27
+        _conv("y", "avg", "w_small", 1, strides=[4, 4]),  # 96 x 7 x 7
+    ]
+    return model(nodes, [("x", FLOAT, [2, 3, 112, 112])], [("y", FLOAT, None)], initializers)
+
+
+@pytest.fixture(scope="module")
+def convs():
+    proto = _convs()
+    inputs = {"x": RNG.standard_normal((2, 3, 112, 112)).astype(np.float32)}
+    return proto, lower(proto), inputs
+
+
+def _session(graph, threads, leave=0):
+    session = rtsoa.InferenceSession(graph, rtsoa.SessionOptions(intra_op_threads=threads))
+    if leave:
+        session.parts_pool.leave_to_helpers(leave)
+    return session
+
+
+def test_shared_convs_and_pools_agree_with_one_thread_and_onnxruntime(convs):
+    proto, graph, inputs = convs
+    one = _session(graph, 1)
+    two = _session(graph, 2, leave=1)  # helpers take each task's first part
+    assert one.parts_pool is None
+    want = one.run(None, inputs)[0]
+    first = two.run(None, inputs)[0]
+    pool = two.parts_pool
+    assert pool.shared >= 10 and pool.helped >= pool.shared, (pool.shared, pool.helped)
+    again = two.run(None, inputs)[0]
+    np.testing.assert_array_equal(first, again)  # the same parts every run
+    scale = np.abs(want).max()
+    assert np.abs(first - want).max() <= REASSOCIATION * scale
+    oracle = run_onnxruntime(proto, inputs)["y"]
+    np.testing.assert_allclose(first, oracle, rtol=RTOL, atol=ATOL * scale)
+    one.close()
+    two.close()
+
+
+def _pool_model():
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 3], strides=[2, 2]),
+        helper.make_node("AveragePool", ["m"], ["a"], kernel_shape=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "Conv", ["a", "w"], ["y"], group=48, pads=[1, 1, 1, 1]
+        ),  # depthwise, no bias
+    ]
+    w = _weights(48, 1, 3)
+    return model(nodes, [("x", FLOAT, [1, 48, "h", "w"])], [("y", FLOAT, None)], [("w", w)])
+
+
+def test_pools_and_depthwise_parts_keep_the_one_thread_bits():
+    graph = lower(_pool_model())
+    x = RNG.standard_normal((1, 48, 64, 64)).astype(np.float32)
+    x[0, 5, 10, 10] = np.nan  # a NaN reaches its windows, whichever thread computes them
+    x[0, 40, 3, 3] = -0.0
+    one = _session(graph, 1)
+    two = _session(graph, 2, leave=1)
+    want = one.run(None, {"x": x})[0]
+    got = two.run(None, {"x": x})[0]
+    assert two.parts_pool.helped >= 3  # max pool, average pool, depthwise
+    np.testing.assert_array_equal(got, want)
+    assert np.signbit(got).tolist() == np.signbit(want).tolist()
+    one.close()
+    two.close()
+
+
+def test_small_ops_run_whole():
+    """Below the grains nothing is shared: no task, no helper work."""
+    graph = lower(_pool_model())
+    session = _session(graph, 2)
+    session.run(None, {"x": np.ones((1, 48, 4, 4), np.float32)})
+    assert session.parts_pool.shared == 0
+    session.close()
+
+
+def test_the_blas_thread_count_is_restored_after_a_run(convs):
+    _proto, graph, inputs = convs
+    session = _session(graph, 2)
+    session.run(None, inputs)  # loads the BLAS
+    before = [(info["filepath"], info["num_threads"]) for info in threadpool_info()]
+    session.run(None, inputs)
+    after = [(info["filepath"], info["num_threads"]) for info in threadpool_info()]
+    assert after == before
+    session.close()
+
+
+def _helpers():
+    return [thread for thread in threading.enumerate() if thread.name == "rtsoa-parts"]
+
+
+def test_closing_stops_the_helpers_and_ops_then_run_whole(convs):
+    _proto, graph, inputs = convs
+    before = len(_helpers())
+    executor = ModelExecutor(graph, intra_op_threads=3).load()
+    pool = executor.parts_pool
+    assert pool.threads == 3 and len(_helpers()) == before + 2
+    executor.execute_sync(inputs)
+    executor.unload()
+    assert pool.closed and len(_helpers()) == before and pool.address == 0
+    assert all(e.parts_pool is None for e in executor.executors)
+    pool.close()  # twice: nothing
+
+
+def test_a_pool_without_helpers_and_its_arguments():
+    pool = PartsPool(1)
+    assert pool.address == 0 and pool.threads == 1
+    with pool.running():  # nothing to mark
+        pass
+    pool.close()
+    for bad in (0, 257, True, 2.0, "2"):
+        with pytest.raises((TypeError, ValueError)):
+            PartsPool(bad)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1000, True, 1.5, "2"])
+def test_bad_intra_op_thread_counts_are_refused_by_name(bad, convs):
+    with pytest.raises(SessionOptionsError, match="intra_op_threads"):
+        rtsoa.SessionOptions(intra_op_threads=bad)
+    with pytest.raises(ModelResourceError, match="intra_op_threads"):
+        ModelExecutor(convs[1], intra_op_threads=bad)
+
+
+def test_two_threads_running_two_pooled_sessions_at_once(convs):
+    """Each session's pool is its own; two runs at once on two threads keep their bits."""
+    _proto, graph, inputs = convs
+    sessions = [_session(graph, 2) for _ in range(2)]
+    want = sessions[0].run(None, inputs)[0]
+    results, errors = [], []
+
+    def work(session):
+        try:
+            for _ in range(3):
+                results.append(session.run(None, inputs)[0])
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in sessions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(results) == 6
+    for got in results:
+        np.testing.assert_array_equal(got, want)
+    for session in sessions:
+        session.close()
+
+
+def test_the_multithread_executor_launches_share_one_pool(convs):
+    """Two executor workers launching ops at once: one owns the pool, the other computes the
+    same parts of its op on its own thread, so the bits are the sequential executor's with a
+    pool of the same size, whoever computed what; the hazard checker stays at 0."""
+    _proto, graph, inputs = convs
+    sequential = _session(graph, 2)
+    want = sequential.run(None, inputs)[0]
+    options = rtsoa.SessionOptions(executor="multithread", threads=2, intra_op_threads=2)
+    session = rtsoa.InferenceSession(graph, options)
+    for _ in range(3):
+        np.testing.assert_array_equal(session.run(None, inputs)[0], want)
+    assert session.device.hazard_count == 0
+    session.close()
+    sequential.close()
+
+
+def test_a_model_with_convolutions_gets_a_pool_by_default(convs):
+    _proto, graph, inputs = convs
+    session = rtsoa.InferenceSession(graph)
+    cores = len(os.sched_getaffinity(0))
+    assert session.intra_op_threads == min(cores, AUTO_THREADS)
+    assert (session.parts_pool is not None) == (cores > 1)
+    session.close()
+    mlp = rtsoa.InferenceSession(lower(mlp_model()))
+    assert mlp.intra_op_threads == 1 and mlp.parts_pool is None  # no op to share
+    mlp.close()
