@@ -7,13 +7,16 @@ onnxruntime (its default graph optimisations, which fold BatchNormalization into
 fuse activations), in one process; `track_ratio_vs_onnxruntime` is rtsoa's median latency
 over onnxruntime's (target <= 1.0). Threads:
 
-- "one": onnxruntime with one intra-op and one inter-op thread; rtsoa's BLAS limited to one
-  thread (threadpoolctl), so both compute on one core; runs interleaved one by one;
-- "default": both as a user gets them (onnxruntime's default pool, rtsoa's BLAS threads),
-  each measured alone (`_alone_medians`): after a run, onnxruntime's pool threads and
-  OpenBLAS's spin on the cores for a while, and a run of the other runtime that starts then
-  shares the cores with them. Interleaved one by one, both ran up to twice as slow as alone
-  (ResNet-18: rtsoa 105 ms against 50 ms alone, onnxruntime 47 ms against 24 ms).
+- "one": onnxruntime with one intra-op and one inter-op thread; rtsoa with
+  `intra_op_threads=1` and its BLAS limited to one thread (threadpoolctl), so both compute on
+  one core; runs interleaved one by one;
+- "default": both as a user gets them (onnxruntime's default intra-op pool, rtsoa's default
+  `intra_op_threads`: one thread per core sharing the convolutions and pools,
+  `rtsoa.ops.parts`), each measured alone (`_alone_medians`): after a run, onnxruntime's pool
+  threads spin on the cores for a while (and rtsoa's helpers briefly), and a run of the other
+  runtime that starts then shares the cores with them. Interleaved one by one, both ran up to
+  twice as slow as alone (ResNet-18: rtsoa 105 ms against 50 ms alone, onnxruntime 47 ms
+  against 24 ms).
 
 `track_device_peak_mib` is rtsoa's peak allocated device memory (weights included) over the
 model's load and inferences: the lowering's frees and the caching allocator's result.
@@ -84,7 +87,7 @@ class CnnLatency:
         from threadpoolctl import threadpool_limits
 
         from rtsoa.lowering import lower
-        from rtsoa.runtime import load_model
+        from rtsoa.runtime.model import ModelExecutor
         from rtsoa.testing.cnn import ARCHITECTURES
 
         batch, size = SHAPES[shape]
@@ -97,7 +100,8 @@ class CnnLatency:
             options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(proto.SerializeToString(), options)
         self.limits = (lambda: threadpool_limits(1)) if threads == "one" else None
-        self.model = load_model(lower(proto))
+        intra_op_threads = 1 if threads == "one" else None  # None: rtsoa's default
+        self.model = ModelExecutor(lower(proto), intra_op_threads=intra_op_threads).load()
         want = self.session.run(None, self.inputs)[0]
         got = self._ours()
         assert np.allclose(got, want, rtol=1e-3, atol=1e-5), "rtsoa disagrees with onnxruntime"
@@ -133,6 +137,7 @@ class CnnFusion:
     timeout = 1200
     fusion = "conv_activation"  # the one `rtsoa.lowering.fuse.FUSIONS` entry measured
     exact = True  # the fusion gives the unfused ops' bits (else: within 1e-5 of max |y|)
+    intra_op_threads = 1  # both executors compute every op whole on one thread
 
     def setup(self, model, shape):
         from threadpoolctl import threadpool_limits
@@ -148,8 +153,10 @@ class CnnFusion:
         self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
         # every fusion, and every fusion but the one measured
         others = tuple(name for name in FUSIONS if name != self.fusion)
-        self.fused = ModelExecutor(lower(proto, fuse=(*others, self.fusion))).load()
-        self.unfused = ModelExecutor(lower(proto, fuse=others)).load()
+        intra = self.intra_op_threads
+        fused = lower(proto, fuse=(*others, self.fusion))
+        self.fused = ModelExecutor(fused, intra_op_threads=intra).load()
+        self.unfused = ModelExecutor(lower(proto, fuse=others), intra_op_threads=intra).load()
         self.limits = threadpool_limits
         with self.limits(1):
             want = self.unfused.execute_sync(self.inputs)["y"]
@@ -186,8 +193,8 @@ class CnnBatchNormFusion(CnnFusion):
 
 class CnnWinograd(CnnFusion):
     """The lowering's Winograd convolutions (WinogradConv, fusion "winograd"): a model's latency
-    with them over the direct convs (the other fusions in both), on one BLAS thread (as
-    `CnnFusion` measures) and on the default BLAS threads (each model alone, as
+    with them over the direct convs (the other fusions in both), on one thread (as `CnnFusion`
+    measures) and on the default threads (rtsoa's intra-op pool; each model alone, as
     `CnnLatency`'s default rows)."""
 
     params = (
@@ -200,6 +207,7 @@ class CnnWinograd(CnnFusion):
     exact = False
 
     def setup(self, model, shape, threads):
+        self.intra_op_threads = 1 if threads == "one" else None
         super().setup(model, shape)
 
     def teardown(self, model, shape, threads):

@@ -65,11 +65,14 @@ class ModelLatency:
         import onnxruntime as ort
 
         from rtsoa.lowering import lower
-        from rtsoa.runtime import load_model
+        from rtsoa.runtime.model import ModelExecutor
+
+        def load(graph):  # one thread, as onnxruntime here (no intra-op pool)
+            return ModelExecutor(graph, intra_op_threads=1).load()
 
         proto, shape = _models()[name]
         self.inputs = {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
-        self.model = load_model(lower(proto))
+        self.model = load(lower(proto))
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
@@ -77,7 +80,7 @@ class ModelLatency:
         want = self.session.run(None, self.inputs)[0]
         got = self.model.execute_sync(self.inputs)["y"]
         assert np.allclose(got, want, rtol=1e-3, atol=1e-4), "rtsoa disagrees with onnxruntime"
-        self.unfused = load_model(lower(proto, fuse=False))
+        self.unfused = load(lower(proto, fuse=False))
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         self.unoptimized = ort.InferenceSession(proto.SerializeToString(), options)
         got = self.unfused.execute_sync(self.inputs)["y"]

@@ -3,8 +3,8 @@
 `python -m benchmarks.cnn_layers [MODEL ...] [--size 224] [--top 12] [--threads default]`
 (in `asv_bench/`) lowers each network of `rtsoa.testing.cnn` (random weights), runs it on
 rtsoa's sequential executor with one BLAS thread and on onnxruntime with one intra-op thread
-(`--threads default`: rtsoa's BLAS threads and onnxruntime's default pool; `--threads 2`:
-rtsoa's `intra_op_threads=2` and onnxruntime's two intra-op threads), and prints a table
+(`--threads default`: rtsoa's default intra-op pool and onnxruntime's; `--threads 2`: two
+intra-op threads on both), and prints a table
 per model: each kind of layer (a convolution by its input and weight shapes, a pool by its
 input shape, any other op by name), how many, and the milliseconds each runtime spends in
 them. rtsoa's times are the minimum per node over `--runs` profiled runs (`Profiler`: one
@@ -168,12 +168,12 @@ def main(argv=None):
     parser.add_argument("--threads", choices=("one", "default", "2"), default="one")
     args = parser.parse_args(argv)
     threads = {"one": 1, "default": None, "2": 2}[args.threads]
-    intra = 2 if args.threads == "2" else None
+    intra = {"one": 1, "default": None, "2": 2}[args.threads]
     for name in args.models:
         proto = ARCHITECTURES[name](size=args.size)
         x = np.random.default_rng(0).standard_normal((1, 3, args.size, args.size))
         x = x.astype(np.float32)
-        ours = rtsoa_layers(proto, x, args.runs, None if intra else threads, intra)
+        ours = rtsoa_layers(proto, x, args.runs, 1 if intra == 1 else None, intra)
         theirs = onnxruntime_layers(proto, x, args.runs, threads)
         title = f"{name}, 1 x {args.size} x {args.size}, {args.threads} thread"
         print(table(title + ("" if threads == 1 else "s"), ours, theirs, args.top))

@@ -64,6 +64,13 @@ def register(sub):
         help="threads that run the graph: 1 a one-thread executor, 2 or more the multithread "
         "executor's workers (default: the executor's own)",
     )
+    run_parser.add_argument(
+        "--intra-op-threads",
+        type=int,
+        help="threads that compute one large op of a model (convolutions, pools): the launching "
+        "thread and helpers (default: one per core for a model with convolutions or pools; 1: "
+        "every op whole on the thread that launches it)",
+    )
     run_parser.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
     run_parser.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")
     run_parser.add_argument("--memory-plot", help="draw device memory over time into this PNG")

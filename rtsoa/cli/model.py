@@ -163,6 +163,7 @@ def run_model(args, graph, helper_status=None, constants=()):
         executor=args.executor,
         hbm_bytes=args.device_hbm,
         threads=args.threads,
+        intra_op_threads=getattr(args, "intra_op_threads", None),
     )
     inputs = read_inputs(args.inputs) if args.inputs else {}
     inputs = {name: array for name, array in inputs.items() if name not in constants}

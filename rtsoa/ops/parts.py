@@ -46,6 +46,7 @@ import numpy as np
 from llvmlite import ir
 from numba import carray, types
 from numba.extending import intrinsic
+from threadpoolctl import ThreadpoolController
 
 from rtsoa._jit import jit, jit_inline_ir, jit_inline_ir_nrt, jit_with_nrt
 from rtsoa._numba.symbols import add_symbol
@@ -53,6 +54,7 @@ from rtsoa.abi.operands import ENTRY_COLUMN, MODE_PART, POOL_COLUMN, RESULT_ROW
 from rtsoa.device.atomics import atomic_add, atomic_cas, atomic_load, atomic_store, cpu_yield
 from rtsoa.device.bits import llvm_function
 from rtsoa.ops.call import call_entry_raw
+from rtsoa.ops.registry import OPS
 
 # the control block's words; each group a cache line of its own
 WORDS = 64
@@ -291,8 +293,6 @@ def _serve(block):
 
 def parts_ops():
     """The names of the ops that share their parts (registered with parts=True)."""
-    from rtsoa.ops.registry import OPS
-
     return frozenset(name for name, definition in OPS.items() if definition.parts)
 
 
@@ -320,8 +320,9 @@ def _blas_libraries():
     """[(get, set)] of the process's BLAS thread counts. OpenBLAS is called directly: its
     count is one per process, and threadpoolctl leaves it to the first thread that set it (a
     run on another thread would not pin it); other BLAS libraries through threadpoolctl."""
-    import scipy.linalg.cython_blas  # noqa: F401 - Numba's np.dot BLAS, loaded lazily
-    from threadpoolctl import ThreadpoolController
+    # the BLAS Numba's np.dot calls (SciPy's), which Numba loads at a process's first GEMM:
+    # loaded here, when a pooled run first needs it (importing scipy.linalg costs 0.3 s)
+    import scipy.linalg.cython_blas  # noqa: F401
 
     found = []
     for library in ThreadpoolController().select(user_api="blas").lib_controllers:
