@@ -135,6 +135,35 @@ def test_run_no_winograd_lowers_the_convs_direct(tmp_path, capsys):
     assert "--no-winograd applies to an ONNX model" in capsys.readouterr().err
 
 
+def test_run_intra_op_threads(tmp_path, capsys):
+    """`rtsoa run --intra-op-threads N`: 1 computes each op whole, 2 shares a conv's parts
+    (the same values within float reassociation); a bad count is a one-line error."""
+    from onnx import helper
+
+    from rtsoa.testing.models import FLOAT
+    from rtsoa.testing.models import model as build
+
+    weights = (np.random.default_rng(5).standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    proto = build([node], [("x", FLOAT, [1, 64, 28, 28])], [("y", FLOAT, None)], [("w", weights)])
+    path = tmp_path / "conv.onnx"
+    onnx.save(proto, path)
+    x = np.random.default_rng(6).standard_normal((1, 64, 28, 28)).astype(np.float32)
+    inputs = str(_inputs(tmp_path, x=x))
+    got = {}
+    for threads in (1, 2):
+        out = tmp_path / f"out{threads}.npz"
+        command = ["run", str(path), "--inputs", inputs, "--outputs", str(out), "--no-progress"]
+        assert main([*command, "--intra-op-threads", str(threads)]) == 0
+        with np.load(out) as arrays:
+            got[threads] = arrays["y"]
+    scale = np.abs(got[1]).max()
+    assert np.abs(got[2] - got[1]).max() <= 1e-5 * scale
+    capsys.readouterr()
+    assert main(["run", str(path), "--inputs", inputs, "--intra-op-threads", "0"]) == 1
+    assert "intra_op_threads: 1 .. 256, got 0" in capsys.readouterr().err
+
+
 def test_run_lowers_an_onnx_file_on_the_fly(model_file, tmp_path, capsys):
     proto, path = model_file
     x = np.ones((2, 16), np.float32)

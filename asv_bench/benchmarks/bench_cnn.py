@@ -12,7 +12,7 @@ over onnxruntime's (target <= 1.0). Threads:
   one core; runs interleaved one by one;
 - "default": both as a user gets them (onnxruntime's default intra-op pool, rtsoa's default
   `intra_op_threads`: one thread per core sharing the convolutions and pools,
-  `rtsoa.ops.parts`), each measured alone (`_alone_medians`): after a run, onnxruntime's pool
+  `rtsoa.ops.parts`), each measured alone (`alone_medians`): after a run, onnxruntime's pool
   threads spin on the cores for a while (and rtsoa's helpers briefly), and a run of the other
   runtime that starts then shares the cores with them. Interleaved one by one, both ran up to
   twice as slow as alone (ResNet-18: rtsoa 105 ms against 50 ms alone, onnxruntime 47 ms
@@ -44,6 +44,8 @@ import time
 
 import numpy as np
 
+from .common import alone_medians
+
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "densenet121", "inception_v1")
 SHAPES = {"1x224": (1, 224), "8x64": (8, 64)}
 
@@ -58,23 +60,6 @@ def _interleaved_medians(first, second, rounds=5):
         second()
         b.append(time.perf_counter() - start)
     return float(np.median(a)), float(np.median(b))
-
-
-def _alone_medians(first, second, rounds=5, runs=4, pause=0.3):
-    """Median latencies of `first` and `second`, each timed in blocks of `runs` calls after
-    one untimed call, the order alternating over `rounds`, with `pause` seconds between blocks
-    so that the threads the other left spinning have gone to sleep."""
-    times = ([], [])
-    for round_ in range(rounds):
-        for side in (0, 1) if round_ % 2 == 0 else (1, 0):
-            call = (first, second)[side]
-            call()
-            for _ in range(runs):
-                start = time.perf_counter()
-                call()
-                times[side].append(time.perf_counter() - start)
-            time.sleep(pause)
-    return float(np.median(times[0])), float(np.median(times[1]))
 
 
 class CnnLatency:
@@ -116,7 +101,7 @@ class CnnLatency:
             return self.model.execute_sync(self.inputs)["y"]
 
     def track_ratio_vs_onnxruntime(self, model, shape, threads):
-        medians = _interleaved_medians if threads == "one" else _alone_medians
+        medians = _interleaved_medians if threads == "one" else alone_medians
         ours, theirs = medians(self._ours, lambda: self.session.run(None, self.inputs))
         return ours / theirs
 
@@ -216,7 +201,7 @@ class CnnWinograd(CnnFusion):
     def track_fused_over_unfused(self, model, shape, threads):
         if threads == "one":
             return super().track_fused_over_unfused(model, shape)
-        fused, unfused = _alone_medians(
+        fused, unfused = alone_medians(
             lambda: self.fused.execute_sync(self.inputs),
             lambda: self.unfused.execute_sync(self.inputs),
         )

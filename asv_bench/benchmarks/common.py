@@ -243,3 +243,20 @@ def fresh_process_code(path, executor, expected_checksum, cold_cache=False):
         f"assert int(result.checksum) & (2**64 - 1) == {int(expected_checksum)}, result",
     ]
     return "\n".join(lines) + "\n"
+
+
+def alone_medians(first, second, rounds=5, runs=4, pause=0.3):
+    """Median latencies of `first` and `second`, each timed in blocks of `runs` calls after
+    one untimed call, the order alternating over `rounds`, with `pause` seconds between blocks
+    so that the threads the other left spinning have gone to sleep."""
+    times = ([], [])
+    for round_ in range(rounds):
+        for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+            call = (first, second)[side]
+            call()
+            for _ in range(runs):
+                start = time.perf_counter()
+                call()
+                times[side].append(time.perf_counter() - start)
+            time.sleep(pause)
+    return float(np.median(times[0])), float(np.median(times[1]))

@@ -406,8 +406,8 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
 # its phases: depthwise planes; phase buffer channels, output rows (phased or im2col tiles);
 # im2col channels, GEMM output channels
 P_DEPTHWISE, P_FILL, P_ROWS, P_UNROLL, P_GEMM = 0, 1, 2, 3, 4
-CONV_GRAIN = 1 << 18  # multiply-adds worth a part of their own (~6 us at 80 GFLOP/s)
-DEPTHWISE_GRAIN = 1 << 16  # a depthwise conv's (each tap a load: ~1 ns per output of 9 taps)
+CONV_GRAIN = 1 << 20  # multiply-adds worth a part of their own (~25 us at 80 GFLOP/s)
+DEPTHWISE_GRAIN = 1 << 17  # a depthwise conv's (each tap a load: ~1 ns per output of 9 taps)
 M_BLOCK = 16  # a GEMM part's output channels are whole multiples of this (the BLAS kernel's)
 
 

@@ -81,6 +81,7 @@ N_OUT = 47
 HELPED = 48  # statistics: parts helpers ran
 SHARED = 49  # tasks published
 LEAVE = 50  # tests: the caller claims no part before the helpers have claimed this many
+SLEEPING = 51  # helpers asleep on ACTIVE (a run's start wakes them only if there are some)
 NOT_SHARED = -1  # run_parts: the caller computes the parts itself
 NO_USER = (0, 0, 0, 0)  # the user words of a task that has none
 MAX_PARTS = 1 << 16
@@ -90,7 +91,7 @@ _INDEX_MASK = (1 << 32) - 1
 _GENERATION_MASK = (1 << 31) - 1
 TIMESPEC = 56  # two words: a helper's longest sleep (seconds, nanoseconds)
 IDLE_WAIT_NS = 100_000_000
-SPINS = 20000  # polls of an idle helper before it yields its core (in a run) or sleeps
+SPINS = 100_000  # polls (~2 ms) of an idle helper before it yields its core or sleeps
 
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -287,7 +288,11 @@ def _serve(block):
         if atomic_load(block, ACTIVE) > 0:
             cpu_yield()
         else:
-            _futex(words + 8 * ACTIVE, _FUTEX_WAIT_PRIVATE, 0, words + 8 * TIMESPEC)
+            atomic_add(block, SLEEPING, 1)
+            if atomic_load(block, ACTIVE) == 0:  # (a run that started meanwhile saw SLEEPING)
+                _futex(words + 8 * ACTIVE, _FUTEX_WAIT_PRIVATE, 0, words + 8 * TIMESPEC)
+            atomic_add(block, SLEEPING, -1)
+            idle = 0  # awake: a run may be starting, poll without yielding for a while
     return 0
 
 
@@ -435,7 +440,8 @@ class PartsPool:
         _blas_enter()
         with _active_lock:
             self.block[ACTIVE] += 1
-        self._wake()
+        if self.block[SLEEPING] > 0:
+            self._wake()
         try:
             yield
         finally:

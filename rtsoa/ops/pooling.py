@@ -65,7 +65,7 @@ from rtsoa.ops.window import (
 )
 
 MAX, AVERAGE = 0, 1
-POOL_GRAIN = 1 << 15  # output taps (outputs x kernel taps) worth a part of their own
+POOL_GRAIN = 1 << 16  # output taps (outputs x kernel taps) worth a part of their own
 
 
 @jit_with_nrt

@@ -335,7 +335,7 @@ def _winograd_run(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, pads
 # the phases of a WinogradConv shared by threads (`rtsoa.ops.parts`): an image's column
 # phases by channels, then its tile rows
 W_PHASES, W_ROWS = 0, 1
-WINOGRAD_GRAIN = 1 << 18  # multiply-adds (of the 16 GEMMs) worth a part of their own
+WINOGRAD_GRAIN = 1 << 19  # multiply-adds (of the 16 GEMMs) worth a part of their own
 
 
 @jit_with_nrt
