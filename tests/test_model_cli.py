@@ -98,21 +98,28 @@ def test_lower_no_winograd_keeps_the_direct_convolutions(tmp_path, capsys):
     }
 
 
-def test_run_no_winograd_lowers_the_convs_direct(tmp_path, capsys):
-    """`rtsoa run model.onnx --no-winograd` computes the direct convs' bits; on a lowered
-    graph the flag is an error naming what to do instead."""
+def _conv_file(tmp_path, seed, size):
+    """(path of conv.onnx, a 64 -> 64 3 x 3 conv on size x size planes; path of its inputs)."""
     from onnx import helper
 
     from rtsoa.testing.models import FLOAT
     from rtsoa.testing.models import model as build
 
-    weights = (np.random.default_rng(3).standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    weights = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
     node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
-    proto = build([node], [("x", FLOAT, [1, 64, 14, 14])], [("y", FLOAT, None)], [("w", weights)])
+    dims = [1, 64, size, size]
+    proto = build([node], [("x", FLOAT, dims)], [("y", FLOAT, None)], [("w", weights)])
     path = tmp_path / "conv.onnx"
     onnx.save(proto, path)
-    x = np.random.default_rng(4).standard_normal((1, 64, 14, 14)).astype(np.float32)
-    inputs = str(_inputs(tmp_path, x=x))
+    x = rng.standard_normal(dims).astype(np.float32)
+    return path, str(_inputs(tmp_path, x=x))
+
+
+def test_run_no_winograd_lowers_the_convs_direct(tmp_path, capsys):
+    """`rtsoa run model.onnx --no-winograd` computes the direct convs' bits; on a lowered
+    graph the flag is an error naming what to do instead."""
+    path, inputs = _conv_file(tmp_path, 3, 14)
     got = {}
     for flags in ([], ["--no-winograd"]):
         out = tmp_path / f"out{len(flags)}.npz"
@@ -138,18 +145,7 @@ def test_run_no_winograd_lowers_the_convs_direct(tmp_path, capsys):
 def test_run_intra_op_threads(tmp_path, capsys):
     """`rtsoa run --intra-op-threads N`: 1 computes each op whole, 2 shares a conv's parts
     (the same values within float reassociation); a bad count is a one-line error."""
-    from onnx import helper
-
-    from rtsoa.testing.models import FLOAT
-    from rtsoa.testing.models import model as build
-
-    weights = (np.random.default_rng(5).standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
-    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
-    proto = build([node], [("x", FLOAT, [1, 64, 28, 28])], [("y", FLOAT, None)], [("w", weights)])
-    path = tmp_path / "conv.onnx"
-    onnx.save(proto, path)
-    x = np.random.default_rng(6).standard_normal((1, 64, 28, 28)).astype(np.float32)
-    inputs = str(_inputs(tmp_path, x=x))
+    path, inputs = _conv_file(tmp_path, 5, 28)
     got = {}
     for threads in (1, 2):
         out = tmp_path / f"out{threads}.npz"
