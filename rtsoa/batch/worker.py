@@ -338,7 +338,9 @@ def _run_lowered(job, settings, graph):
     loaded on a fresh device, run once; the checksum is a digest of the outputs' bytes."""
     fields = {}
     inputs = read_inputs(job.inputs) if job.inputs else {}
-    model = ModelExecutor(graph, executor=job.executor or settings.executor)
+    # each op whole on the worker's thread: a batch's parallelism is its worker processes,
+    # and a job's output digest does not depend on the machine's core count
+    model = ModelExecutor(graph, executor=job.executor or settings.executor, intra_op_threads=1)
     model.check_inputs(inputs)
     with first_compile_lock(("model", job.executor or settings.executor)):
         model.load()

@@ -246,6 +246,8 @@ def run_parts(arena, table, attrs, fattrs, n_in, n_out, phase, parts, user):
     atomic_store(block, CLAIM, generation << 32)  # published: helpers may claim from here
     leave = min(atomic_load(block, LEAVE), parts)
     while atomic_load(block, CLAIM) & _INDEX_MASK < leave:  # (a test's: helpers go first)
+        if atomic_load(block, STOP) != 0:  # no helper left to claim them
+            break
         cpu_yield()
     while True:
         index = atomic_add(block, CLAIM, 1) & _INDEX_MASK
