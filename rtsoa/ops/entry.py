@@ -14,7 +14,9 @@ executor loop that dispatches to an op kernel:
 
     status = call_entry(address, mode, code, arena, table, attrs, fattrs, n_in, n_out)
 
-`mode` is MODE_INFER or MODE_COMPUTE. An op registered with `variants=True` passes input 0's
+`mode` is MODE_INFER or MODE_COMPUTE; an op registered with `parts=True` also takes MODE_PART
+(one part of a launch its threads share, `rtsoa.ops.parts`) and receives the mode as its
+compute's last argument. An op registered with `variants=True` passes input 0's
 DType code to its compute; besides its generic entry (the code read from the operand table,
 every dtype compiled) it has one *variant* entry per declared dtype, `<op>[<dtype>]`
 (`rtsoa_op_<op>_<dtype>_<key>.py`), where the code is a module constant. Constants reach the
