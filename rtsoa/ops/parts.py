@@ -298,6 +298,16 @@ def _serve(block):
     return 0
 
 
+def threads_problem(threads):
+    """What makes `threads` no thread count of a pool (None: nothing): the one check of
+    `PartsPool`, `SessionOptions.intra_op_threads` and `ModelExecutor(intra_op_threads=)`."""
+    if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
+        return f"an int, got {type(threads).__name__}"
+    if not 1 <= threads <= MAX_THREADS:
+        return f"1 .. {MAX_THREADS}, got {threads}"
+    return None
+
+
 def parts_ops():
     """The names of the ops that share their parts (registered with parts=True)."""
     return frozenset(name for name, definition in OPS.items() if definition.parts)
@@ -390,10 +400,9 @@ class PartsPool:
     whole). `close()` stops the helpers (also when the pool is garbage-collected)."""
 
     def __init__(self, threads):
-        if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
-            raise TypeError(f"PartsPool: threads must be an int, got {type(threads).__name__}")
-        if not 1 <= threads <= MAX_THREADS:
-            raise ValueError(f"PartsPool: threads must be 1 .. {MAX_THREADS}, got {threads}")
+        problem = threads_problem(threads)
+        if problem is not None:
+            raise ValueError(f"PartsPool: threads: {problem}")
         self.threads = int(threads)
         raw = np.zeros(WORDS + 8, dtype=np.int64)  # on a cache line of its own
         start = (-raw.ctypes.data % 64) // 8

@@ -53,7 +53,7 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import same_shape
-from rtsoa.ops.conv import ACT_CLIP, ACT_NONE, ACT_RELU, _epilogue
+from rtsoa.ops.conv_loops import ACT_CLIP, ACT_NONE, ACT_RELU, _epilogue
 from rtsoa.ops.parts import NOT_SHARED, array_at, is_part, part_index, parts_for, run_parts, task
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import LIMIT, MAX_ELEMENTS, MAX_SCRATCH, holds

@@ -28,7 +28,7 @@ from rtsoa.host.program import HostModel
 from rtsoa.lowering.lower import fusions_of
 from rtsoa.lowering.onnx_import import load_onnx
 from rtsoa.lowering.sequence_io import takes_sequences
-from rtsoa.ops.parts import MAX_THREADS as MAX_INTRA_OP_THREADS
+from rtsoa.ops.parts import threads_problem
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.model import ModelExecutor
 from rtsoa.runtime.sequence_session import SequenceSession, chosen_outputs
@@ -135,15 +135,9 @@ class SessionOptions:
                     f"executor (or 'auto'), not {self.executor!r}"
                 )
         if self.intra_op_threads is not None:
-            threads = self.intra_op_threads
-            if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
-                raise SessionOptionsError(
-                    f"SessionOptions.intra_op_threads: an int or None, got {type(threads).__name__}"
-                )
-            if not 1 <= threads <= MAX_INTRA_OP_THREADS:
-                raise SessionOptionsError(
-                    f"SessionOptions.intra_op_threads: 1 .. {MAX_INTRA_OP_THREADS}, got {threads}"
-                )
+            problem = threads_problem(self.intra_op_threads)
+            if problem is not None:
+                raise SessionOptionsError(f"SessionOptions.intra_op_threads: {problem}")
 
 
 def _check_type(field, value, kind, what):

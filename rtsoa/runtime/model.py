@@ -23,14 +23,11 @@ from rtsoa.device.allocators import Allocator
 from rtsoa.errors import InvalidBlock, ModelInputError, ModelStateError
 from rtsoa.executors import Subscriber, prepare_executor
 from rtsoa.executors.cancel import CancelFlag
-from rtsoa.graph.inspect import op_counts
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
 from rtsoa.host.kinds import is_map_sequence
 from rtsoa.host.program import HostModel
 from rtsoa.kernels.abi import SHAPE_DIMS, SHAPE_DTYPE, SHAPE_RANK, is_model
 from rtsoa.ops.abi import NUMPY_DTYPES
-from rtsoa.ops.parts import MAX_THREADS as MAX_INTRA_OP_THREADS
-from rtsoa.ops.parts import PartsPool, auto_threads
 from rtsoa.runtime import external_weights, host_steps, resources
 from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
 from rtsoa.runtime.execution import Execution
@@ -104,7 +101,7 @@ class ModelExecutor:
         self.graph = graph
         self.executor_name = executor
         self.threads = threads
-        self.intra_op_threads = _intra_op_threads(intra_op_threads, graph)
+        self.intra_op_threads = resources.intra_op_threads(intra_op_threads, graph)
         self.parts_pool = None  # the helpers of intra-op parts while loaded (load())
         self.session = session
         if session is not None:
@@ -234,14 +231,9 @@ class ModelExecutor:
                 self._main = prepare(graph)
                 kept = kept_shapes_graph(graph)  # reruns at the same input shapes (kept_shapes.py)
                 self._kept = None if kept is None else prepare(kept)
-                if self.intra_op_threads > 1:
-                    self.parts_pool = PartsPool(self.intra_op_threads)
-                    for executor in self.executors:
-                        executor.use_parts_pool(self.parts_pool)
+                self.parts_pool = resources.parts_pool(self.intra_op_threads, self.executors)
             except BaseException:
-                if self.parts_pool is not None:
-                    self.parts_pool.close()
-                    self.parts_pool = None
+                self.parts_pool = resources.release_parts_pool(self.parts_pool, self.executors)
                 for allocator, indices in reversed(taken):
                     if allocator is None:
                         self._release_home()
@@ -278,10 +270,7 @@ class ModelExecutor:
             event_alloc.release(self.events)
             notify_alloc.release(self.notifies)
             self._release_home()
-            if self.parts_pool is not None:
-                for executor in self.executors:
-                    executor.use_parts_pool(None)
-                self.parts_pool.close()
+            resources.release_parts_pool(self.parts_pool, self.executors)
             self.state = "unloaded"  # `main` stays readable (its name, record); runs are refused
 
     def _release_home(self):
@@ -601,18 +590,6 @@ class ModelExecutor:
         with CALLS, self.home.lock:
             for stream in self.streams:
                 self.device.synchronize(stream)
-
-
-def _intra_op_threads(threads, graph):
-    """`intra_op_threads` checked: an int 1 .. MAX_INTRA_OP_THREADS (None: `auto_threads` of
-    the ops `graph` launches)."""
-    if threads is None:
-        return auto_threads(op_counts(graph))
-    if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
-        raise ModelResourceError(f"intra_op_threads: an int or None, got {type(threads).__name__}")
-    if not 1 <= threads <= MAX_INTRA_OP_THREADS:
-        raise ModelResourceError(f"intra_op_threads: 1 .. {MAX_INTRA_OP_THREADS}, got {threads}")
-    return int(threads)
 
 
 def _dynamic(shape):

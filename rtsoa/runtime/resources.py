@@ -1,4 +1,5 @@
-"""Stream / event / notify allocators of a model (the reference's OccupyStreamResource).
+"""Stream / event / notify allocators of a model (the reference's OccupyStreamResource), and
+the helper threads of its intra-op parts (`intra_op_threads`, `parts_pool`).
 
 A resource allocator hands out indices of one kind on one `Device`: `acquire(count) -> list of
 int` and `release(indices)`. The built-in `IndexPool` takes free indices in order; a user may
@@ -12,6 +13,8 @@ so a notify allocator is asked for nothing (it is still checked, to keep the all
 import threading
 
 from rtsoa.errors import ModelResourceError
+from rtsoa.graph.inspect import op_counts
+from rtsoa.ops.parts import PartsPool, auto_threads, threads_problem
 
 KINDS = ("stream", "event", "notify")
 
@@ -92,3 +95,36 @@ def acquire(allocator, kind, count, limit):
             f"the {kind} allocator returned {bad}, not {kind}s of the device (0..{limit - 1})"
         )
     return got
+
+
+# -- the helper threads of intra-op parts (rtsoa.ops.parts) ------------------------------------
+
+
+def intra_op_threads(threads, graph):
+    """`intra_op_threads` checked (`threads_problem`; None: `auto_threads` of the ops `graph`
+    launches)."""
+    if threads is None:
+        return auto_threads(op_counts(graph))
+    problem = threads_problem(threads)
+    if problem is not None:
+        raise ModelResourceError(f"intra_op_threads: {problem}")
+    return int(threads)
+
+
+def parts_pool(threads, executors):
+    """A pool of `threads` the `executors`' ops share their parts with (None for 1 thread)."""
+    if threads < 2:
+        return None
+    pool = PartsPool(threads)
+    for executor in executors:
+        executor.use_parts_pool(pool)
+    return pool
+
+
+def release_parts_pool(pool, executors):
+    """The `executors` without their pool, its helpers stopped; returns None."""
+    if pool is not None:
+        for executor in executors:
+            executor.use_parts_pool(None)
+        pool.close()
+    return None
