@@ -109,6 +109,53 @@ def test_shared_convs_and_pools_agree_with_one_thread_and_onnxruntime(convs):
     two.close()
 
 
+def _narrow_model(element, dtype):
+    """GEMMs of few output channels, split by columns (`P_COLUMNS`): a 1 x 1 conv to 8
+    channels fused with a residual and Relu on 112 x 112, and after a max pool, a whole
+    im2col (3 x 3, dilation 2: no stride phases) to 12 channels on 52 x 52."""
+    shapes = {"w_narrow": (8, 32, 1), "w_side": (8, 32, 1), "w_dilated": (12, 8, 3)}
+    initializers = []
+    for name, (cout, cin, k) in shapes.items():
+        initializers.append((name, _weights(cout, cin, k).astype(dtype)))
+        initializers.append((f"{name}_b", RNG.standard_normal(cout).astype(dtype)))
+    nodes = [
+        _conv("narrow", "x", "w_narrow", 0),
+        _conv("side", "x", "w_side", 0),
+        helper.make_node("Add", ["narrow", "side"], ["sum"]),
+        helper.make_node("Relu", ["sum"], ["relu"]),
+        helper.make_node("MaxPool", ["relu"], ["half"], kernel_shape=[2, 2], strides=[2, 2]),
+        _conv("y", "half", "w_dilated", 0, dilations=[2, 2]),
+    ]
+    return model(nodes, [("x", element, [1, 32, 112, 112])], [("y", element, None)], initializers)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_narrow_gemms_split_by_columns_agree_with_one_thread(dtype):
+    from onnx import TensorProto
+
+    element = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
+    proto = _narrow_model(element, dtype)
+    graph = lower(proto)
+    x = {"x": RNG.standard_normal((1, 32, 112, 112)).astype(dtype)}
+    one = _session(graph, 1)
+    two = _session(graph, 2, leave=1)  # helpers take each task's first part
+    want = one.run(None, x)[0]
+    got = two.run(None, x)[0]
+    pool = two.parts_pool
+    # tasks: the two 1 x 1 convs' columns, the dilated conv's im2col and columns (the pool is
+    # below its grain; with output channels as parts, the GEMMs of 8 and 12 would be whole)
+    assert pool.shared == 4 and pool.helped >= 4, (pool.shared, pool.helped)
+    np.testing.assert_array_equal(two.run(None, x)[0], got)
+    scale = np.abs(want).max()
+    tolerance = REASSOCIATION if dtype == np.float32 else 1e-12
+    assert np.abs(got - want).max() <= tolerance * scale
+    if dtype == np.float32:  # onnxruntime has no float64 Conv (one thread is judged elsewhere)
+        oracle = run_onnxruntime(proto, x)["y"]
+        np.testing.assert_allclose(got, oracle, rtol=RTOL, atol=ATOL * scale)
+    one.close()
+    two.close()
+
+
 def _pool_model():
     nodes = [
         helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 3], strides=[2, 2]),
@@ -133,6 +180,38 @@ def test_pools_and_depthwise_parts_keep_the_one_thread_bits():
     assert two.parts_pool.helped >= 3  # max pool, average pool, depthwise
     np.testing.assert_array_equal(got, want)
     assert np.signbit(got).tolist() == np.signbit(want).tolist()
+    one.close()
+    two.close()
+
+
+def test_batch_normalizations_share_channels_and_keep_the_one_thread_bits():
+    """A BatchNormalization that no conv precedes (nothing to fold it into) stays an op, fused
+    with its Relu: its channels are parts, each computed as the whole op computes it."""
+    channels = 64
+    rng = np.random.default_rng(5)
+    parameters = [
+        ("scale", rng.standard_normal(channels).astype(np.float32)),
+        ("bias", rng.standard_normal(channels).astype(np.float32)),
+        ("mean", rng.standard_normal(channels).astype(np.float32)),
+        ("var", rng.uniform(0.5, 2.0, channels).astype(np.float32)),
+    ]
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["n"]),
+        helper.make_node("Relu", ["n"], ["r"]),
+        helper.make_node("BatchNormalization", ["r", "scale", "bias", "mean", "var"], ["y"]),
+    ]
+    proto = model(nodes, [("x", FLOAT, [1, channels, 64, 64])], [("y", FLOAT, None)], parameters)
+    graph = lower(proto)
+    x = rng.standard_normal((1, channels, 64, 64)).astype(np.float32)
+    x[0, 7, 1, 2] = np.nan
+    one = _session(graph, 1)
+    two = _session(graph, 2, leave=1)
+    want = one.run(None, {"x": x})[0]
+    got = two.run(None, {"x": x})[0]
+    assert two.parts_pool.shared == 2 and two.parts_pool.helped >= 2  # both ops shared
+    np.testing.assert_array_equal(got, want)
+    oracle = run_onnxruntime(proto, {"x": x})["y"]
+    np.testing.assert_allclose(got, oracle, rtol=RTOL, atol=ATOL)
     one.close()
     two.close()
 

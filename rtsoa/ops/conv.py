@@ -39,6 +39,7 @@ from rtsoa.ops.abi import (
     rank,
     view,
 )
+from rtsoa.ops.blas import gemm_at, gemm_fits
 from rtsoa.ops.broadcast import same_shape
 from rtsoa.ops.conv_loops import (  # noqa: F401 - TILE_BYTES re-exported (the tests' tile size)
     ACT_CLIP,
@@ -56,7 +57,16 @@ from rtsoa.ops.conv_loops import (  # noqa: F401 - TILE_BYTES re-exported (the t
     _unroll,
 )
 from rtsoa.ops.depthwise import depthwise_run
-from rtsoa.ops.parts import NOT_SHARED, array_at, is_part, part_index, parts_for, run_parts, task
+from rtsoa.ops.parts import (
+    NOT_SHARED,
+    array_at,
+    is_part,
+    part_index,
+    parts_for,
+    pool_gemm,
+    run_parts,
+    task,
+)
 from rtsoa.ops.phases import fill_phases, phase_shape, tap_offsets
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import (
@@ -132,11 +142,20 @@ def conv_transpose_infer(arena, table, n_in, n_out, attrs, fattrs):
 # -- a conv shared by threads (`rtsoa.ops.parts`) -------------------------------------------------
 
 # its phases: depthwise planes; phase buffer channels, output rows (phased or im2col tiles);
-# im2col channels, GEMM output channels
-P_DEPTHWISE, P_FILL, P_ROWS, P_UNROLL, P_GEMM = 0, 1, 2, 3, 4
+# im2col channels, GEMM output channels, GEMM columns (output positions)
+P_DEPTHWISE, P_FILL, P_ROWS, P_UNROLL, P_GEMM, P_COLUMNS = 0, 1, 2, 3, 4, 5
 CONV_GRAIN = 1 << 20  # multiply-adds worth a part of their own (~25 us at 80 GFLOP/s)
 DEPTHWISE_GRAIN = 1 << 17  # a depthwise conv's (each tap a load: ~1 ns per output of 9 taps)
 M_BLOCK = 16  # a GEMM part's output channels are whole multiples of this (the BLAS kernel's)
+# a GEMM of at most COLUMN_MAX_M output channels, or of fewer blocks of M_BLOCK than the pool
+# has threads, is split by columns instead, in whole multiples of COLUMN_BLOCK, when each part
+# gets at least COLUMN_PART columns. MobileNetV2's 1 x 1 convs on two threads (cnn_layers
+# --threads 2, ms): 32 x 112 x 112 -> 16 0.42 -> 0.23, 144 x 56 x 56 -> 24 0.43 -> 0.27,
+# 192 x 28 x 28 -> 32 0.29 -> 0.24; with more output channels columns lost (32 x 28 x 28 ->
+# 192: 0.31 -> 0.43)
+COLUMN_MAX_M = 64
+COLUMN_BLOCK = 64
+COLUMN_PART = 256
 
 
 @jit_inline_ir
@@ -154,8 +173,9 @@ def _share(count, index, parts, block):
 def _conv_part(x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, index, parts, user):
     """Part `index` of `parts` of `phase` of `_conv_shared`'s conv: the same loops as
     `_conv_run` on a disjoint piece of Y (or of the phase buffer / column matrix, `user[1]`
-    its address and `user[2]` its elements), the block (image, group) `user[0]`, with each
-    Y element's products summed in `_conv_run`'s order (only the BLAS's blocking may differ)."""
+    its address and `user[2]` its elements; `user[3]` the BLAS GEMM's address for
+    P_COLUMNS), the block (image, group) `user[0]`, with each Y element's products summed in
+    `_conv_run`'s order (only the BLAS's blocking may differ)."""
     n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
     pointwise, depthwise, phased, rows, width, span = _conv_plan(geo, x.itemsize)
@@ -214,6 +234,19 @@ def _conv_part(x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, in
         _unroll(
             x, x_base + first * plane, end - first, geo, shared[first * taps * p :], False, 0, n_h
         )
+    elif phase == P_COLUMNS:  # output positions: columns of X (or the column matrix) and Y
+        first, end = _share(p, index, parts, COLUMN_BLOCK)
+        if end > first:
+            source, at = (x, x_base) if pointwise else (shared, np.int64(0))
+            gemm_at(
+                user[3], w, g * m_g * k, k, source, at + first, p, y, y_base + first, p,
+                m_g, end - first, k,
+            )  # fmt: skip
+            for j in range(m_g):  # each channel's columns of this part
+                _epilogue(
+                    y, z, y_base + j * p + first, g * m_g + j, 1, end - first,
+                    bias, has_bias, has_z, act, low, high,
+                )  # fmt: skip
     else:  # P_GEMM: output channels
         first, end = _share(m_g, index, parts, M_BLOCK)
         if end > first:
@@ -253,7 +286,9 @@ def _conv_shared(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, p
     """`_conv_run`'s conv in phases whose parts the threads of the table's pool share: depthwise
     by planes; per image and group, the phase buffer by channels then output rows (phased),
     output rows (im2col tiles), or the column matrix by channels then the GEMM by output
-    channels (whole im2col, 1 x 1)."""
+    channels (whole im2col, 1 x 1), or by columns (output positions) when its output channels
+    make fewer blocks of M_BLOCK than the pool has threads: those parts multiply blocks of X
+    in place, with X's row length as the BLAS's leading dimension (`rtsoa.ops.blas`)."""
     n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
     n_h = geo[G_OUT + 1]
     pointwise, depthwise, phased, rows, width, span = _conv_plan(geo, x.itemsize)
@@ -282,7 +317,17 @@ def _conv_shared(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, p
                 status = _conv_phase(call, *args, P_UNROLL, min(parts, c_g), user, cols)
             if status == 0:
                 gemm_parts = min(parts, (m_g + M_BLOCK - 1) // M_BLOCK)
-                status = _conv_phase(call, *args, P_GEMM, gemm_parts, user, cols)
+                gemm = pool_gemm(call[1], x.itemsize)
+                if (
+                    (gemm_parts < parts or m_g <= COLUMN_MAX_M)
+                    and p >= COLUMN_PART * parts
+                    and gemm != 0
+                    and gemm_fits(m_g, p, k, k, p, p)
+                ):
+                    user = (user[0], user[1], user[2], gemm)
+                    status = _conv_phase(call, *args, P_COLUMNS, parts, user, cols)
+                else:
+                    status = _conv_phase(call, *args, P_GEMM, gemm_parts, user, cols)
         if status != 0:
             return status
     return status

@@ -20,6 +20,7 @@ from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
     F32,
     FLOATS,
+    MODE_COMPUTE,
     STATUS_OP_BAD_ATTRIBUTE,
     STATUS_OP_BAD_SHAPE,
     STATUS_OP_MISSING_INPUT,
@@ -35,10 +36,14 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.attributes import onnx_float
 from rtsoa.ops.broadcast import index_map, period
+from rtsoa.ops.parts import NO_USER, NOT_SHARED, is_part, part_index, parts_for, run_parts, task
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count, float_inputs, holds
 
 BATCH, INSTANCE, LAYER = 0, 1, 2
+# a BatchNormalization of at least twice this many elements is shared by the pool's threads
+# (`rtsoa.ops.parts`), by channels: a multiply-add an element, ~40 us a part
+NORM_GRAIN = 1 << 17
 # FusedBatchNormalization: what the lowering fuses BatchNormalization -> Relu into
 # (rtsoa.lowering.fuse), as onnxruntime runs a BatchNormalization with its activation.
 # attrs: BatchNormalization's, then activation (ACT_NONE, ACT_RELU) in this slot.
@@ -145,14 +150,15 @@ def layer_norm_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt
-def _batch_norm_run(x, y, channels, inner, scale, bias, mean, var, epsilon, relu):
+def _batch_norm_run(x, y, channels, inner, scale, bias, mean, var, epsilon, relu, first, end):
     """y = (x - mean) / sqrt(var + epsilon) * scale + bias, per channel (axis 1), in float64
     and rounded once to y's dtype; then, with `relu`, negatives to 0 as the Relu op has it
-    (NaN and -0 kept). Unsigned indices: no negative-index wrap, so LLVM vectorises the loop
-    (DenseNet-121's BatchNormalizations of Concat outputs, `benchmarks.cnn_layers`)."""
+    (NaN and -0 kept); channels [first, end) of every image. Unsigned indices: no
+    negative-index wrap, so LLVM vectorises the loop (DenseNet-121's BatchNormalizations of
+    Concat outputs, `benchmarks.cnn_layers`)."""
     images = x.shape[0] // max(channels * inner, 1)
     zero = y.dtype.type(0)
-    for c in range(channels):
+    for c in range(first, end):
         a = scale[c] / np.sqrt(np.float64(var[c]) + epsilon)
         b = bias[c] - mean[c] * a
         for n in range(images):
@@ -233,15 +239,17 @@ def _standardize(x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, 
 @jit_with_nrt
 def _run(op, x, y, scale, bias, mean, var, extent, epsilon, scale_map, bias_map, stats):
     """The op's loop on typed views (bias empty when absent; mean / var BatchNormalization's)."""
-    rows, length, channels, relu = extent
+    rows, length, channels, relu, first, end = extent
     if op == BATCH:
-        _batch_norm_run(x, y, channels, length, scale, bias, mean, var, epsilon, relu)
+        _batch_norm_run(x, y, channels, length, scale, bias, mean, var, epsilon, relu, first, end)
     else:
         _standardize(x, y, rows, length, epsilon, scale, scale_map, bias, bias_map, channels, stats)
 
 
 @jit_with_nrt
-def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
+def _compute(op, arena, table, n_in, n_out, attrs, fattrs, mode):
+    """The op `op` (BATCH, INSTANCE, LAYER); a BatchNormalization's channels are shared by the
+    table's pool's threads when it is large (any split gives the same bits)."""
     status, rows, length, axis = _checks(op, table, n_in, attrs)
     if status != 0:
         return status
@@ -270,6 +278,16 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
     mean_row = 3 if op == BATCH else 0
     var_row = 4 if op == BATCH else 0
     relu = op == BATCH and attrs.shape[0] > BATCH_ACTIVATION and attrs[BATCH_ACTIVATION] == ACT_RELU
+    first, end = np.int64(0), channels
+    if is_part(mode):  # channels of a shared BatchNormalization
+        parts, index = task(table)[1], part_index(mode)
+        first, end = index * channels // parts, (index + 1) * channels // parts
+    elif op == BATCH and n_out == 1 and channels > 1:
+        parts = min(parts_for(table, count, NORM_GRAIN), channels)
+        if parts > 1:
+            status = run_parts(arena, table, attrs, fattrs, n_in, n_out, 0, parts, NO_USER)
+            if status != NOT_SHARED:
+                return np.int32(status)  # else the pool is busy: the whole op, here
     if item == 4:
         _run(
             op,
@@ -279,7 +297,7 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
             view(arena, table, bias_row, np.float32)[:bias_count],
             view(arena, table, mean_row, np.float32),
             view(arena, table, var_row, np.float32),
-            (rows, length, channels, relu),
+            (rows, length, channels, relu, first, end),
             epsilon,
             scale_map,
             bias_map,
@@ -294,7 +312,7 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
             view(arena, table, bias_row, np.float64)[:bias_count],
             view(arena, table, mean_row, np.float64),
             view(arena, table, var_row, np.float64),
-            (rows, length, channels, relu),
+            (rows, length, channels, relu, first, end),
             epsilon,
             scale_map,
             bias_map,
@@ -308,8 +326,8 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt
-def batch_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _compute(BATCH, arena, table, n_in, n_out, attrs, fattrs)
+def batch_norm_compute(arena, table, n_in, n_out, attrs, fattrs, mode):
+    return _compute(BATCH, arena, table, n_in, n_out, attrs, fattrs, mode)
 
 
 @jit_with_nrt
@@ -331,21 +349,21 @@ def fused_batch_norm_infer(arena, table, n_in, n_out, attrs, fattrs):
 
 
 @jit_with_nrt
-def fused_batch_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
+def fused_batch_norm_compute(arena, table, n_in, n_out, attrs, fattrs, mode):
     status = _activation_status(attrs)
     if status != 0:
         return status
-    return _compute(BATCH, arena, table, n_in, n_out, attrs, fattrs)
+    return _compute(BATCH, arena, table, n_in, n_out, attrs, fattrs, mode)
 
 
 @jit_with_nrt
 def instance_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _compute(INSTANCE, arena, table, n_in, n_out, attrs, fattrs)
+    return _compute(INSTANCE, arena, table, n_in, n_out, attrs, fattrs, MODE_COMPUTE)
 
 
 @jit_with_nrt
 def layer_norm_compute(arena, table, n_in, n_out, attrs, fattrs):
-    return _compute(LAYER, arena, table, n_in, n_out, attrs, fattrs)
+    return _compute(LAYER, arena, table, n_in, n_out, attrs, fattrs, MODE_COMPUTE)
 
 
 # -- RMSNormalization ----------------------------------------------------------------------------
@@ -458,6 +476,7 @@ register_op(
     batch_norm_compute,
     encode=encode_batch_norm,
     inputs=(5, 5),
+    parts=True,
 )
 register_op(
     "FusedBatchNormalization",
@@ -465,6 +484,7 @@ register_op(
     fused_batch_norm_compute,
     encode=encode_fused_batch_norm,
     inputs=(5, 5),
+    parts=True,
     doc="BatchNormalization, then an optional Relu: the lowering's fusion of "
     "BatchNormalization -> Relu",
 )

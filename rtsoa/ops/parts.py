@@ -53,6 +53,7 @@ from rtsoa._numba.symbols import add_symbol
 from rtsoa.abi.operands import ENTRY_COLUMN, MODE_PART, POOL_COLUMN, RESULT_ROW
 from rtsoa.device.atomics import atomic_add, atomic_cas, atomic_load, atomic_store, cpu_yield
 from rtsoa.device.bits import llvm_function
+from rtsoa.ops.blas import gemm_addresses
 from rtsoa.ops.call import call_entry_raw
 from rtsoa.ops.registry import OPS
 
@@ -82,6 +83,8 @@ HELPED = 48  # statistics: parts helpers ran
 SHARED = 49  # tasks published
 LEAVE = 50  # tests: the caller claims no part before the helpers have claimed this many
 SLEEPING = 51  # helpers asleep on ACTIVE (a run's start wakes them only if there are some)
+SGEMM = 52  # the BLAS GEMMs' addresses, for parts of a GEMM (`rtsoa.ops.blas.gemm_at`)
+DGEMM = 53
 NOT_SHARED = -1  # run_parts: the caller computes the parts itself
 NO_USER = (0, 0, 0, 0)  # the user words of a task that has none
 MAX_PARTS = 1 << 16
@@ -191,6 +194,16 @@ def parts_for(table, work, grain):
     if threads < 2 or work < 2 * grain:
         return np.int64(1)
     return max(np.int64(1), min(threads, work // grain))
+
+
+@jit_inline_ir_nrt
+def pool_gemm(table, itemsize):
+    """The address of the BLAS GEMM for elements of `itemsize` bytes (4: sgemm, 8: dgemm) the
+    table's pool keeps; 0 without a pool."""
+    address = table[RESULT_ROW, POOL_COLUMN]
+    if address == 0:
+        return np.int64(0)
+    return atomic_load(block_at(address), SGEMM if itemsize == 4 else DGEMM)
 
 
 @jit_with_nrt
@@ -408,6 +421,8 @@ class PartsPool:
         start = (-raw.ctypes.data % 64) // 8
         self.block = raw[start : start + WORDS]
         self.block[TIMESPEC + 1] = IDLE_WAIT_NS
+        if self.threads > 1:
+            self.block[SGEMM], self.block[DGEMM] = gemm_addresses()
         self._helpers = []
         for _ in range(self.threads - 1):
             thread = threading.Thread(
