@@ -67,9 +67,9 @@ def register(sub):
     run_parser.add_argument(
         "--intra-op-threads",
         type=int,
-        help="threads that compute one large op of a model (convolutions, pools): the launching "
-        "thread and helpers (default: one per core for a model with convolutions or pools; 1: "
-        "every op whole on the thread that launches it)",
+        help="threads that compute one large op of a model (convolutions, pools, batch "
+        "normalizations): the launching thread and helpers (default: one per core for a model "
+        "with such ops; 1: every op whole on the thread that launches it)",
     )
     run_parser.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
     run_parser.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")

@@ -64,10 +64,10 @@ class SessionOptions:
       use the process's BLAS thread pool whatever this says.
     - `intra_op_threads`: how many threads compute one large op (onnxruntime's
       `intra_op_num_threads`): the launching thread and `intra_op_threads` - 1 helper threads
-      share its parts (convolutions, pools; `rtsoa.ops.parts`), and the process's OpenBLAS
-      runs on one thread during the session's runs. 1: every op runs whole on the thread that
-      launches it. None: one thread per core for a model with convolutions or pools, else 1
-      (`rtsoa.ops.parts.auto_threads`).
+      share its parts (convolutions, pools, batch normalizations; `rtsoa.ops.parts`), and the
+      process's OpenBLAS runs on one thread during the session's runs. 1: every op runs whole
+      on the thread that launches it. None: one thread per core for a model with such ops,
+      else 1 (`rtsoa.ops.parts.auto_threads`).
     """
 
     executor: str = "auto"
