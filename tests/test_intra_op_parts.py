@@ -11,6 +11,9 @@ session closes, and the process's BLAS thread count is what it was after a run.
 """
 
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -262,6 +265,29 @@ def test_a_pool_without_helpers_and_its_arguments():
     for bad in (0, 257, True, 2.0, "2"):
         with pytest.raises((TypeError, ValueError)):
             PartsPool(bad)
+
+
+def test_helpers_claim_nothing_while_a_task_is_being_written():
+    """A caller writes a task's words (PARTS first) before it publishes the task in CLAIM. A
+    new pool's zero CLAIM word once read as generation 0 open at part 0: a helper that saw
+    PARTS then claimed part 0 of the first task from its half-written words (an op failed with
+    status 2010, its operand counts not yet written; with an entry address of 0, as here, the
+    process crashes). Run in a child process for that reason."""
+    code = textwrap.dedent(
+        """
+        import time
+        from rtsoa.ops.parts import CLAIM, CLOSED, HELPED, PARTS, PartsPool
+        pool = PartsPool(3)
+        with pool.running():  # helpers poll
+            pool.block[PARTS] = 2  # a task half-written: no entry address, no arguments yet
+            time.sleep(0.3)
+            print(pool.block[CLAIM] & 0xFFFFFFFF == CLOSED, pool.helped)
+        pool.close()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "0"], done.stdout
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1000, True, 1.5, "2"])

@@ -26,7 +26,12 @@ own thread, so an op's bits depend on its pool's size, never on who computed whi
 Claims: `CLAIM` holds generation << 32 | next part. A helper reads the task words after
 seeing a generation and claims with a compare-and-swap on that word, so a claim never
 succeeds for a generation other than the one whose words it read (the caller writes the next
-task only after every part of the last one is done, and it starts a new generation).
+task only after every part of the last one is done, and it starts a new generation). While
+the caller writes a task's words, CLAIM is closed: the new generation with the part index
+CLOSED, which no part count reaches, so a helper that saw the old generation fails its
+compare-and-swap and one that sees the new one claims nothing until the task is published
+(index 0). A new pool's CLAIM starts closed too: a zero word would be generation 0 open at
+part 0, and a helper could claim part 0 of the first task from its half-written words.
 
 Helpers spin while a run of one of the pool's sessions is in progress (`ACTIVE` > 0), yielding
 their core after a while; with no run in progress they sleep on the ACTIVE word (a futex) that
@@ -91,6 +96,7 @@ MAX_PARTS = 1 << 16
 MAX_THREADS = 256  # a pool's threads, the caller's included
 AUTO_THREADS = 8  # the most threads `auto_threads` gives a pool
 _INDEX_MASK = (1 << 32) - 1
+CLOSED = _INDEX_MASK  # CLAIM's part index while no task is open for claims
 _GENERATION_MASK = (1 << 31) - 1
 TIMESPEC = 56  # two words: a helper's longest sleep (seconds, nanoseconds)
 IDLE_WAIT_NS = 100_000_000
@@ -239,6 +245,8 @@ def run_parts(arena, table, attrs, fattrs, n_in, n_out, phase, parts, user):
         return np.int64(NOT_SHARED)
     if atomic_cas(block, LOCK, 0, 1) != 0:
         return np.int64(NOT_SHARED)
+    generation = ((atomic_load(block, CLAIM) >> 32) + 1) & _GENERATION_MASK
+    atomic_store(block, CLAIM, generation << 32 | CLOSED)  # no claim while the words change
     atomic_store(block, ADDRESS, entry)
     atomic_store(block, PARTS, parts)
     atomic_store(block, PHASE, phase)
@@ -254,7 +262,6 @@ def run_parts(arena, table, attrs, fattrs, n_in, n_out, phase, parts, user):
     atomic_store(block, N_OUT, n_out)
     atomic_store(block, DONE, 0)
     atomic_store(block, STATUS, 0)
-    generation = ((atomic_load(block, CLAIM) >> 32) + 1) & _GENERATION_MASK
     atomic_add(block, SHARED, 1)
     atomic_store(block, CLAIM, generation << 32)  # published: helpers may claim from here
     leave = min(atomic_load(block, LEAVE), parts)
@@ -421,6 +428,7 @@ class PartsPool:
         start = (-raw.ctypes.data % 64) // 8
         self.block = raw[start : start + WORDS]
         self.block[TIMESPEC + 1] = IDLE_WAIT_NS
+        self.block[CLAIM] = CLOSED  # (generation 0, no task: see the module docstring)
         if self.threads > 1:
             self.block[SGEMM], self.block[DGEMM] = gemm_addresses()
         self._helpers = []
