@@ -34,6 +34,8 @@ def _fortran_gemm(typingctx, address, m, n, k, a, lda, b, ldb, c, ldc, like):
     """Fortran xGEMM('N', 'N', m, n, k, 1, a, lda, b, ldb, 0, c, ldc) at `address` (column-major:
     c[m, n] = a[m, k] @ b[k, n]); `a`, `b`, `c` addresses; `like`: an array whose dtype
     (float32: sgemm, float64: dgemm) the call computes in."""
+    if not isinstance(like, types.Array) or like.dtype not in (types.float32, types.float64):
+        return None  # the BLAS has no other element types: refused at typing
     signature = types.none(
         types.int64, types.int64, types.int64, types.int64, types.int64, types.int64,
         types.int64, types.int64, types.int64, types.int64, like,
