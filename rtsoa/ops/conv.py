@@ -286,9 +286,10 @@ def _conv_shared(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, p
     """`_conv_run`'s conv in phases whose parts the threads of the table's pool share: depthwise
     by planes; per image and group, the phase buffer by channels then output rows (phased),
     output rows (im2col tiles), or the column matrix by channels then the GEMM by output
-    channels (whole im2col, 1 x 1), or by columns (output positions) when its output channels
-    make fewer blocks of M_BLOCK than the pool has threads: those parts multiply blocks of X
-    in place, with X's row length as the BLAS's leading dimension (`rtsoa.ops.blas`)."""
+    channels (whole im2col, 1 x 1), or by columns (output positions) when it has at most
+    COLUMN_MAX_M output channels or fewer blocks of M_BLOCK than the pool has threads: those
+    parts multiply blocks of X in place, with X's row length as the BLAS's leading dimension
+    (`rtsoa.ops.blas`)."""
     n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
     n_h = geo[G_OUT + 1]
     pointwise, depthwise, phased, rows, width, span = _conv_plan(geo, x.itemsize)
