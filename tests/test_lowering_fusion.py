@@ -328,8 +328,8 @@ def test_a_product_an_if_or_loop_also_reads_is_not_fused(kind, region_first):
 
 def test_a_chain_that_cannot_fuse_does_not_stop_the_chains_after_it():
     """The fusion walks every call: an op that is no MatMul, a MatMul of an operand of unknown
-    shape, one of integers, one of a symbolic column count and one whose Add is no bias come
-    first, each left as it is, and
+    shape, one of integers, one of a symbolic column count, one read by no Add and one whose
+    Add is no bias come first, each left as it is, and
     the true chain after them still fuses (a loop that stopped at the first miss would leave
     it)."""
     nodes = [
@@ -339,6 +339,8 @@ def test_a_chain_that_cannot_fuse_does_not_stop_the_chains_after_it():
         helper.make_node("MatMul", ["xi", "wi"], ["m1"]),  # integers
         helper.make_node("MatMul", ["s", "w_cols"], ["m4"]),  # W's columns symbolic
         helper.make_node("Add", ["m4", "b"], ["a4"]),
+        helper.make_node("MatMul", ["s", "w"], ["m5"]),  # scaled, not added
+        helper.make_node("Mul", ["m5", "b"], ["p5"]),
         helper.make_node("MatMul", ["s", "w"], ["m2"]),  # its Add's other operand is no bias
         helper.make_node("Add", ["m2", "full"], ["a2"]),
         helper.make_node("MatMul", ["s", "w"], ["m3"]),  # the one chain that fuses
@@ -350,10 +352,10 @@ def test_a_chain_that_cannot_fuse_does_not_stop_the_chains_after_it():
     inits = [("w", W), ("b", B), ("wi", wi), ("full", full)]
     inputs = [("x", FLOAT, [3, 8]), ("w_in", FLOAT, None), ("xi", TensorProto.INT32, [3, 8])]
     inputs.append(("w_cols", FLOAT, [8, "n"]))
-    outputs = [(name, FLOAT, None) for name in ("a0", "a2", "a4", "y")]
+    outputs = [(name, FLOAT, None) for name in ("a0", "a2", "a4", "p5", "y")]
     outputs.insert(1, ("m1", TensorProto.INT32, None))
     proto = model(nodes, inputs, outputs, inits)
     xi = RNG.integers(-3, 4, (3, 8)).astype(np.int32)
     feed = {"x": _x(3, 8)["x"], "w_in": W, "xi": xi, "w_cols": W}
     counts = _check(proto, feed, fused_ops=1)
-    assert counts.get("MatMul") == 4 and counts.get("Add") == 3
+    assert counts.get("MatMul") == 5 and counts.get("Add") == 3
