@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 from threadpoolctl import threadpool_info
 
 import rtsoa
@@ -134,8 +134,6 @@ def _narrow_model(element, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_narrow_gemms_split_by_columns_agree_with_one_thread(dtype):
-    from onnx import TensorProto
-
     element = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
     proto = _narrow_model(element, dtype)
     graph = lower(proto)
