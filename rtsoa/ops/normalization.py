@@ -36,7 +36,7 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.attributes import onnx_float
 from rtsoa.ops.broadcast import index_map, period
-from rtsoa.ops.parts import NO_USER, NOT_SHARED, is_part, part_index, parts_for, run_parts, task
+from rtsoa.ops.parts import NOT_SHARED, share_items
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count, float_inputs, holds
 
@@ -278,16 +278,13 @@ def _compute(op, arena, table, n_in, n_out, attrs, fattrs, mode):
     mean_row = 3 if op == BATCH else 0
     var_row = 4 if op == BATCH else 0
     relu = op == BATCH and attrs.shape[0] > BATCH_ACTIVATION and attrs[BATCH_ACTIVATION] == ACT_RELU
-    first, end = np.int64(0), channels
-    if is_part(mode):  # channels of a shared BatchNormalization
-        parts, index = task(table)[1], part_index(mode)
-        first, end = index * channels // parts, (index + 1) * channels // parts
-    elif op == BATCH and n_out == 1 and channels > 1:
-        parts = min(parts_for(table, count, NORM_GRAIN), channels)
-        if parts > 1:
-            status = run_parts(arena, table, attrs, fattrs, n_in, n_out, 0, parts, NO_USER)
-            if status != NOT_SHARED:
-                return np.int32(status)  # else the pool is busy: the whole op, here
+    # the channels of a shared BatchNormalization this call computes (all: not shared)
+    splits = op == BATCH and n_out == 1
+    status, first, end = share_items(
+        arena, table, attrs, fattrs, n_in, n_out, mode, channels, count, NORM_GRAIN, splits
+    )
+    if status != NOT_SHARED:
+        return np.int32(status)
     if item == 4:
         _run(
             op,

@@ -286,6 +286,26 @@ def run_parts(arena, table, attrs, fattrs, n_in, n_out, phase, parts, user):
     return status
 
 
+@jit_inline_ir_nrt
+def share_items(arena, table, attrs, fattrs, n_in, n_out, mode, items, work, grain, may_split):
+    """For an op split by whole items (channels, planes) in phase 0: the items [first, end)
+    this call computes. A part (`mode`) computes its share; any other call shares the items
+    across the pool when `may_split`, there are several and `work` is worth several parts of
+    `grain` (`parts_for`), and computes them all when it cannot. Returns (status, first,
+    end): status NOT_SHARED means compute [first, end) here; any other is the parts' status,
+    for the op to return (the parts ran)."""
+    if is_part(mode):
+        parts, index = task(table)[1], part_index(mode)
+        return np.int64(NOT_SHARED), index * items // parts, (index + 1) * items // parts
+    if may_split and items > 1:
+        parts = min(parts_for(table, work, grain), items)
+        if parts > 1:
+            status = run_parts(arena, table, attrs, fattrs, n_in, n_out, 0, parts, NO_USER)
+            if status != NOT_SHARED:
+                return np.int64(status), np.int64(0), np.int64(0)
+    return np.int64(NOT_SHARED), np.int64(0), np.int64(items)
+
+
 @jit
 def _serve(block):
     """A helper thread's loop: claim parts of the block's tasks until STOP. Idle in a run, it

@@ -31,7 +31,7 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.attributes import onnx_float
-from rtsoa.ops.parts import NO_USER, NOT_SHARED, is_part, part_index, parts_for, run_parts, task
+from rtsoa.ops.parts import NOT_SHARED, share_items
 from rtsoa.ops.phases import (
     copy_rows,
     fill_phases,
@@ -375,21 +375,14 @@ def _pool_compute(op, arena, table, n_in, n_out, attrs, fattrs, element, mode):
     indices = view(arena, table, 2, np.int64) if n_out > 1 else np.zeros(0, dtype=np.int64)
     include_pad = attrs[COUNT_INCLUDE_PAD] == 1
     column_major = attrs[STORAGE_ORDER] == 1
-    parts = np.int64(1)
-    index = np.int64(0)
-    if is_part(mode):
-        parts = task(table)[1]
-        index = part_index(mode)
-    elif n_out == 1 and planes > 1:  # Indices are flat indices into all of X: never split
-        work = y_count * geo[G_K] * geo[G_K + 1] * geo[G_K + 2]
-        parts = min(parts_for(table, work, POOL_GRAIN), planes)
-        if parts > 1:
-            status = run_parts(arena, table, attrs, fattrs, n_in, n_out, 0, parts, NO_USER)
-            if status != NOT_SHARED:
-                return np.int32(status)
-            parts = 1
-    first = index * planes // parts
-    count = (index + 1) * planes // parts - first
+    # the planes this call computes; Indices are flat indices into all of X: never split
+    work = y_count * geo[G_K] * geo[G_K + 1] * geo[G_K + 2]
+    status, first, end = share_items(
+        arena, table, attrs, fattrs, n_in, n_out, mode, planes, work, POOL_GRAIN, n_out == 1
+    )
+    if status != NOT_SHARED:
+        return np.int32(status)
+    count = end - first
     if element == F32:
         x = view(arena, table, 0, np.float32)
         y = view(arena, table, 1, np.float32)
