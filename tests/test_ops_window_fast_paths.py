@@ -64,7 +64,7 @@ def test_convs_whose_im2col_leaves_the_cache_run_in_row_tiles(x_shape, w_shape, 
 @pytest.mark.parametrize("seed", range(4))
 def test_convs_built_from_stride_phases_match_the_judges(seed):
     """2-D and 1-D kernels of several taps build their column matrix from the input's
-    stride phases (`conv._phase_tile`): random kernels, strides, dilations, uneven pads,
+    stride phases (`conv.phase_tile`): random kernels, strides, dilations, uneven pads,
     groups, odd sizes and two images, against onnxruntime (float32) and onnx.reference
     (float64)."""
     rng = np.random.default_rng(seed)

@@ -7,10 +7,10 @@ Conv: for each image and group, the input patches are unrolled into a (Cg*K, P) 
 kernel elements, P output positions) and Y[n, group] = W[group] @ cols is one `np.dot` (the
 BLAS scipy exposes); a 1x1 kernel with stride 1 and no padding multiplies the input directly.
 A 2-D kernel of several taps whose matrix fits `TILE_BYTES`, or whose column stride is above
-1 over few input channels (a stem), with few output channels per group (see `_conv_run`),
+1 over few input channels (a stem), with few output channels per group (see `conv_run`),
 builds it from the input's zero-padded stride phases (`rtsoa.ops.phases`), one contiguous
 copy per row, with `pitch` >= P / n_h columns per output row of which Y keeps the first n_w
-(`_phase_tile`); each kept column holds the same elements as im2col's, so its dot products
+(`phase_tile`); each kept column holds the same elements as im2col's, so its dot products
 are the same.
 ConvTranspose: cols = W[group]^T @ X[n, group], then cols are added into Y (col2im).
 
@@ -46,15 +46,15 @@ from rtsoa.ops.conv_loops import (  # noqa: F401 - TILE_BYTES re-exported (the t
     ACT_NONE,
     ACT_RELU,
     TILE_BYTES,
-    _conv_plan,
-    _conv_run,
-    _conv_tile,
-    _conv_transpose_run,
-    _epilogue,
-    _gemm,
-    _phase_tile,
-    _sizes,
-    _unroll,
+    conv_epilogue,
+    conv_gemm,
+    conv_plan,
+    conv_run,
+    conv_sizes,
+    conv_tile,
+    conv_transpose_run,
+    phase_tile,
+    unroll_columns,
 )
 from rtsoa.ops.depthwise import depthwise_run
 from rtsoa.ops.parts import (
@@ -172,13 +172,13 @@ def _share(count, index, parts, block):
 @jit_with_nrt
 def _conv_part(x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, index, parts, user):
     """Part `index` of `parts` of `phase` of `_conv_shared`'s conv: the same loops as
-    `_conv_run` on a disjoint piece of Y (or of the phase buffer / column matrix, `user[1]`
+    `conv_run` on a disjoint piece of Y (or of the phase buffer / column matrix, `user[1]`
     its address and `user[2]` its elements; `user[3]` the BLAS GEMM's address for
     P_COLUMNS), the block (image, group) `user[0]`, with each Y element's products summed in
-    `_conv_run`'s order (only the BLAS's blocking may differ)."""
-    n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
+    `conv_run`'s order (only the BLAS's blocking may differ)."""
+    n_images, c, m, group, c_g, m_g, taps, k, plane, p = conv_sizes(geo)
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
-    pointwise, depthwise, phased, rows, width, span = _conv_plan(geo, x.itemsize)
+    pointwise, depthwise, phased, rows, width, span = conv_plan(geo, x.itemsize)
     if phase == P_DEPTHWISE:  # (image, channel) planes, each image's run of them at once
         first, end = _share(n_images * group, index, parts, 1)
         q = first
@@ -197,7 +197,7 @@ def _conv_part(x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, in
                 y[y_start : y_start + count * m_g * p],
                 piece,
             )
-            _epilogue(
+            conv_epilogue(
                 y, z, y_start, g0 * m_g, count * m_g, p, bias, has_bias, has_z, act, low, high
             )
             q += count
@@ -221,17 +221,17 @@ def _conv_part(x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, in
         for row in range(first, end, step):
             count = min(step, end - row)
             if phased:
-                _phase_tile(shared, span, offsets, geo, cols, weights, tile, y, y_base, row, count)
+                phase_tile(shared, span, offsets, geo, cols, weights, tile, y, y_base, row, count)
             else:
-                _conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, row, count)
+                conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, row, count)
         for j in range(m_g):  # each channel's rows of this part
             at = y_base + j * p + first * n_w
-            _epilogue(
+            conv_epilogue(
                 y, z, at, g * m_g + j, 1, (end - first) * n_w, bias, has_bias, has_z, act, low, high
             )
     elif phase == P_UNROLL:
         first, end = _share(c_g, index, parts, 1)
-        _unroll(
+        unroll_columns(
             x, x_base + first * plane, end - first, geo, shared[first * taps * p :], False, 0, n_h
         )
     elif phase == P_COLUMNS:  # output positions: columns of X (or the column matrix) and Y
@@ -243,7 +243,7 @@ def _conv_part(x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, in
                 m_g, end - first, k,
             )  # fmt: skip
             for j in range(m_g):  # each channel's columns of this part
-                _epilogue(
+                conv_epilogue(
                     y, z, y_base + j * p + first, g * m_g + j, 1, end - first,
                     bias, has_bias, has_z, act, low, high,
                 )  # fmt: skip
@@ -251,12 +251,12 @@ def _conv_part(x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, in
         first, end = _share(m_g, index, parts, M_BLOCK)
         if end > first:
             source = x[x_base : x_base + k * p] if pointwise else shared[: k * p]
-            _gemm(
+            conv_gemm(
                 weights[first:end],
                 source.reshape((k, p)),
                 y[y_base + first * p : y_base + end * p].reshape((end - first, p)),
             )
-            _epilogue(
+            conv_epilogue(
                 y, z, y_base + first * p, g * m_g + first, end - first, p,
                 bias, has_bias, has_z, act, low, high,
             )  # fmt: skip
@@ -283,16 +283,16 @@ def _conv_phase(
 
 @jit_with_nrt
 def _conv_shared(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, parts):
-    """`_conv_run`'s conv in phases whose parts the threads of the table's pool share: depthwise
+    """`conv_run`'s conv in phases whose parts the threads of the table's pool share: depthwise
     by planes; per image and group, the phase buffer by channels then output rows (phased),
     output rows (im2col tiles), or the column matrix by channels then the GEMM by output
     channels (whole im2col, 1 x 1), or by columns (output positions) when it has at most
     COLUMN_MAX_M output channels or fewer blocks of M_BLOCK than the pool has threads: those
     parts multiply blocks of X in place, with X's row length as the BLAS's leading dimension
     (`rtsoa.ops.blas`)."""
-    n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
+    n_images, c, m, group, c_g, m_g, taps, k, plane, p = conv_sizes(geo)
     n_h = geo[G_OUT + 1]
-    pointwise, depthwise, phased, rows, width, span = _conv_plan(geo, x.itemsize)
+    pointwise, depthwise, phased, rows, width, span = conv_plan(geo, x.itemsize)
     args = (x, w, bias, has_bias, z, has_z, act, low, high, y, geo)
     none = np.zeros(0, dtype=x.dtype)
     zero = np.int64(0)
@@ -337,7 +337,7 @@ def _conv_shared(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, p
 @jit_with_nrt
 def _conv_go(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, mode):
     """A Conv / FusedConv launch (`mode` MODE_COMPUTE: shared by the pool's threads where it is
-    large enough, else `_conv_run`) or one part of one (MODE_PART)."""
+    large enough, else `conv_run`) or one part of one (MODE_PART)."""
     table = call[1]
     if is_part(mode):
         phase, parts, user = task(table)
@@ -354,7 +354,7 @@ def _conv_go(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, mode)
         grain = DEPTHWISE_GRAIN if depthwise else CONV_GRAIN
         parts = parts_for(table, geo[G_N] * m * k * p, grain)
     if parts < 2:
-        _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo)
+        conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo)
         return np.int64(0)
     return _conv_shared(call, x, w, bias, has_bias, z, has_z, act, low, high, y, geo, parts)
 
@@ -413,7 +413,7 @@ def _conv_compute(arena, table, n_in, n_out, attrs, fattrs, kind, fused, element
                 _conv_go(call, x, w, b, has_bias, z, has_z, act, low, high, y, geo, mode)
             )
         else:
-            _conv_transpose_run(x, w, b, has_bias, y, geo)
+            conv_transpose_run(x, w, b, has_bias, y, geo)
     else:
         x = view(arena, table, 0, np.float64)
         w = view(arena, table, 1, np.float64)
@@ -426,7 +426,7 @@ def _conv_compute(arena, table, n_in, n_out, attrs, fattrs, kind, fused, element
                 _conv_go(call, x, w, b, has_bias, z, has_z, act, low, high, y, geo, mode)
             )
         else:
-            _conv_transpose_run(x, w, b, has_bias, y, geo)
+            conv_transpose_run(x, w, b, has_bias, y, geo)
     return np.int32(0)
 
 

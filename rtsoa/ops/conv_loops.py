@@ -1,6 +1,6 @@
 """The convolutions' loops: im2col (and its adjoint, col2im) and the BLAS GEMM, the row tiles
 and stride-phase tiles of the column matrix, the epilogue FusedConv applies to each block of Y
-(bias, residual, Relu / Clip), and `_conv_run` / `_conv_transpose_run`, a whole Conv /
+(bias, residual, Relu / Clip), and `conv_run` / `conv_transpose_run`, a whole Conv /
 ConvTranspose over typed views. `rtsoa.ops.conv` holds the ops themselves (checks, shapes,
 entries, the parts its threads share) and says how the loops compute.
 """
@@ -33,13 +33,13 @@ ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
 
 
 @jit_with_nrt
-def _gemm(a, b, out):
+def conv_gemm(a, b, out):
     """out = a @ b on C-contiguous 2-D arrays (BLAS)."""
     np.dot(a, b, out)
 
 
 @jit_with_nrt
-def _unroll(data, base, channels, geo, cols, scatter, first_row, rows):
+def unroll_columns(data, base, channels, geo, cols, scatter, first_row, rows):
     """im2col (scatter False): cols[(c, kd, kh, kw), (od, oh, ow)] = the element of `data`
     (Conv's input, channels from flat offset `base`) that each kernel tap reads at each output
     position, 0 in the padding. col2im (scatter True, ConvTranspose): the adjoint, with the
@@ -123,7 +123,7 @@ def _add_relu(row, b, residual, has_bias, has_z):
 
 
 @jit_with_nrt
-def _epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low, high):
+def conv_epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low, high):
     """Channels `first` .. `first + count - 1` of one image, `count * p` elements of Y from
     `start`: + bias, + Z (the same elements), then Relu or Clip, channel by channel while it is in
     cache; each step in Y's dtype, as the separate Add / Relu / Clip ops compute it."""
@@ -157,16 +157,16 @@ def _epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low, hig
 
 
 @jit_with_nrt
-def _conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, first, rows):
+def conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, first, rows):
     """Output rows `first` .. of one image and group of a 2-D conv: im2col of those rows, the
     GEMM into `tile`, copied into Y's rows of each output channel."""
     m_g, k = weights.shape
     n_h, n_w = geo[G_OUT + 1], geo[G_OUT + 2]
     count = min(rows, n_h - first)
     width = count * n_w
-    _unroll(x, x_base, c_g, geo, cols, False, first, count)
+    unroll_columns(x, x_base, c_g, geo, cols, False, first, count)
     part = tile[: m_g * width].reshape((m_g, width))
-    _gemm(weights, cols[: k * width].reshape((k, width)), part)
+    conv_gemm(weights, cols[: k * width].reshape((k, width)), part)
     p = n_h * n_w
     for j in range(m_g):
         at = np.uint64(y_base + j * p + first * n_w)
@@ -176,7 +176,7 @@ def _conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, first, rows)
 
 
 @jit_with_nrt
-def _phase_tile(buffer, span, offsets, geo, cols, weights, tile, y, y_base, first, rows):
+def phase_tile(buffer, span, offsets, geo, cols, weights, tile, y, y_base, first, rows):
     """Output rows `first` .. of one image and group of a 2-D conv from the stride phases of
     its input channels (`buffer`, `span` elements per channel; `phases`): each row of the
     column matrix is one contiguous copy of a channel's phases from a tap's offset, the GEMM
@@ -197,7 +197,7 @@ def _phase_tile(buffer, span, offsets, geo, cols, weights, tile, y, y_base, firs
             for j in range(width):
                 cols[target + np.uint64(j)] = buffer[source + np.uint64(j)]
     part = tile[: m_g * width].reshape((m_g, width))
-    _gemm(weights, cols[: k * width].reshape((k, width)), part)
+    conv_gemm(weights, cols[: k * width].reshape((k, width)), part)
     p = n_h * n_w
     for j in range(m_g):
         for r in range(count):
@@ -208,7 +208,7 @@ def _phase_tile(buffer, span, offsets, geo, cols, weights, tile, y, y_base, firs
 
 
 @jit_inline_ir
-def _sizes(geo):
+def conv_sizes(geo):
     """(images, C, M, groups, C and M per group, kernel taps, K = C per group x taps, input
     plane, output positions) of a conv's geometry."""
     n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
@@ -220,12 +220,12 @@ def _sizes(geo):
 
 
 @jit_with_nrt
-def _conv_plan(geo, itemsize):
-    """How `_conv_run` computes a conv: (pointwise: a 1 x 1 conv multiplying the input directly,
+def conv_plan(geo, itemsize):
+    """How `conv_run` computes a conv: (pointwise: a 1 x 1 conv multiplying the input directly,
     depthwise, phased: columns built from stride phases, rows: output rows per im2col tile
     (n_h: one tile), width: the column matrix's columns per output row, span: phase cells per
     channel, 0 unless phased)."""
-    n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
+    n_images, c, m, group, c_g, m_g, taps, k, plane, p = conv_sizes(geo)
     pointwise = taps == 1 and p == plane
     for s in range(3):
         if geo[G_S + s] != 1 or geo[G_PB + s] != 0 or geo[G_PE + s] != 0:
@@ -255,10 +255,10 @@ def _conv_plan(geo, itemsize):
 
 
 @jit_with_nrt
-def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
-    n_images, c, m, group, c_g, m_g, taps, k, plane, p = _sizes(geo)
+def conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
+    n_images, c, m, group, c_g, m_g, taps, k, plane, p = conv_sizes(geo)
     n_h = geo[G_OUT + 1]
-    pointwise, depthwise, phased, rows, width, span = _conv_plan(geo, x.itemsize)
+    pointwise, depthwise, phased, rows, width, span = conv_plan(geo, x.itemsize)
     _, pitch = phase_shape(geo)
     tiled = rows < n_h
     cols = np.empty(0 if pointwise or depthwise else k * rows * width * geo[G_OUT], dtype=x.dtype)
@@ -283,32 +283,34 @@ def _conv_run(x, w, bias, has_bias, z, has_z, act, low, high, y, geo):
                         at = channel * span
                         fill_phases(x, x_base + channel * plane, geo, buffer[at : at + span])
                     for first in range(0, n_h, rows):
-                        _phase_tile(
+                        phase_tile(
                             buffer, span, offsets, geo, cols, weights, tile, y, y_base, first, rows
                         )
                 elif tiled:
                     for first in range(0, n_h, rows):
-                        _conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, first, rows)
+                        conv_tile(x, x_base, c_g, geo, cols, weights, tile, y, y_base, first, rows)
                 else:
                     if pointwise:
                         source = x[x_base : x_base + k * p]
                     else:
-                        _unroll(x, x_base, c_g, geo, cols, False, 0, n_h)
+                        unroll_columns(x, x_base, c_g, geo, cols, False, 0, n_h)
                         source = cols
-                    _gemm(
+                    conv_gemm(
                         weights,
                         source.reshape((k, p)),
                         y[y_base : y_base + m_g * p].reshape((m_g, p)),
                     )
                 if finish_blocks:
-                    _epilogue(y, z, y_base, g * m_g, m_g, p, bias, has_bias, has_z, act, low, high)
+                    conv_epilogue(
+                        y, z, y_base, g * m_g, m_g, p, bias, has_bias, has_z, act, low, high
+                    )
     if not finish_blocks:
         for n in range(n_images):
-            _epilogue(y, z, n * m * p, 0, m, p, bias, has_bias, has_z, act, low, high)
+            conv_epilogue(y, z, n * m * p, 0, m, p, bias, has_bias, has_z, act, low, high)
 
 
 @jit_with_nrt
-def _conv_transpose_run(x, w, bias, has_bias, y, geo):
+def conv_transpose_run(x, w, bias, has_bias, y, geo):
     n_images, c, m, group = geo[G_N], geo[G_C], geo[G_M], geo[G_GROUP]
     c_g = c // group
     m_g = m // group
@@ -327,12 +329,12 @@ def _conv_transpose_run(x, w, bias, has_bias, y, geo):
                     w_t[j * c_g + i] = w_g[i * rows + j]
             for n in range(n_images):
                 x_base = (n * c + g * c_g) * plane
-                _gemm(
+                conv_gemm(
                     w_t.reshape((rows, c_g)),
                     x[x_base : x_base + c_g * plane].reshape((c_g, plane)),
                     cols.reshape((rows, plane)),
                 )
-                _unroll(y, (n * m + g * m_g) * p, m_g, geo, cols, True, 0, geo[G_IN + 1])
+                unroll_columns(y, (n * m + g * m_g) * p, m_g, geo, cols, True, 0, geo[G_IN + 1])
     if has_bias:
         for n in range(n_images):
-            _epilogue(y, y, n * m * p, 0, m, p, bias, True, False, ACT_NONE, 0.0, 0.0)
+            conv_epilogue(y, y, n * m * p, 0, m, p, bias, True, False, ACT_NONE, 0.0, 0.0)

@@ -1,6 +1,6 @@
 """Depthwise convolution (one input channel per group, any channel multiplier), computed
-directly: `conv._conv_run` calls it instead of im2col + GEMM, which for one input channel is all
-copy and no reuse (`tests/test_ops_window_fast_paths.py`, asv `bench_cnn`).
+directly: `conv_loops.conv_run` calls it instead of im2col + GEMM, which for one input channel
+is all copy and no reuse (`tests/test_ops_window_fast_paths.py`, asv `bench_cnn`).
 
 The 2-D 3 x 3 kernel without dilation (MobileNet's) has a kernel of its own, `_depthwise_3x3`:
 each input plane is laid out once in zero-padded stride phases (`rtsoa.ops.phases`) and each

@@ -53,7 +53,7 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import same_shape
-from rtsoa.ops.conv_loops import ACT_CLIP, ACT_NONE, ACT_RELU, _epilogue
+from rtsoa.ops.conv_loops import ACT_CLIP, ACT_NONE, ACT_RELU, conv_epilogue
 from rtsoa.ops.parts import NOT_SHARED, array_at, is_part, part_index, parts_for, run_parts, task
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import LIMIT, MAX_ELEMENTS, MAX_SCRATCH, holds
@@ -302,7 +302,7 @@ def _winograd_rows(x, u, bias, has_bias, z, has_z, act, low, high, y, shape, n, 
                 done, channel, width, count, tiles_w, first, y, y_base, oh, ow, s, ev, od
             )
             begin = y_base + 2 * first * ow
-            _epilogue(
+            conv_epilogue(
                 y, z, begin, channel, 1, (last - 2 * first) * ow,
                 bias, has_bias, has_z, act, low, high,
             )  # fmt: skip
