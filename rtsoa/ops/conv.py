@@ -39,7 +39,7 @@ from rtsoa.ops.abi import (
     rank,
     view,
 )
-from rtsoa.ops.blas import gemm_at, gemm_fits
+from rtsoa.ops.blas import gemm_fits
 from rtsoa.ops.broadcast import same_shape
 from rtsoa.ops.conv_loops import (  # noqa: F401 - TILE_BYTES re-exported (the tests' tile size)
     ACT_CLIP,
@@ -57,6 +57,7 @@ from rtsoa.ops.conv_loops import (  # noqa: F401 - TILE_BYTES re-exported (the t
     unroll_columns,
 )
 from rtsoa.ops.depthwise import depthwise_run
+from rtsoa.ops.packed_gemm import short_gemm_at
 from rtsoa.ops.parts import (
     NOT_SHARED,
     array_at,
@@ -238,7 +239,7 @@ def _conv_part(x, w, bias, has_bias, z, has_z, act, low, high, y, geo, phase, in
         first, end = _share(p, index, parts, COLUMN_BLOCK)
         if end > first:
             source, at = (x, x_base) if pointwise else (shared, np.int64(0))
-            gemm_at(
+            short_gemm_at(
                 user[3], w, g * m_g * k, k, source, at + first, p, y, y_base + first, p,
                 m_g, end - first, k,
             )  # fmt: skip

@@ -9,6 +9,7 @@ import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_with_nrt
 from rtsoa.ops.depthwise import depthwise_run
+from rtsoa.ops.packed_gemm import short_gemm
 from rtsoa.ops.phases import fill_phases, flat_window, phase_shape, phases_fit, tap_offsets
 from rtsoa.ops.window_layout import (
     G_C,
@@ -34,8 +35,9 @@ ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
 
 @jit_with_nrt
 def conv_gemm(a, b, out):
-    """out = a @ b on C-contiguous 2-D arrays (BLAS)."""
-    np.dot(a, b, out)
+    """out = a @ b on C-contiguous 2-D arrays (`rtsoa.ops.packed_gemm.short_gemm`: rtsoa's own
+    GEMM for float32 with a short K, the BLAS otherwise)."""
+    short_gemm(a, b, out)
 
 
 @jit_with_nrt

@@ -1,0 +1,135 @@
+"""rtsoa's own float32 GEMM (`rtsoa.ops.packed_gemm`) against a float64 numpy product, on the
+shapes that reach each of its paths: B read in place or packed, partial panels of A and B, K
+over several packed blocks, N over several column blocks, strided and transposed operands;
+and `short_gemm`'s choice between it and the BLAS."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtsoa._jit import jit
+from rtsoa.ops import packed_gemm
+from rtsoa.ops.packed_gemm import DIRECT_K, DIRECT_MIN_N, KC, MR, NC, NR, gemm_f32, matmul_f32
+
+
+@jit
+def _short(a, b, out):
+    packed_gemm.short_gemm(a, b, out)
+
+
+@jit
+def _blas(a, b, out):
+    np.dot(a, b, out)  # the BLAS Numba calls (SciPy's), which may differ from numpy's
+
+
+def _bound(a, b):
+    """1e-5 of |A| @ |B|: float32 sums of K terms in any order stay within it."""
+    return 1e-5 * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)) + 1e-30
+
+
+def _operands(m, k, n, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    return a, b
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "n"),
+    [
+        (1, 1, 1),
+        (MR, 16, NR),  # one whole micro-tile, B in place
+        (MR + 1, 17, NR + 1),  # a partial panel of each
+        (5, 3, 7),  # smaller than one tile
+        (2 * MR, DIRECT_K, 3 * NR),  # the longest K read in place
+        (13, DIRECT_K + 1, 40),  # B packed, two K blocks
+        (7, 3 * KC + 5, 33),  # four K blocks: C accumulated three times
+        (150, 40, 20),  # rows over one A block (MC)
+        (3, 20, NC + 37),  # columns over one B block (NC)
+        (96, 16, 12544),  # a MobileNetV2 1 x 1 conv
+        (64, 600, 196),  # a packed B of many panels
+    ],
+)
+def test_matmul_agrees_with_a_float64_product(m, k, n):
+    a, b = _operands(m, k, n)
+    out = np.full((m, n), np.nan, dtype=np.float32)
+    matmul_f32(a, b, out)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.all(np.abs(out - exact) <= _bound(a, b))
+
+
+def test_empty_k_gives_zeros_and_empty_m_or_n_writes_nothing():
+    out = np.full((3, 4), np.nan, dtype=np.float32)
+    matmul_f32(np.zeros((3, 0), np.float32), np.zeros((0, 4), np.float32), out)
+    assert np.all(out == 0)
+    flat = np.full(8, 7.0, dtype=np.float32)
+    a, b = _operands(0, 5, 4)
+    gemm_f32(0, 4, 5, a.reshape(-1), 0, 5, 1, b.reshape(-1), 0, 4, 1, flat, 0, 4, 1)
+    gemm_f32(2, 0, 5, a.reshape(-1), 0, 5, 1, b.reshape(-1), 0, 4, 1, flat, 0, 4, 1)
+    assert np.all(flat == 7.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    m=st.integers(1, 20),
+    k=st.integers(1, 300),
+    n=st.integers(1, 40),
+    transpose_a=st.booleans(),
+    transpose_b=st.booleans(),
+    margin=st.integers(0, 3),
+    seed=st.integers(0, 2**31),
+)
+def test_strided_operands_and_a_block_of_a_larger_c(
+    m, k, n, transpose_a, transpose_b, margin, seed
+):
+    """A and B as (transposed) blocks of larger matrices, C a block inside a larger one: the
+    block is the product, and nothing around it changes."""
+    rng = np.random.default_rng(seed)
+    a_store = rng.standard_normal(
+        (k + margin, m + margin) if transpose_a else (m + margin, k + margin)
+    )
+    b_store = rng.standard_normal(
+        (n + margin, k + margin) if transpose_b else (k + margin, n + margin)
+    )
+    a_store, b_store = a_store.astype(np.float32), b_store.astype(np.float32)
+    a = a_store[margin:, margin:].T if transpose_a else a_store[margin:, margin:]
+    b = b_store[margin:, margin:].T if transpose_b else b_store[margin:, margin:]
+    a_at = margin * a_store.shape[1] + margin
+    b_at = margin * b_store.shape[1] + margin
+    a_rs, a_cs = (1, a_store.shape[1]) if transpose_a else (a_store.shape[1], 1)
+    b_rs, b_cs = (1, b_store.shape[1]) if transpose_b else (b_store.shape[1], 1)
+    c_store = np.full((m + 2 * margin, n + 2 * margin), np.nan, dtype=np.float32)
+    c_at = margin * c_store.shape[1] + margin
+    gemm_f32(
+        m, n, k, a_store.reshape(-1), a_at, a_rs, a_cs, b_store.reshape(-1), b_at, b_rs, b_cs,
+        c_store.reshape(-1), c_at, c_store.shape[1], 1,
+    )  # fmt: skip
+    block = c_store[margin : margin + m, margin : margin + n]
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.all(np.abs(block - exact) <= _bound(a, b))
+    around = np.ones(c_store.shape, dtype=bool)
+    around[margin : margin + m, margin : margin + n] = False
+    assert np.all(np.isnan(c_store[around]))
+
+
+def test_short_gemm_takes_the_packed_gemm_only_where_it_is_faster():
+    """Bit-for-bit: the packed GEMM's sums run in another order than the BLAS's, so which one
+    computed a product shows in its last bits."""
+    cases = [
+        ((24, DIRECT_K, DIRECT_MIN_N), np.float32, "packed"),
+        ((24, DIRECT_K + 1, DIRECT_MIN_N), np.float32, "blas"),  # K too long
+        ((24, 144, DIRECT_MIN_N - 1), np.float32, "blas"),  # N too narrow
+        ((24, 144, 3136), np.float64, "blas"),  # float64: always the BLAS
+    ]
+    for (m, k, n), dtype, expected in cases:
+        a, b = _operands(m, k, n, seed=k + n)
+        a, b = a.astype(dtype), b.astype(dtype)
+        out = np.empty((m, n), dtype=dtype)
+        _short(a, b, out)
+        packed = np.empty((m, n), dtype=np.float32)
+        matmul_f32(a.astype(np.float32), b.astype(np.float32), packed)
+        blas = np.empty((m, n), dtype=dtype)
+        _blas(a, b, blas)
+        assert not np.array_equal(packed, blas.astype(np.float32))  # the paths are told apart
+        assert np.array_equal(out, packed if expected == "packed" else blas), (m, k, n, dtype)
