@@ -2,6 +2,8 @@
 removed), their generations and wait words, and liveness: graphs that would deadlock a naive
 sole memory worker complete, a relation that can never be met is reported, not hung."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from rtsoa import GraphBuilder
 from rtsoa.abi.status import STATUS_NO_PROGRESS
 from rtsoa.errors import GraphFormatError
 from rtsoa.executors import KernelError, Profiler, RunResult, prepare_executor
+from rtsoa.executors.multithread import MultithreadExecutor
 from rtsoa.graph.generators import generate
 from rtsoa.graph.schema import GraphKind, Placement, ValueKind
 from rtsoa.kernels import expected_checksum
@@ -254,6 +257,50 @@ def test_a_relation_that_can_never_be_met_is_reported_not_hung():
     assert caught.value.nodes_executed == 1
     with pytest.raises(ValueError, match="does not honour relations"):
         prepare_executor(graph, "priority")
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+@pytest.mark.parametrize("window", [1, 64])
+def test_an_unmeetable_relation_beside_other_device_work_turns_the_window_off(
+    monkeypatch, threads, window
+):
+    """The relation above that no order meets, beside three independent Alloc -> Free pairs.
+    Its nodes are ranked by the edges alone (the relation goes against them), so the
+    admission window, which relies on ranks that honour every wait, is off; the run stops
+    with STATUS_NO_PROGRESS at the waiting Free once the pairs have run. With the window on
+    anyway, window 1 held the pairs behind the Free and the run spun without end: the run
+    goes on a thread of its own here, so that fails the test instead of hanging it."""
+    monkeypatch.setattr(MultithreadExecutor, "window", window)
+    builder = GraphBuilder()
+    alloc = builder.add_node("AllocMemory", attributes=[64])
+    block = builder.add_value(kind=ValueKind.MEMORY_BLOCK, producer=alloc)
+    free = builder.add_node("FreeMemory", inputs=[block])
+    launch = builder.add_node("Checksum0")
+    builder.add_edge(alloc, free)
+    builder.add_edge(free, launch)
+    builder.add_relation(free, launch)
+    for _ in range(3):
+        pair_alloc = builder.add_node("AllocMemory", attributes=[64])
+        pair_block = builder.add_value(kind=ValueKind.MEMORY_BLOCK, producer=pair_alloc)
+        builder.add_edge(pair_alloc, builder.add_node("FreeMemory", inputs=[pair_block]))
+    executor = prepare_executor(builder.finalize(), "multithread", threads=threads)
+    assert int(executor.admission.window) == 0
+    outcome = []
+
+    def run():
+        try:
+            executor.run()
+            outcome.append(None)
+        except KernelError as error:
+            outcome.append(error)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(timeout=60)
+    assert not runner.is_alive(), "the run neither finished nor reported its stuck Free"
+    error = outcome[0]
+    assert error is not None
+    assert (error.status, error.node, error.nodes_executed) == (STATUS_NO_PROGRESS, free, 7)
 
 
 def test_relations_must_stay_in_the_graph_being_run():
