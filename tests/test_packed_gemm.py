@@ -10,7 +10,18 @@ from hypothesis import strategies as st
 
 from rtsoa._jit import jit
 from rtsoa.ops import packed_gemm
-from rtsoa.ops.packed_gemm import DIRECT_K, DIRECT_MIN_N, KC, MR, NC, NR, gemm_f32, matmul_f32
+from rtsoa.ops.packed_gemm import (
+    DIRECT_K,
+    KC,
+    MR,
+    NARROW_N,
+    NC,
+    NR,
+    SHORT_K,
+    WIDE_N,
+    gemm_f32,
+    matmul_f32,
+)
 
 
 @jit
@@ -44,7 +55,7 @@ def _operands(m, k, n, seed=0):
         (5, 3, 7),  # smaller than one tile
         (2 * MR, DIRECT_K, 3 * NR),  # the longest K read in place
         (13, DIRECT_K + 1, 40),  # B packed, two K blocks
-        (7, 3 * KC + 5, 33),  # four K blocks: C accumulated three times
+        (7, 2 * KC + 5, 33),  # three K blocks: C accumulated twice
         (150, 40, 20),  # rows over one A block (MC)
         (3, 20, NC + 37),  # columns over one B block (NC)
         (96, 16, 12544),  # a MobileNetV2 1 x 1 conv
@@ -117,9 +128,12 @@ def test_short_gemm_takes_the_packed_gemm_only_where_it_is_faster():
     """Bit-for-bit: the packed GEMM's sums run in another order than the BLAS's, so which one
     computed a product shows in its last bits."""
     cases = [
-        ((24, DIRECT_K, DIRECT_MIN_N), np.float32, "packed"),
-        ((24, DIRECT_K + 1, DIRECT_MIN_N), np.float32, "blas"),  # K too long
-        ((24, 144, DIRECT_MIN_N - 1), np.float32, "blas"),  # N too narrow
+        ((24, SHORT_K, NARROW_N), np.float32, "packed"),
+        ((24, SHORT_K + 1, NARROW_N), np.float32, "blas"),  # K too long for N
+        ((24, 144, NARROW_N - 1), np.float32, "blas"),  # N too narrow
+        ((24, DIRECT_K, WIDE_N), np.float32, "packed"),
+        ((24, DIRECT_K + 1, WIDE_N), np.float32, "blas"),  # K too long
+        ((24, DIRECT_K, WIDE_N - 1), np.float32, "blas"),  # N too narrow for K
         ((24, 144, 3136), np.float64, "blas"),  # float64: always the BLAS
     ]
     for (m, k, n), dtype, expected in cases:

@@ -8,17 +8,19 @@ an offset and two strides each, blocked as BLIS and MLAS block theirs.
   CPU without FMA, LLVM computes the same `llvm.fma` in software (the same results, slower).
 - **Packing**: a block of A (MC x KC) is copied into panels of 6 rows, k-major, and a block of
   B (KC x NC) into panels of 16 columns, so the micro-kernel reads both contiguously. When B's
-  rows are contiguous and K is short (1 x 1 convs: B is the input image itself), the
+  rows are contiguous and K <= DIRECT_K (a 1 x 1 conv's input, an im2col matrix), the
   micro-kernel reads B in place with B's row stride, and B is not copied at all.
 
 Results differ from a BLAS's by the order of the float additions (each element is a sum over k
 in KC-long partial sums): relative differences of a few float32 ulps times sqrt(K) (the
-tests bound them at 1e-5 of the largest |C|). Measured one thread against SciPy's OpenBLAS on
-the conv GEMM shapes (`python -m benchmarks.cnn_layers`): 0.5-0.8x its time on the short-K,
-long-N products of MobileNetV2's 1 x 1 convs; 1.1-1.6x its time once K passes a few hundred
-(the partial sums of C go through memory once per KC) or N is a 7 x 7 plane (49 columns: four
-panels of 16, the last holding one). `short_gemm` therefore takes this GEMM for float32
-products with K <= DIRECT_K and N >= DIRECT_MIN_N only, and the BLAS for the rest.
+tests bound them at 1e-5 of |A| @ |B|). Measured one thread against SciPy's OpenBLAS,
+interleaved, on the conv GEMM shapes (M x K x N; this time / OpenBLAS's, on a noisy 2-core
+VM): the short-K, long-N products of MobileNetV2's 1 x 1 convs 0.5-0.8x (24 x 144 x 3,136:
+0.51-0.59), DenseNet's 32 x 1,152 x 784 0.56-0.77, ResNet's 64 x 576 x 3,136 0.87-0.96 and
+128 x 576 x 784 0.72-0.84; 14 x 14 planes (N = 196, a partial last panel) 1.2-1.5x and 7 x 7
+ones (N = 49) 1.6x, K of several thousand 1.4-1.5x. `short_gemm` therefore takes this GEMM
+for float32 products with K <= SHORT_K and N >= NARROW_N, or K <= DIRECT_K and N >= WIDE_N,
+and the BLAS for the rest.
 """
 
 import numpy as np
@@ -27,15 +29,17 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-from rtsoa._jit import jit_out_of_line, jit_with_nrt
+from rtsoa._jit import jit_inline_ir, jit_out_of_line, jit_with_nrt
 from rtsoa.ops.blas import gemm_at
 
 MR, NR = 6, 16  # the micro-kernel's block of C: rows (of A) x columns (of B)
-KC = 256  # k per packed block: a 16-column panel of B (16 KiB) stays in L1
-MC = 144  # rows of A per packed block (144 KiB at KC, in L2)
+KC = 768  # k per pass over C: a 16-column panel of B (48 KiB) stays in L2; fewer passes won
+MC = 144  # rows of A per packed block
 NC = 4096  # columns of B per packed block
-DIRECT_K = 256  # B read in place (no packing) when its rows are contiguous and K <= this
-DIRECT_MIN_N = 128  # `short_gemm` leaves narrower products to the BLAS (panels of 16 pad them)
+DIRECT_K = 1152  # B read in place (no packing) when its rows are contiguous and K <= this
+# where `short_gemm` takes this GEMM (measured, see the module docstring): K <= SHORT_K and
+# N >= NARROW_N, or K <= DIRECT_K and N >= WIDE_N; panels of 16 pad narrower products
+SHORT_K, NARROW_N, WIDE_N = 256, 128, 512
 
 _FLAT = types.Array(types.float32, 1, "C")
 
@@ -238,10 +242,16 @@ def matmul_f32(a, b, out):
     gemm_f32(m, n, k, a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out.reshape(-1), 0, n, 1)
 
 
+@jit_inline_ir
+def packed_wins(k, n):
+    """Whether `gemm_f32` beats the BLAS on a float32 product of inner size k, n columns."""
+    return (k <= SHORT_K and n >= NARROW_N) or (k <= DIRECT_K and n >= WIDE_N)
+
+
 def short_gemm(a, b, out):
-    """out = a @ b on C-contiguous 2-D arrays: `matmul_f32` for float32 with K <= DIRECT_K and
-    N >= DIRECT_MIN_N, where it is faster than the BLAS, the BLAS (`np.dot`) otherwise.
-    Callable from jitted code only (the choice by dtype is made at typing)."""
+    """out = a @ b on C-contiguous 2-D arrays: `matmul_f32` for float32 of the sizes where it
+    is faster than the BLAS (`packed_wins`), the BLAS (`np.dot`) otherwise. Callable from
+    jitted code only (the choice by dtype is made at typing)."""
     raise NotImplementedError("short_gemm is called from jitted code")
 
 
@@ -250,7 +260,7 @@ def _short_gemm(a, b, out):
     if all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (a, b, out)):
 
         def packed_or_blas(a, b, out):
-            if a.shape[1] <= DIRECT_K and b.shape[1] >= DIRECT_MIN_N:
+            if packed_wins(a.shape[1], b.shape[1]):
                 matmul_f32(a, b, out)
             else:
                 np.dot(a, b, out)
@@ -274,7 +284,7 @@ def _short_gemm_at(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k):
     if all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (a, b, c)):
 
         def packed_or_blas(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k):
-            if k <= DIRECT_K and n >= DIRECT_MIN_N:
+            if packed_wins(k, n):
                 gemm_f32(m, n, k, a, a_at, lda, 1, b, b_at, ldb, 1, c, c_at, ldc, 1)
             else:
                 gemm_at(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k)
