@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from rtsoa._jit import jit
 from rtsoa.ops import packed_gemm
+from rtsoa.ops.blas import gemm_addresses
 from rtsoa.ops.packed_gemm import (
     DIRECT_K,
     KC,
@@ -27,6 +28,11 @@ from rtsoa.ops.packed_gemm import (
 @jit
 def _short(a, b, out):
     packed_gemm.short_gemm(a, b, out)
+
+
+@jit
+def _short_at(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k):
+    packed_gemm.short_gemm_at(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k)
 
 
 @jit
@@ -147,3 +153,24 @@ def test_short_gemm_takes_the_packed_gemm_only_where_it_is_faster():
         _blas(a, b, blas)
         assert not np.array_equal(packed, blas.astype(np.float32))  # the paths are told apart
         assert np.array_equal(out, packed if expected == "packed" else blas), (m, k, n, dtype)
+
+
+def test_short_gemm_at_takes_the_packed_gemm_for_a_column_block_where_it_is_faster():
+    """The column parts of a conv's GEMM (`short_gemm_at`: blocks of larger row-major
+    matrices): a block of SHORT_K rows and NARROW_N columns by the packed GEMM, one column
+    narrower by the BLAS (bit for bit each), and the columns around the block untouched."""
+    m, k, width = 24, SHORT_K, 3 * NARROW_N
+    a, b = _operands(m, k, width, seed=5)
+    sgemm = gemm_addresses()[0]
+    for n, packed in ((NARROW_N, True), (NARROW_N - 1, False)):
+        first = 7  # the block's first column
+        c = np.full((m, width), np.nan, dtype=np.float32)
+        _short_at(sgemm, a.reshape(-1), 0, k, b.reshape(-1), first, width,
+                  c.reshape(-1), first, width, m, n, k)  # fmt: skip
+        block = np.ascontiguousarray(b[:, first : first + n])
+        by_packed, by_blas = np.empty((m, n), np.float32), np.empty((m, n), np.float32)
+        matmul_f32(a, block, by_packed)
+        _blas(a, block, by_blas)
+        assert not np.array_equal(by_packed, by_blas)  # the paths are told apart
+        assert np.array_equal(c[:, first : first + n], by_packed if packed else by_blas), n
+        assert np.all(np.isnan(c[:, :first])) and np.all(np.isnan(c[:, first + n :]))

@@ -173,7 +173,9 @@ def _blocked(m, n, k, a, a_at, a_rs, a_cs, b, b_at, b_rs, b_cs, c, c_at, c_rs, c
     """C = A @ B (m x n, k > 0), strides in elements; the loops of BLIS's algorithm."""
     direct = b_cs == 1 and k <= DIRECT_K
     a_pack = np.empty(((min(MC, m) + MR - 1) // MR) * MR * min(KC, k), dtype=np.float32)
-    b_pack = np.empty(((min(NC, n) + NR - 1) // NR) * NR * min(KC, k), dtype=np.float32)
+    # read in place, B needs a packed panel only for its last, partial one
+    b_columns = NR if direct else ((min(NC, n) + NR - 1) // NR) * NR
+    b_pack = np.empty(b_columns * min(KC, k), dtype=np.float32)
     block = np.empty(MR * NR, dtype=np.float32)
     for jc in range(0, n, NC):
         nc = min(NC, n - jc)
