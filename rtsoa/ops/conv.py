@@ -4,8 +4,9 @@ Both run on float32 / float64 (X, W and the optional bias B of one dtype). Every
 (these, and the pools in `pooling`) sees its window as 3-D, through the geometry of `window`.
 
 Conv: for each image and group, the input patches are unrolled into a (Cg*K, P) matrix (K
-kernel elements, P output positions) and Y[n, group] = W[group] @ cols is one `np.dot` (the
-BLAS scipy exposes); a 1x1 kernel with stride 1 and no padding multiplies the input directly.
+kernel elements, P output positions) and Y[n, group] = W[group] @ cols is one GEMM
+(`conv_loops.conv_gemm`: rtsoa's packed float32 GEMM where it is faster, else the BLAS scipy
+exposes); a 1x1 kernel with stride 1 and no padding multiplies the input directly.
 A 2-D kernel of several taps whose matrix fits `TILE_BYTES`, or whose column stride is above
 1 over few input channels (a stem), with few output channels per group (see `conv_run`),
 builds it from the input's zero-padded stride phases (`rtsoa.ops.phases`), one contiguous

@@ -1,4 +1,4 @@
-"""The convolutions' loops: im2col (and its adjoint, col2im) and the BLAS GEMM, the row tiles
+"""The convolutions' loops: im2col (and its adjoint, col2im) and the GEMM, the row tiles
 and stride-phase tiles of the column matrix, the epilogue FusedConv applies to each block of Y
 (bias, residual, Relu / Clip), and `conv_run` / `conv_transpose_run`, a whole Conv /
 ConvTranspose over typed views. `rtsoa.ops.conv` holds the ops themselves (checks, shapes,
@@ -36,7 +36,7 @@ ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
 @jit_with_nrt
 def conv_gemm(a, b, out):
     """out = a @ b on C-contiguous 2-D arrays (`rtsoa.ops.packed_gemm.short_gemm`: rtsoa's own
-    GEMM for float32 with a short K, the BLAS otherwise)."""
+    GEMM for float32 where it is faster than the BLAS, the BLAS otherwise)."""
     short_gemm(a, b, out)
 
 
