@@ -26,7 +26,6 @@ and the BLAS for the rest.
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from rtsoa._jit import jit_inline_ir, jit_out_of_line, jit_with_nrt
@@ -65,9 +64,10 @@ def _micro_kernel(typingctx, kc, a, a_at, b, b_at, b_rs, c, c_at, c_rs, accumula
         a, b, c = base(a, a_at), base(b, b_at), base(c, c_at)
         f32, i64 = ir.FloatType(), ir.IntType(64)
         vector = ir.VectorType(f32, 8)
-        fma = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vector, [vector] * 3), "llvm.fma.v8f32"
-        )
+        name = "llvm.fma.v8f32"
+        fma = builder.module.globals.get(name)
+        if fma is None:  # declared once per module
+            fma = ir.Function(builder.module, ir.FunctionType(vector, [vector] * 3), name)
         zero = ir.Constant(vector, [0.0] * 8)
         broadcast = ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8)
         undefined = ir.Constant(vector, ir.Undefined)
