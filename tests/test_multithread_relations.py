@@ -238,9 +238,9 @@ def test_the_naive_deadlock_graph_completes(threads, sharing):
     assert executor.device.stats()["hbm"]["allocated_bytes.current"] == 0
 
 
-def test_a_relation_that_can_never_be_met_is_reported_not_hung():
-    """A hand-made relation (F, L) where L runs only after F: no order can satisfy it. The
-    no-progress detector stops the run with STATUS_NO_PROGRESS at the waiting Free."""
+def _unmeetable_relation():
+    """A builder holding Alloc -> Free -> Launch and the relation (Free, Launch): the Launch
+    runs only after the Free, which waits for it; and the Free."""
     builder = GraphBuilder()
     alloc = builder.add_node("AllocMemory", attributes=[64])
     block = builder.add_value(kind=ValueKind.MEMORY_BLOCK, producer=alloc)
@@ -249,6 +249,13 @@ def test_a_relation_that_can_never_be_met_is_reported_not_hung():
     builder.add_edge(alloc, free)
     builder.add_edge(free, launch)
     builder.add_relation(free, launch)
+    return builder, free
+
+
+def test_a_relation_that_can_never_be_met_is_reported_not_hung():
+    """A hand-made relation (F, L) where L runs only after F: no order can satisfy it. The
+    no-progress detector stops the run with STATUS_NO_PROGRESS at the waiting Free."""
+    builder, free = _unmeetable_relation()
     graph = builder.finalize()
     executor = prepare_executor(graph, "multithread", threads=2)
     with pytest.raises(KernelError) as caught:
@@ -271,14 +278,7 @@ def test_an_unmeetable_relation_beside_other_device_work_turns_the_window_off(
     anyway, window 1 held the pairs behind the Free and the run spun without end: the run
     goes on a thread of its own here, so that fails the test instead of hanging it."""
     monkeypatch.setattr(MultithreadExecutor, "window", window)
-    builder = GraphBuilder()
-    alloc = builder.add_node("AllocMemory", attributes=[64])
-    block = builder.add_value(kind=ValueKind.MEMORY_BLOCK, producer=alloc)
-    free = builder.add_node("FreeMemory", inputs=[block])
-    launch = builder.add_node("Checksum0")
-    builder.add_edge(alloc, free)
-    builder.add_edge(free, launch)
-    builder.add_relation(free, launch)
+    builder, free = _unmeetable_relation()
     for _ in range(3):
         pair_alloc = builder.add_node("AllocMemory", attributes=[64])
         pair_block = builder.add_value(kind=ValueKind.MEMORY_BLOCK, producer=pair_alloc)

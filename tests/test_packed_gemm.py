@@ -174,3 +174,17 @@ def test_short_gemm_at_takes_the_packed_gemm_for_a_column_block_where_it_is_fast
         assert not np.array_equal(by_packed, by_blas)  # the paths are told apart
         assert np.array_equal(c[:, first : first + n], by_packed if packed else by_blas), n
         assert np.all(np.isnan(c[:, :first])) and np.all(np.isnan(c[:, first + n :]))
+
+
+def test_called_from_python_the_choice_is_the_jitted_ones():
+    """`short_gemm` and `short_gemm_at` called from Python run the jitted choice: the same bits."""
+    a, b = _operands(24, SHORT_K, NARROW_N, seed=9)
+    from_python, jitted = np.empty((24, NARROW_N), np.float32), np.empty((24, NARROW_N), np.float32)
+    packed_gemm.short_gemm(a, b, from_python)
+    _short(a, b, jitted)
+    assert np.array_equal(from_python, jitted)
+    sgemm = gemm_addresses()[0]
+    flat = np.empty(24 * NARROW_N, np.float32)
+    packed_gemm.short_gemm_at(sgemm, a.reshape(-1), 0, SHORT_K, b.reshape(-1), 0, NARROW_N,
+                              flat, 0, NARROW_N, 24, NARROW_N, SHORT_K)  # fmt: skip
+    assert np.array_equal(flat.reshape(24, NARROW_N), jitted)

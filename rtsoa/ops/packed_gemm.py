@@ -252,9 +252,9 @@ def packed_wins(k, n):
 
 def short_gemm(a, b, out):
     """out = a @ b on C-contiguous 2-D arrays: `matmul_f32` for float32 of the sizes where it
-    is faster than the BLAS (`packed_wins`), the BLAS (`np.dot`) otherwise. Callable from
-    jitted code only (the choice by dtype is made at typing)."""
-    raise NotImplementedError("short_gemm is called from jitted code")
+    is faster than the BLAS (`packed_wins`), the BLAS (`np.dot`) otherwise. The choice by
+    dtype is made at typing (`_short_gemm`); from Python this calls the jitted one."""
+    _short_gemm_compiled(a, b, out)
 
 
 @overload(short_gemm)
@@ -277,8 +277,9 @@ def _short_gemm(a, b, out):
 
 def short_gemm_at(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k):
     """`rtsoa.ops.blas.gemm_at` (row-major blocks with leading dimensions, the BLAS GEMM at
-    `address`), but by `gemm_f32` where `short_gemm` would take it. Jitted code only."""
-    raise NotImplementedError("short_gemm_at is called from jitted code")
+    `address`), but by `gemm_f32` where `short_gemm` would take it. From Python this calls
+    the jitted one."""
+    _short_gemm_at_compiled(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k)
 
 
 @overload(short_gemm_at)
@@ -297,3 +298,13 @@ def _short_gemm_at(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k):
         gemm_at(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k)
 
     return blas
+
+
+@jit_with_nrt
+def _short_gemm_compiled(a, b, out):
+    short_gemm(a, b, out)  # the overload above
+
+
+@jit_with_nrt
+def _short_gemm_at_compiled(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k):
+    short_gemm_at(address, a, a_at, lda, b, b_at, ldb, c, c_at, ldc, m, n, k)
