@@ -92,6 +92,37 @@ def test_user_functions_outside_the_package_keep_numbas_locators(tmp_path):
     assert not isinstance(user.f._cache._impl._locator, _jit.PACKAGE_LOCATORS)
 
 
+def test_functions_rtsoa_compiles_outside_the_package_take_the_package_stamp(tmp_path):
+    """A test's or a user's function compiled through rtsoa's `jit` inlines rtsoa's helpers, so
+    its cached code must go stale when rtsoa changes: its stamp is the package stamp plus its
+    own file's source (Numba's own stamp would follow its file alone)."""
+    module = tmp_path / "rtsoa_user_kernels.py"
+    module.write_text(
+        "from rtsoa._jit import jit\nfrom rtsoa.graph import csr\n\n"
+        "@jit\ndef degrees(offsets, targets, n):\n    return csr.in_degrees(offsets, targets, n)\n"
+    )
+    import hashlib
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rtsoa_user_kernels", module)
+    user = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(user)
+    offsets = np.array([0, 1, 1], dtype=np.int32)
+    targets = np.array([1], dtype=np.int32)
+    np.testing.assert_array_equal(user.degrees(offsets, targets, 2), [0, 1])
+    locator = user.degrees._cache._impl._locator
+    assert isinstance(locator, _jit.PACKAGE_LOCATORS)
+    own = hashlib.sha256(module.read_bytes()).hexdigest()
+    assert locator.get_source_stamp() == _jit.package_source_stamp() + own
+    before = _jit.package_source_stamp()
+    try:
+        rtsoa_caching.set_package_source_stamp("0" * 64)  # as if rtsoa had been edited
+        assert rtsoa_caching.cached_signatures(user.degrees) == []
+    finally:
+        rtsoa_caching.set_package_source_stamp(before)
+    assert rtsoa_caching.cached_signatures(user.degrees)
+
+
 def test_unexpected_numba_internals_warn_and_keep_numbas_stamps():
     script = (
         "import warnings, json, numba.core.caching as c\n"

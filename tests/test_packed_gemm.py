@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import cfunc, types
 
 from rtsoa._jit import jit
 from rtsoa.ops import packed_gemm
@@ -22,6 +23,7 @@ from rtsoa.ops.packed_gemm import (
     WIDE_N,
     gemm_f32,
     matmul_f32,
+    packed_wins,
 )
 
 
@@ -131,8 +133,11 @@ def test_strided_operands_and_a_block_of_a_larger_c(
 
 
 def test_short_gemm_takes_the_packed_gemm_only_where_it_is_faster():
-    """Bit-for-bit: the packed GEMM's sums run in another order than the BLAS's, so which one
-    computed a product shows in its last bits."""
+    """Bit for bit where the two paths' bits differ: the packed GEMM's sums run in another order
+    than the BLAS's, so which one computed a product shows in its last bits. Where a BLAS adds in
+    the same order (OpenBLAS's AVX-512 kernels do for K up to their own block), the case still
+    checks the answer and the rule (`packed_wins`); the routing itself is then checked with a
+    stand-in BLAS by the `short_gemm_at` test below."""
     cases = [
         ((24, SHORT_K, NARROW_N), np.float32, "packed"),
         ((24, SHORT_K + 1, NARROW_N), np.float32, "blas"),  # K too long for N
@@ -143,6 +148,8 @@ def test_short_gemm_takes_the_packed_gemm_only_where_it_is_faster():
         ((24, 144, 3136), np.float64, "blas"),  # float64: always the BLAS
     ]
     for (m, k, n), dtype, expected in cases:
+        if dtype == np.float32:
+            assert packed_wins(k, n) == (expected == "packed"), (m, k, n)
         a, b = _operands(m, k, n, seed=k + n)
         a, b = a.astype(dtype), b.astype(dtype)
         out = np.empty((m, n), dtype=dtype)
@@ -151,29 +158,63 @@ def test_short_gemm_takes_the_packed_gemm_only_where_it_is_faster():
         matmul_f32(a.astype(np.float32), b.astype(np.float32), packed)
         blas = np.empty((m, n), dtype=dtype)
         _blas(a, b, blas)
-        assert not np.array_equal(packed, blas.astype(np.float32))  # the paths are told apart
         assert np.array_equal(out, packed if expected == "packed" else blas), (m, k, n, dtype)
+
+
+_FORTRAN_INT = types.CPointer(types.int32)
+_FORTRAN_REAL = types.CPointer(types.float32)
+
+
+@cfunc(
+    types.void(
+        types.voidptr, types.voidptr, _FORTRAN_INT, _FORTRAN_INT, _FORTRAN_INT, _FORTRAN_REAL,
+        _FORTRAN_REAL, _FORTRAN_INT, _FORTRAN_REAL, _FORTRAN_INT, _FORTRAN_REAL, _FORTRAN_REAL,
+        _FORTRAN_INT,
+    )  # fmt: skip
+)
+def _stand_in_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    """sgemm's Fortran signature; writes 7.0 over its C block instead of a product, so a block
+    it computed is told from the packed GEMM's on any machine."""
+    for column in range(n[0]):
+        for row in range(m[0]):
+            c[column * ldc[0] + row] = 7.0
 
 
 def test_short_gemm_at_takes_the_packed_gemm_for_a_column_block_where_it_is_faster():
     """The column parts of a conv's GEMM (`short_gemm_at`: blocks of larger row-major
-    matrices): a block of SHORT_K rows and NARROW_N columns by the packed GEMM, one column
-    narrower by the BLAS (bit for bit each), and the columns around the block untouched."""
-    m, k, width = 24, SHORT_K, 3 * NARROW_N
-    a, b = _operands(m, k, width, seed=5)
+    matrices), with a stand-in BLAS that marks its block: a block of SHORT_K rows and NARROW_N
+    columns (and of DIRECT_K rows and WIDE_N columns) by the packed GEMM, one column narrower
+    or one row longer by the BLAS, and the columns around the block untouched. Then the real
+    BLAS, for the answer."""
     sgemm = gemm_addresses()[0]
-    for n, packed in ((NARROW_N, True), (NARROW_N - 1, False)):
-        first = 7  # the block's first column
-        c = np.full((m, width), np.nan, dtype=np.float32)
-        _short_at(sgemm, a.reshape(-1), 0, k, b.reshape(-1), first, width,
-                  c.reshape(-1), first, width, m, n, k)  # fmt: skip
+    cases = [
+        (SHORT_K, NARROW_N, True),
+        (SHORT_K, NARROW_N - 1, False),
+        (SHORT_K + 1, NARROW_N, False),
+        (DIRECT_K, WIDE_N, True),
+        (DIRECT_K, WIDE_N - 1, False),
+        (DIRECT_K + 1, WIDE_N, False),
+    ]
+    m, first = 24, 7  # first: the block's first column
+    for k, n, packed in cases:
+        width = n + 2 * first
+        a, b = _operands(m, k, width, seed=k + n)
         block = np.ascontiguousarray(b[:, first : first + n])
-        by_packed, by_blas = np.empty((m, n), np.float32), np.empty((m, n), np.float32)
+        by_packed = np.empty((m, n), np.float32)
         matmul_f32(a, block, by_packed)
-        _blas(a, block, by_blas)
-        assert not np.array_equal(by_packed, by_blas)  # the paths are told apart
-        assert np.array_equal(c[:, first : first + n], by_packed if packed else by_blas), n
-        assert np.all(np.isnan(c[:, :first])) and np.all(np.isnan(c[:, first + n :]))
+        for address in (_stand_in_sgemm.address, sgemm):
+            c = np.full((m, width), np.nan, dtype=np.float32)
+            _short_at(address, a.reshape(-1), 0, k, b.reshape(-1), first, width,
+                      c.reshape(-1), first, width, m, n, k)  # fmt: skip
+            got = c[:, first : first + n]
+            if packed:
+                assert np.array_equal(got, by_packed), (k, n)
+            elif address == sgemm:
+                exact = a.astype(np.float64) @ block.astype(np.float64)
+                assert np.all(np.abs(got - exact) <= _bound(a, block)), (k, n)
+            else:
+                assert np.all(got == 7.0), (k, n)
+            assert np.all(np.isnan(c[:, :first])) and np.all(np.isnan(c[:, first + n :]))
 
 
 def test_called_from_python_the_choice_is_the_jitted_ones():

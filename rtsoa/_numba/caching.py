@@ -8,8 +8,10 @@ fallback to Numba's behaviour:
 * package-stamp: rtsoa's jitted functions inline helpers from other files (the allocator
   inlines the free lists, the hazard history, the trace ring ...), while Numba stamps a cached
   function with its own source file only and would load stale machine code after a helper
-  changed. rtsoa's locators stamp every cached rtsoa function with one hash over the package's
-  sources (`source_stamp`), so any edit recompiles everything that might have inlined it.
+  changed. rtsoa's locators stamp every function its dispatchers cache (in the package, and in
+  tests, benchmarks or a user's files, which inline rtsoa's helpers as well) with one hash
+  over the package's sources (`source_stamp`), so any edit recompiles everything that might
+  have inlined it.
 * short-cache-load: before each load Numba calls `target_context.refresh()`, which imports some
   twenty of its modules (scipy.linalg among them) and installs every lowering registry: about
   0.45 s of a warm `rtsoa run datasets/random-10k.rtsoa` (~1.0 s -> ~0.55 s). Loaded machine
@@ -87,21 +89,19 @@ def _is_tooling(path):
 
 
 class _PackageStamp:
-    """Locator mixin: only rtsoa's own files, stamped with the package-wide source hash (plus
-    the file's own source for tooling files, which the package hash leaves out)."""
+    """Locator mixin: every function compiled through rtsoa's dispatchers, stamped with the
+    package-wide source hash. rtsoa's own files take that hash alone; tooling files (which the
+    package hash leaves out) and files outside the package (tests, benchmarks, a user's
+    kernels: they inline rtsoa's helpers too) take it plus the file's own source, so editing
+    rtsoa invalidates their cached machine code as well."""
 
     def get_source_stamp(self):
-        if not _is_tooling(self._py_file):
+        inside = os.path.abspath(self._py_file).startswith(PACKAGE_DIR + os.sep)
+        if inside and not _is_tooling(self._py_file):
             return package_source_stamp()
         with open(self._py_file, "rb") as handle:
             own = hashlib.sha256(handle.read()).hexdigest()
         return package_source_stamp() + own
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        if not os.path.abspath(py_file).startswith(PACKAGE_DIR + os.sep):
-            return None
-        return super().from_function(py_func, py_file)
 
 
 _CACHING = "numba.core.caching."
@@ -112,7 +112,7 @@ if compat.register(
     "rtsoa",
     [_CACHING + "CacheImpl._locator_classes"]
     + [_CACHING + name + ".from_function" for name in _BASE_LOCATORS],
-    "cached rtsoa functions stamped with one hash over the package's sources",
+    "functions compiled by rtsoa stamped with one hash over the package's sources",
 ):
     from numba.core import caching as _numba_caching
 
