@@ -26,7 +26,7 @@ from rtsoa.errors import SessionOptionsError
 from rtsoa.lowering import lower
 from rtsoa.ops.parts import AUTO_THREADS, PartsPool
 from rtsoa.runtime.model import ModelExecutor
-from rtsoa.runtime.resources import ModelResourceError
+from rtsoa.runtime.resources import ModelResourceError, PartsChoice
 from rtsoa.testing.models import FLOAT, model, run_onnxruntime
 from rtsoa.testing.models import mlp as mlp_model
 from tests.model_checks import ATOL, RTOL
@@ -348,3 +348,73 @@ def test_a_model_with_convolutions_gets_a_pool_by_default(convs):
     mlp = rtsoa.InferenceSession(lower(mlp_model()))
     assert mlp.intra_op_threads == 1 and mlp.parts_pool is None  # no op to share
     mlp.close()
+
+
+def _calibrated(session, fake):
+    """`session`'s calibration timings replaced by `fake` ({threads: seconds})."""
+    choice = session.parts_choice
+    timed = choice.timed
+    seen = []
+
+    def fake_timed(threads, seconds):
+        seen.append(threads)
+        timed(threads, fake[threads])
+
+    choice.timed = fake_timed
+    return seen
+
+
+@pytest.mark.parametrize("faster", [2, 1])
+def test_the_automatic_pool_is_kept_only_where_it_is_faster(convs, monkeypatch, faster):
+    """intra_op_threads left to rtsoa: after a warm-up run, two timed runs with the pool and
+    two without alternate, and the faster is kept (the timings are the test's, so each outcome
+    is reached on any machine). Without the pool the runs have the one-thread bits and its
+    helpers stop."""
+    monkeypatch.setattr("rtsoa.ops.parts.os.sched_getaffinity", lambda pid: {0, 1})
+    _proto, graph, inputs = convs
+    one = _session(graph, 1)
+    want = one.run(None, inputs)[0]
+    one.close()
+    before = len(_helpers())
+    session = rtsoa.InferenceSession(graph)
+    assert session.intra_op_threads == 2 and session.parts_choice.auto
+    pool = session.parts_pool
+    seen = _calibrated(session, {2: 1.0, 1: 1.5} if faster == 2 else {2: 1.5, 1: 1.0})
+    shared = []
+    for _ in range(5):
+        got = session.run(None, inputs)[0]
+        shared.append(pool.shared)
+        assert np.abs(got - want).max() <= REASSOCIATION * np.abs(want).max()
+    assert seen == [2, 1, 2, 1]  # the first run untimed, then alternating
+    grew = [b - a for a, b in zip(shared, shared[1:], strict=False)]  # runs 2 .. 5
+    assert grew[1::2] == [0, 0] and min(grew[0::2]) > 0  # no pool in runs 3 and 5
+    assert session.parts_choice.chosen == faster
+    after = session.run(None, inputs)[0]
+    if faster == 2:
+        assert session.parts_pool is pool and pool.shared > shared[-1]
+    else:
+        np.testing.assert_array_equal(after, want)  # ops whole: the one-thread bits
+        assert session.parts_pool is None and pool.closed and len(_helpers()) == before
+        assert all(e.parts_pool is None for e in session.executors)
+    session.close()
+
+
+def test_the_calibration_times_plain_runs_at_the_first_shapes_only():
+    choice = PartsChoice(2, auto=True)
+    first, other = ((2, 3),), ((4, 3),)
+    assert choice.next_run(first, plain=True) == (2, False)  # the warm-up
+    assert choice.next_run(other, plain=True) == (2, False)  # other shapes: not timed
+    assert choice.next_run(first, plain=False) == (2, False)  # subscribers: not timed
+    for threads, seconds in ((2, 3.0), (1, 2.0), (2, 2.5), (1, 9.0)):
+        assert choice.next_run(first, plain=True) == (threads, True)
+        assert choice.chosen is None
+        choice.timed(threads, seconds)
+    assert choice.chosen == 1  # the fastest run of each decides: 2.0 against 2.5
+    assert choice.next_run(first, plain=True) == (1, False)
+
+
+@pytest.mark.parametrize(("threads", "auto"), [(2, False), (1, True), (1, False)])
+def test_a_chosen_thread_count_is_not_measured(threads, auto):
+    choice = PartsChoice(threads, auto=auto)
+    assert not choice.auto and choice.chosen == threads
+    assert choice.next_run(((1,),), plain=True) == (threads, False)

@@ -167,10 +167,20 @@ _FORTRAN_REAL = types.CPointer(types.float32)
 
 @cfunc(
     types.void(
-        types.voidptr, types.voidptr, _FORTRAN_INT, _FORTRAN_INT, _FORTRAN_INT, _FORTRAN_REAL,
-        _FORTRAN_REAL, _FORTRAN_INT, _FORTRAN_REAL, _FORTRAN_INT, _FORTRAN_REAL, _FORTRAN_REAL,
+        types.voidptr,
+        types.voidptr,
         _FORTRAN_INT,
-    )  # fmt: skip
+        _FORTRAN_INT,
+        _FORTRAN_INT,
+        _FORTRAN_REAL,
+        _FORTRAN_REAL,
+        _FORTRAN_INT,
+        _FORTRAN_REAL,
+        _FORTRAN_INT,
+        _FORTRAN_REAL,
+        _FORTRAN_REAL,
+        _FORTRAN_INT,
+    )
 )
 def _stand_in_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     """sgemm's Fortran signature; writes 7.0 over its C block instead of a product, so a block

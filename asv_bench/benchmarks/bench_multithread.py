@@ -254,6 +254,7 @@ class InceptionBranches:
     def setup(self, size):
         from rtsoa.lowering import lower
         from rtsoa.runtime import InferenceSession, SessionOptions
+        from rtsoa.runtime.resources import CALIBRATION_RUNS
         from rtsoa.testing.cnn import inception
 
         options, pixels = self.SIZES[size]
@@ -272,11 +273,15 @@ class InceptionBranches:
         # the sequential executor, each large op's parts shared by two threads
         two = SessionOptions(executor="sequential", intra_op_threads=2)
         self.models["intra_op"] = InferenceSession(graph, two)
+        # what a user gets: the default options (the pool kept only if it measured faster)
+        self.models["default"] = InferenceSession(graph)
+        for _ in range(1 + 2 * CALIBRATION_RUNS):  # its calibration, before any other runs
+            self.models["default"].execute_sync(self.inputs)
         want = self.models["sequential"].execute_sync(self.inputs)["y"]
         for name, model in self.models.items():
             for _ in range(1 + CALIBRATION):  # Main, then "auto" times the plans of the reruns
                 got = model.execute_sync(self.inputs)["y"]
-                if name == "intra_op":  # parts' GEMMs: float reassociation (rtsoa.ops.parts)
+                if name in ("intra_op", "default"):  # parts' GEMMs: float reassociation
                     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max(), name
                 else:  # no op is split: the same bits
                     assert np.array_equal(got, want), name
@@ -315,6 +320,24 @@ class InceptionBranches:
                 lambda: one.execute_sync(self.inputs), lambda: pooled.execute_sync(self.inputs)
             )
         return single / shared
+
+    def track_speedup_default(self, size):
+        """The default session (`InferenceSession(graph)`: executor "auto", the intra-op pool
+        kept only where its first runs measured it faster) over the sequential executor on one
+        thread, each timed alone in blocks as `track_speedup_intra_op`, the BLAS on one thread
+        on both sides (as a pooled run has it)."""
+        from threadpoolctl import threadpool_limits
+
+        one, default = self.models["sequential"], self.models["default"]
+        with threadpool_limits(1):
+            single, chosen = alone_medians(
+                lambda: one.execute_sync(self.inputs), lambda: default.execute_sync(self.inputs)
+            )
+        return single / chosen
+
+    def track_default_pool_threads(self, size):
+        """The threads the default session's calibration kept for its ops (1: no pool)."""
+        return self.models["default"].parts_choice.chosen
 
     def track_speedup_by_classes(self, size):
         return self._speedup("classes")

@@ -67,7 +67,8 @@ class SessionOptions:
       share its parts (convolutions, pools, batch normalizations; `rtsoa.ops.parts`), and the
       process's OpenBLAS runs on one thread during the session's runs. 1: every op runs whole
       on the thread that launches it. None: one thread per core for a model with such ops,
-      else 1 (`rtsoa.ops.parts.auto_threads`).
+      else 1 (`rtsoa.ops.parts.auto_threads`), and the pool is kept only if it is faster: the
+      first runs measure the model with and without it (`session.parts_choice`).
     """
 
     executor: str = "auto"

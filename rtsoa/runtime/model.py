@@ -16,6 +16,7 @@ serialised (one run at a time, in call order, as on one stream).
 import contextlib
 import math
 import threading
+import time
 
 import numpy as np
 
@@ -67,8 +68,11 @@ class ModelExecutor:
     (`prepare_executor`'s: 1 a one-thread executor, 2 or more the multithread executor's
     workers; None: the executor's default). `intra_op_threads`: how many threads compute one
     large op (its calling thread and `intra_op_threads` - 1 helpers, `rtsoa.ops.parts`); the
-    process's OpenBLAS runs on one thread during this executor's runs; None or 1: ops run whole
-    on the thread that launches them, the BLAS as the process has it.
+    process's OpenBLAS runs on one thread during this executor's runs; 1: ops run whole on the
+    thread that launches them, the BLAS as the process has it. None: a pool of one thread per
+    core for a model whose ops share parts (`rtsoa.ops.parts.auto_threads`), kept only if it is
+    faster: its first runs measure the model with the pool and without it
+    (`resources.PartsChoice`; `parts_choice.chosen` tells which it kept).
     """
 
     def __init__(
@@ -102,6 +106,7 @@ class ModelExecutor:
         self.executor_name = executor
         self.threads = threads
         self.intra_op_threads = resources.intra_op_threads(intra_op_threads, graph)
+        self.parts_choice = resources.PartsChoice(self.intra_op_threads, intra_op_threads is None)
         self.parts_pool = None  # the helpers of intra-op parts while loaded (load())
         self.session = session
         if session is not None:
@@ -481,8 +486,18 @@ class ModelExecutor:
             kept = kept and shapes_key == self._last_shapes
             self._last_shapes = None  # set again only if this run succeeds
             pool = self.parts_pool
+            threads, timed = self.parts_choice.next_run(shapes_key, subscribers is None)
+            if pool is not None and threads == 1:
+                pool = None
+            for executor in self.executors:
+                executor.use_parts_pool(pool)
+            start = time.perf_counter()
             with pool.running() if pool is not None else contextlib.nullcontext():
                 (self._kept if kept else self._main).run(subscriber=subscribers)
+            if timed:
+                self.parts_choice.timed(threads, time.perf_counter() - start)
+                if self.parts_choice.chosen == 1:  # no pool: its helpers stop
+                    self.parts_pool = resources.release_parts_pool(self.parts_pool, self.executors)
             results = self._collect(buffers, own)
             self._last_shapes = shapes_key
             self.kept_runs += kept

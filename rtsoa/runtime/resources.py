@@ -1,5 +1,5 @@
 """Stream / event / notify allocators of a model (the reference's OccupyStreamResource), and
-the helper threads of its intra-op parts (`intra_op_threads`, `parts_pool`).
+the helper threads of its intra-op parts (`intra_op_threads`, `parts_pool`, `PartsChoice`).
 
 A resource allocator hands out indices of one kind on one `Device`: `acquire(count) -> list of
 int` and `release(indices)`. The built-in `IndexPool` takes free indices in order; a user may
@@ -98,6 +98,51 @@ def acquire(allocator, kind, count, limit):
 
 
 # -- the helper threads of intra-op parts (rtsoa.ops.parts) ------------------------------------
+
+
+# Plain runs with the pool and without it that an automatic pool (intra_op_threads None) times
+# before it keeps the faster (the fastest run of each counts: the least disturbed by other work)
+CALIBRATION_RUNS = 2
+
+
+class PartsChoice:
+    """Whether a model's runs share their large ops' parts with its pool: `threads` (the pool's
+    size), or 1 (every op whole on the launching thread, the BLAS as the process has it).
+
+    With `auto` (intra_op_threads left to rtsoa) and a pool of 2 or more, the model measures:
+    after its first plain run (a warm-up, not timed), plain runs at the input shapes of that
+    first run alternate between the pool and no pool, CALIBRATION_RUNS of each, timed; the
+    faster is `chosen` from then on. Runs at other shapes, and runs with subscribers, take the
+    pool and are not timed. Splitting an op changes its sums' order, so the calibration's runs
+    may differ from later ones in the last bits (within `rtsoa.ops.parts`' stated tolerance).
+    Otherwise `chosen` is `threads` from the start."""
+
+    def __init__(self, threads, auto):
+        self.threads = int(threads)
+        self.auto = bool(auto) and self.threads > 1
+        self.trials = {self.threads: [], 1: []} if self.auto else {}
+        self.chosen = None if self.auto else self.threads
+        self._shapes = None  # the input shapes the calibration times
+
+    def next_run(self, shapes, plain):
+        """(threads of the next run, whether to time it): `shapes` its inputs' shapes and
+        dtypes, `plain` a run without subscribers."""
+        if self.chosen is not None:
+            return self.chosen, False
+        if not plain:
+            return self.threads, False
+        if self._shapes is None:
+            self._shapes = shapes
+            return self.threads, False
+        if shapes != self._shapes:
+            return self.threads, False
+        return min(self.trials, key=lambda threads: len(self.trials[threads])), True
+
+    def timed(self, threads, seconds):
+        """A timed run with `threads` took `seconds`; choose once each has its runs."""
+        self.trials[threads].append(float(seconds))
+        if all(len(runs) >= CALIBRATION_RUNS for runs in self.trials.values()):
+            self.chosen = min(self.trials, key=lambda threads: min(self.trials[threads]))
 
 
 def intra_op_threads(threads, graph):
