@@ -5,6 +5,8 @@
 #   validate, validate-jit, executors, allocator, lowering, multithread, model or atomics)
 #   MUTATION_NICE=1 (any form): each test run lowers itself to autogroup nice 19 (cosmic-ray
 #   starts it in a new session, out of reach of `nice` on this script)
+#   MUTATION_TIMEOUT=SECONDS: the per-mutant timeout instead of the config's (a config whose
+#   hanging mutants dominate its run, on a machine where its tests' times are known)
 #   MUTATION_RERUN=1 [MUTATION_RERUN_TIMEOUTS=1] [MUTATION_RERUN_JOBS=id,id] mutation/run.sh NAME [SCRATCH_DIR]
 # The first form starts a fresh session; the second re-runs the survivors of the session in
 # SCRATCH_DIR against the tree as now committed (after a test was added to kill them) and
@@ -46,6 +48,9 @@ if "autogroup" not in command:
     lines[i] = "test-command = " + json.dumps(prefix + command)
     open(path, "w").write("\n".join(lines))
 PY
+fi
+if [ -n "${MUTATION_TIMEOUT:-}" ]; then
+    sed -i "s/^timeout = .*/timeout = ${MUTATION_TIMEOUT}/" "$config"
 fi
 # Bytecode of the unmutated sources: cosmic-ray runs the tests with PYTHONDONTWRITEBYTECODE=1,
 # so without it every test run compiles all of rtsoa's modules again. A mutated file is written
