@@ -142,6 +142,40 @@ def test_grouped_depthwise_and_pointwise_convs_fuse():
         _check(proto, _inputs((2, 4, 5, 5)), fused_ops=1)
 
 
+@pytest.mark.parametrize(("k", "stride"), [(3, 1), (3, 2), (5, 2)])
+def test_depthwise_convs_fuse_clip_and_residual(k, stride):
+    """Depthwise convs (3 x 3: the phase kernel, 5 x 5: the row kernel) fused with Clip
+    (MobileNet's Relu6) and with residual + Relu, bit for bit as the unfused ops, a channel
+    with an infinite weight among them (the 3 x 3 kernel takes its taps one by one)."""
+    channels, size = 6, 11
+    out = (size + 2 * (k // 2) - k) // stride + 1
+    w = _weights(channels, 1, k)
+    w[2, 0, k // 2, k // 2] = np.inf  # the centre tap: never in the padding (ONNX's 0 * inf)
+    bounds = [("lo", np.array(0.0, np.float32)), ("hi", np.array(6.0, np.float32))]
+    initializers = [("w", w), ("bias", RNG.standard_normal(channels).astype(np.float32))]
+    conv = helper.make_node(
+        "Conv", ["x", "w", "bias"], ["c"], pads=[k // 2] * 4, group=channels, strides=[stride] * 2
+    )
+    inputs = {
+        "x": 4 * RNG.standard_normal((2, channels, size, size)).astype(np.float32),
+        "r": RNG.standard_normal((2, channels, out, out)).astype(np.float32),
+    }
+    clip = model(
+        [conv, helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+        [("x", FLOAT, [2, channels, size, size])],
+        [("y", FLOAT, None)],
+        initializers + bounds,
+    )
+    _check(clip, {"x": inputs["x"]}, fused_ops=1)
+    residual = model(
+        [conv, *_add_relu()],
+        [("x", FLOAT, [2, channels, size, size]), ("r", FLOAT, [2, channels, out, out])],
+        [("y", FLOAT, None)],
+        initializers,
+    )
+    _check(residual, inputs, fused_ops=1)
+
+
 def test_chains_that_could_differ_are_not_fused():
     relu = helper.make_node("Relu", ["s"], ["y"])
     add = helper.make_node("Add", ["c", "r"], ["s"])
