@@ -129,6 +129,20 @@ def test_compare_and_swap_exchange_load_store():
         assert _compare_and_swap(array) == (0, 5, 5, 2, 11, -9)
 
 
+@njit
+def _held_word(array):
+    """The lock word while held and after the release (its documented states, 1 and 0)."""
+    spin_lock(array, 2)
+    held = array[2]
+    spin_unlock(array, 2)
+    return held, array[2]
+
+
+def test_a_held_lock_word_is_1_and_a_released_one_0():
+    for dtype in (np.int64, np.int32):
+        assert _held_word(np.zeros(4, dtype=dtype)) == (1, 0)
+
+
 def test_spin_lock_excludes_threads():
     """Three threads, released together by a barrier, take the lock 100,000 times each and
     update eight words inside it, checking that no other holder is half-way through: every
