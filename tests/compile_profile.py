@@ -36,6 +36,7 @@ def _name(dispatcher):
 
 
 def _listener():
+    """Register (and return) the compile listener that fills `_functions` and `_tests`."""
     from numba.core import event
 
     class Listener(event.Listener):
@@ -57,7 +58,9 @@ def _listener():
             if _stack:
                 _stack[-1][2] = now
 
-    event.register("numba:compile", Listener())
+    listener = Listener()
+    event.register("numba:compile", listener)
+    return listener
 
 
 def pytest_configure(config):
