@@ -69,7 +69,8 @@ def register(sub):
         type=int,
         help="threads that compute one large op of a model (convolutions, pools, batch "
         "normalizations): the launching thread and helpers (default: one per core for a model "
-        "with such ops; 1: every op whole on the thread that launches it)",
+        "with such ops, kept if the model's first runs measure it faster than none; 1: every op "
+        "whole on the thread that launches it)",
     )
     run_parser.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
     run_parser.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")
