@@ -26,7 +26,7 @@ from rtsoa.errors import SessionOptionsError
 from rtsoa.lowering import lower
 from rtsoa.ops.parts import AUTO_THREADS, PartsPool
 from rtsoa.runtime.model import ModelExecutor
-from rtsoa.runtime.resources import ModelResourceError, PartsChoice
+from rtsoa.runtime.resources import NO_POOL_MARGIN, ModelResourceError, PartsChoice
 from rtsoa.testing.models import FLOAT, model, run_onnxruntime
 from rtsoa.testing.models import mlp as mlp_model
 from tests.model_checks import ATOL, RTOL
@@ -411,6 +411,18 @@ def test_the_calibration_times_plain_runs_at_the_first_shapes_only():
         choice.timed(threads, seconds)
     assert choice.chosen == 1  # the fastest run of each decides: 2.0 against 2.5
     assert choice.next_run(first, plain=True) == (1, False)
+
+
+@pytest.mark.parametrize(("no_pool", "chosen"), [(0.96, 2), (0.95, 1)])
+def test_a_near_tie_keeps_the_pool(no_pool, chosen):
+    """No pool wins only by NO_POOL_MARGIN (5 %): within it, the timing noise of a tie keeps
+    the pool."""
+    choice = PartsChoice(2, auto=True)
+    choice.next_run(((1,),), plain=True)
+    for threads, seconds in ((2, 1.0), (1, no_pool), (2, 1.2), (1, 1.3)):
+        assert choice.next_run(((1,),), plain=True) == (threads, True)
+        choice.timed(threads, seconds)
+    assert NO_POOL_MARGIN == 0.95 and choice.chosen == chosen
 
 
 @pytest.mark.parametrize(("threads", "auto"), [(2, False), (1, True), (1, False)])

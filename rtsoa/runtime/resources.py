@@ -103,6 +103,9 @@ def acquire(allocator, kind, count, limit):
 # Plain runs with the pool and without it that an automatic pool (intra_op_threads None) times
 # before it keeps the faster (the fastest run of each counts: the least disturbed by other work)
 CALIBRATION_RUNS = 2
+# The pool is stopped only for runs without it this much faster or more (a fraction of the
+# pooled time): a noisy tie keeps the pool, the default before any measurement
+NO_POOL_MARGIN = 0.95
 
 
 class PartsChoice:
@@ -112,7 +115,8 @@ class PartsChoice:
     With `auto` (intra_op_threads left to rtsoa) and a pool of 2 or more, the model measures:
     after its first plain run (a warm-up, not timed), plain runs at the input shapes of that
     first run alternate between the pool and no pool, CALIBRATION_RUNS of each, timed; the
-    faster is `chosen` from then on. Runs at other shapes, and runs with subscribers, take the
+    faster is `chosen` from then on (no pool only if its fastest run took at most
+    NO_POOL_MARGIN of the pool's). Runs at other shapes, and runs with subscribers, take the
     pool and are not timed. Splitting an op changes its sums' order, so the calibration's runs
     may differ from later ones in the last bits (within `rtsoa.ops.parts`' stated tolerance).
     Otherwise `chosen` is `threads` from the start."""
@@ -142,7 +146,8 @@ class PartsChoice:
         """A timed run with `threads` took `seconds`; choose once each has its runs."""
         self.trials[threads].append(float(seconds))
         if all(len(runs) >= CALIBRATION_RUNS for runs in self.trials.values()):
-            self.chosen = min(self.trials, key=lambda threads: min(self.trials[threads]))
+            pooled, whole = min(self.trials[self.threads]), min(self.trials[1])
+            self.chosen = 1 if whole <= NO_POOL_MARGIN * pooled else self.threads
 
 
 def intra_op_threads(threads, graph):
