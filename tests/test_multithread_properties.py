@@ -312,3 +312,31 @@ def test_the_first_run_after_the_epoch_wraps_keeps_the_window():
         check_window(graph, description, executor, 1)
         executor.run_state.control[EPOCH] = MAX_EPOCH
         check_window(graph, description, executor, 1)
+
+
+def test_only_the_memory_worker_gets_a_private_window():
+    """`private_admissions` (two threads: one server per class queue): the worker serving
+    the MEMORY queue gets the window, over the ranks of its own nodes (the others' NOT_MINE);
+    the NORMAL worker, which allocates nothing, gets none; with the window off, nobody does."""
+    from rtsoa.executors.admission import NOT_MINE, Admission, private_admissions
+    from rtsoa.graph.schema import WorkerClass
+    from rtsoa.kernels.abi import line_zeros
+
+    normal, memory, launch = (int(WorkerClass.NORMAL), int(WorkerClass.MEMORY),
+                              int(WorkerClass.LAUNCH))  # fmt: skip
+    classes = np.array([normal, memory, launch, normal, memory], dtype=np.int64)
+    rank = np.array([0, 1, 2, 3, 4], dtype=np.int64)
+    serves = np.zeros((2, 3), dtype=np.bool_)
+    serves[0, normal] = True
+    serves[1, memory] = serves[1, launch] = True
+    for window in (3, 0):
+        admission = Admission(
+            window=np.int64(window),
+            count=np.int64(5),
+            finished=line_zeros(5, np.int64),
+            low=line_zeros(8, np.int64),
+        )
+        host, device = private_admissions(admission, rank, classes, serves)
+        assert int(host.window) == 0 and int(device.window) == window
+        if window:
+            assert list(device.finished) == [NOT_MINE, 0, 0, NOT_MINE, 0]
