@@ -32,18 +32,21 @@ PAGE = ROOT / "docs" / "performance.md"
 RESULTS = HERE / "results"
 
 
-def _has_avx512():
+def _vector_unit():
+    """The host's widest vector unit, "AVX-512", "AVX2" or "" (from /proc/cpuinfo's flags): a
+    VM may name every CPU alike ("AMD EPYC"), and the kernels and the BLAS differ by it."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
-                return "avx512f" in line.split(":", 1)[1].split()
-    return False
+                flags = line.split(":", 1)[1].split()
+                return "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
+    return ""
 
 
 # The asv machine name of the project's machine, whose results are kept in the repository: the
 # 2-vCPU VMs it runs on come as AVX2 (Zen 3) or AVX-512 (Zen 4) hosts, whose kernels and BLAS
 # differ, so each kind keeps its own results (and machine.json)
-MACHINE = "project-2vcpu" + ("-avx512" if _has_avx512() else "")
+MACHINE = "project-2vcpu" + ("-avx512" if _vector_unit() == "AVX-512" else "")
 # The machine the recorded figures were taken on (asv's machine.json fields for new results).
 RECORDED_ON = "2-vCPU AMD EPYC VM, Python 3.11, numba 0.68"
 
@@ -191,17 +194,11 @@ def _machine_info():
     machine --yes` records none of them for a named machine)."""
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        for line in lines:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-        # a VM may name every CPU alike ("AMD EPYC"); the widest vector unit tells them apart
-        flags = next(
-            (line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []
-        )
-        widest = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
-        cpu += f" {widest}" if widest else ""
+    cpu += f" {_vector_unit()}" if _vector_unit() else ""
     info = {"os": f"{platform.system()} {platform.release()}", "arch": platform.machine()}
     info |= {"cpu": cpu, "num_cpu": str(os.cpu_count())}
     with contextlib.suppress(OSError, IndexError, ValueError):

@@ -16,12 +16,11 @@ serialised (one run at a time, in call order, as on one stream).
 import contextlib
 import math
 import threading
-import time
 
 import numpy as np
 
 from rtsoa.device.allocators import Allocator
-from rtsoa.errors import InvalidBlock, ModelInputError, ModelStateError
+from rtsoa.errors import ModelInputError, ModelStateError
 from rtsoa.executors import Subscriber, prepare_executor
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
@@ -42,6 +41,7 @@ from rtsoa.runtime.shared_weights import (
     model_device,
 )
 from rtsoa.runtime.sources import graph_of
+from rtsoa.runtime.staging import InputStaging
 
 __all__ = [
     "DEFAULT_HBM_BYTES",
@@ -182,7 +182,7 @@ class ModelExecutor:
         self._kept = None  # Main keeping the shapes of the run before (see kept_shapes.py), or None
         self._last_shapes = None  # input shapes and dtypes of the last successful run
         self.kept_runs = 0  # runs that took the kept path
-        self._staging = []
+        self._staging = None  # the inputs' device blocks while loaded (staging.py)
         self._lock = threading.Lock()  # one run at a time, in call order
         self.cancellation = CancelFlag()  # polled by Main's runs (both preparations of it)
         self._subscribers = []
@@ -246,15 +246,9 @@ class ModelExecutor:
                         allocator.release(indices)
                 self.streams = self.events = self.notifies = ()
                 raise
-            self._staging = [None] * len(self.inputs)
-            self._load_bytes = [1] * len(self.inputs)
-            if self.allocator is None:  # staging blocks at the inputs' smallest sizes
-                with self.home.lock:
-                    for index, (name, _b, _s, dtype, dims) in enumerate(self.inputs):
-                        static = [d for d in dims or () if isinstance(d, int)]
-                        nbytes = math.prod(static) * numpy_dtype(dtype).itemsize
-                        self._load_bytes[index] = max(nbytes, 1)
-                        self._input_block(index, name, nbytes, [])
+            self._staging = InputStaging(self.device, self.streams[0], self.inputs, self.allocator)
+            with self.home.lock:
+                self._staging.make()
             self.state = "loaded"
         return self
 
@@ -266,10 +260,7 @@ class ModelExecutor:
                 raise ModelStateError(f"unload() on a model that is {self.state}")
             with self.home.lock:
                 self.device.synchronize()
-                for staged in self._staging:
-                    if staged is not None:
-                        self.device.free(staged[0], self.streams[0])
-                self._staging = [None] * len(self.inputs)
+                self._staging.release()
             stream_alloc, event_alloc, notify_alloc = self._allocators
             stream_alloc.release(self.streams)
             event_alloc.release(self.events)
@@ -470,7 +461,7 @@ class ModelExecutor:
             for index, array in enumerate(arrays):
                 name, block, shape, dtype, _dims = self.inputs[index]
                 nbytes = array.nbytes
-                handle, view = self._input_block(index, name, nbytes, handles)
+                handle, view = self._staging.block(index, name, nbytes, handles)
                 view[:nbytes].view(array.dtype).reshape(array.shape)[...] = array
                 slots[block] = handle
                 slots[shape] = nbytes
@@ -480,31 +471,27 @@ class ModelExecutor:
                 row[SHAPE_DIMS : SHAPE_DIMS + MAX_RANK] = 0
                 row[SHAPE_DIMS : SHAPE_DIMS + array.ndim] = array.shape
             if handles:
-                self._check_handles(handles)
+                self._staging.check_handles(handles)
             shapes_key = tuple((array.shape, array.dtype.str) for array in arrays)
             kept = self._kept is not None and subscribers is None
             kept = kept and shapes_key == self._last_shapes
             self._last_shapes = None  # set again only if this run succeeds
-            pool = self.parts_pool
-            threads, timed = self.parts_choice.next_run(shapes_key, subscribers is None)
-            if pool is not None and threads == 1:
-                pool = None
-            for executor in self.executors:
-                executor.use_parts_pool(pool)
-            start = time.perf_counter()
-            with pool.running() if pool is not None else contextlib.nullcontext():
-                (self._kept if kept else self._main).run(subscriber=subscribers)
-            if timed:
-                self.parts_choice.timed(threads, time.perf_counter() - start)
-                if self.parts_choice.chosen == 1:  # no pool: its helpers stop
-                    self.parts_pool = resources.release_parts_pool(self.parts_pool, self.executors)
+            executor = self._kept if kept else self._main
+            self.parts_pool = resources.pooled_run(
+                self.parts_choice,
+                self.parts_pool,
+                self.executors,
+                shapes_key,
+                lambda: executor.run(subscriber=subscribers),
+                plain=subscribers is None,
+            )
             results = self._collect(buffers, own)
             self._last_shapes = shapes_key
             self.kept_runs += kept
         except BaseException:
             # Main's own blocks were released by its executor; staging this run grew goes too,
             # so failing runs leave the executor's memory as load() left it
-            self._restore_staging()
+            self._staging.restore()
             raise
         finally:
             for handle in handles:
@@ -515,55 +502,6 @@ class ModelExecutor:
                 if join:  # the caller's stream waits for the run
                     device.wait_event(stream, event)
         return results
-
-    def _restore_staging(self):
-        """Staging blocks larger than load() made them back to their load-time size."""
-        if self.allocator is not None:
-            return
-        for index, (name, _b, _s, _t, _d) in enumerate(self.inputs):
-            staged = self._staging[index]
-            if staged is not None and staged[1].shape[0] == self._load_bytes[index]:
-                continue
-            if staged is not None:
-                self.device.free(staged[0], self.streams[0])
-                self._staging[index] = None
-            self._input_block(index, name, self._load_bytes[index], [])
-
-    def _input_block(self, index, name, nbytes, handles):
-        """(handle, uint8 view) of a block of at least `nbytes` for input `index`. Built-in
-        memory: the executor's staging block of that input, kept across runs and replaced by a
-        larger one when needed (written in stream order: the copy of a run's inputs happens
-        when the run is enqueued, after the previous run on the stream). External allocator:
-        a fresh block, freed after the run."""
-        if self.allocator is None:
-            staged = self._staging[index]
-            if staged is not None and staged[1].shape[0] >= nbytes:
-                return staged
-            if staged is not None:
-                self.device.free(staged[0], self.streams[0])
-                self._staging[index] = None
-            handle = self.device.malloc(max(nbytes, 1), "hbm", self.streams[0])
-            self._staging[index] = (handle, self.device.view(handle))
-            return self._staging[index]
-        handle = self.allocator.alloc(max(nbytes, 1))
-        handles.append(handle)
-        view = self.allocator.view(handle)
-        if view.shape[0] < nbytes:
-            raise ModelResourceError(
-                f"the memory allocator gave input {name!r} {view.shape[0]} bytes, {nbytes} needed"
-            )
-        return handle, view
-
-    def _check_handles(self, handles):
-        for handle in handles:
-            try:
-                self.device.location(handle)
-            except (InvalidBlock, TypeError, ValueError, OverflowError):
-                raise ModelResourceError(
-                    f"the memory allocator returned {handle!r}, not a block of this executor's "
-                    "device (the compiled kernels read device blocks only: allocate with "
-                    "rtsoa.device.allocators.allocator_for(model.device, ...) or device.malloc)"
-                ) from None
 
     def _collect(self, buffers, stream):
         slots = self.values.slots

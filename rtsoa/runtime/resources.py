@@ -10,7 +10,9 @@ The simulated device has streams and events but no notify objects: a model's not
 so a notify allocator is asked for nothing (it is still checked, to keep the all-or-none rule).
 """
 
+import contextlib
 import threading
+import time
 
 from rtsoa.errors import ModelResourceError
 from rtsoa.graph.inspect import op_counts
@@ -148,6 +150,26 @@ class PartsChoice:
         if all(len(runs) >= CALIBRATION_RUNS for runs in self.trials.values()):
             pooled, whole = min(self.trials[self.threads]), min(self.trials[1])
             self.chosen = 1 if whole <= NO_POOL_MARGIN * pooled else self.threads
+
+
+def pooled_run(choice, pool, executors, shapes, run, plain):
+    """`run()` with the `executors`' ops sharing their parts with `pool` or computing whole, as
+    `choice` (a PartsChoice) says for a run at input `shapes` (`plain`: without subscribers),
+    timed for it when it calibrates. Returns the pool to keep: None once no pool was chosen
+    (its helpers stopped), else `pool`."""
+    threads, timed = choice.next_run(shapes, plain)
+    used = pool if threads > 1 else None
+    if any(executor.parts_pool is not used for executor in executors):
+        for executor in executors:
+            executor.use_parts_pool(used)
+    start = time.perf_counter()
+    with used.running() if used is not None else contextlib.nullcontext():
+        run()
+    if timed:
+        choice.timed(threads, time.perf_counter() - start)
+        if choice.chosen == 1:
+            return release_parts_pool(pool, executors)
+    return pool
 
 
 def intra_op_threads(threads, graph):
