@@ -23,10 +23,17 @@ from threadpoolctl import threadpool_info
 
 import rtsoa
 from rtsoa.errors import SessionOptionsError
+from rtsoa.executors import Subscriber
 from rtsoa.lowering import lower
 from rtsoa.ops.parts import AUTO_THREADS, PartsPool
 from rtsoa.runtime.model import ModelExecutor
-from rtsoa.runtime.resources import NO_POOL_MARGIN, ModelResourceError, PartsChoice
+from rtsoa.runtime.resources import (
+    CALIBRATION_LIMIT,
+    CALIBRATION_RUNS,
+    NO_POOL_MARGIN,
+    ModelResourceError,
+    PartsChoice,
+)
 from rtsoa.testing.models import FLOAT, model, run_onnxruntime
 from rtsoa.testing.models import mlp as mlp_model
 from tests.model_checks import ATOL, RTOL
@@ -430,3 +437,58 @@ def test_a_chosen_thread_count_is_not_measured(threads, auto):
     choice = PartsChoice(threads, auto=auto)
     assert not choice.auto and choice.chosen == threads
     assert choice.next_run(((1,),), plain=True) == (threads, False)
+
+
+def test_calibrate_runs_until_the_pool_is_chosen(convs, monkeypatch):
+    """`calibrate` makes the warm-up and the four timed runs, no more: runs timed afterwards
+    (a benchmark's, `rtsoa run --repeat`'s) count no trial."""
+    monkeypatch.setattr("rtsoa.ops.parts.os.sched_getaffinity", lambda pid: {0, 1})
+    _proto, graph, inputs = convs
+    session = rtsoa.InferenceSession(graph)
+    seen = _calibrated(session, {2: 1.0, 1: 1.5})
+    assert session.calibrating and session.parts_choice.calibration_runs == 0
+    assert session.calibrate(inputs) == 1 + 2 * CALIBRATION_RUNS
+    assert seen == [2, 1, 2, 1] and session.parts_choice.chosen == 2
+    assert not session.calibrating and session.calibrate(inputs) == 0
+    session.close()
+
+
+def test_calibrate_stops_when_its_runs_are_not_timed(convs, monkeypatch):
+    """Runs a subscriber watches are never timed: `calibrate` gives up after the run that did
+    not count instead of running to its limit, and calibrates once the subscriber is gone."""
+    monkeypatch.setattr("rtsoa.ops.parts.os.sched_getaffinity", lambda pid: {0, 1})
+    _proto, graph, inputs = convs
+    session = rtsoa.InferenceSession(graph)
+    watcher = session.add_subscriber(Subscriber())
+    assert session.calibrate(inputs) == 1 and session.calibrating
+    session.remove_subscriber(watcher)
+    assert session.calibrate(inputs) == 1 + 2 * CALIBRATION_RUNS and not session.calibrating
+    session.close()
+
+
+def test_a_session_with_its_threads_given_has_nothing_to_calibrate(convs):
+    _proto, graph, inputs = convs
+    session = _session(graph, 2)
+    assert not session.calibrating and session.calibrate(inputs) == 0
+    session.close()
+
+
+def test_calibrate_settles_the_pool_and_the_multithread_plans_together(convs, monkeypatch):
+    """A multithread model with its pool left to rtsoa times both choices in the same runs
+    (the plans those of the executor its reruns keep the shapes with):
+    `calibrate` runs until neither is left, and the answer stays within reassociation."""
+    monkeypatch.setattr("rtsoa.ops.parts.os.sched_getaffinity", lambda pid: {0, 1})
+    _proto, graph, inputs = convs
+    one = _session(graph, 1)
+    want = one.run(None, inputs)[0]
+    one.close()
+    session = rtsoa.InferenceSession(graph, rtsoa.SessionOptions(executor="multithread"))
+    assert session.parts_choice.calibrating and session.main.calibrating
+    runs = session.calibrate(inputs)
+    reruns = session.executors[-1]  # the executor keeping the first run's shapes
+    plans = len(reruns.plans)
+    assert max(1 + 2 * CALIBRATION_RUNS, plans * CALIBRATION_RUNS) <= runs <= CALIBRATION_LIMIT
+    assert not session.calibrating and reruns.calibration_runs == plans * CALIBRATION_RUNS
+    got = session.run(None, inputs)[0]
+    assert np.abs(got - want).max() <= REASSOCIATION * np.abs(want).max()
+    session.close()

@@ -160,6 +160,27 @@ def test_run_intra_op_threads(tmp_path, capsys):
     assert "intra_op_threads: 1 .. 256, got 0" in capsys.readouterr().err
 
 
+def test_run_calibrates_before_the_timed_runs(tmp_path, capsys, monkeypatch):
+    """With the intra-op pool left to rtsoa (two cores), the pool's timed trials come after the
+    first run and before the --repeat ones, reported apart; with a thread count given there
+    are none."""
+    monkeypatch.setattr("rtsoa.ops.parts.os.sched_getaffinity", lambda pid: {0, 1})
+    from rtsoa.runtime.resources import CALIBRATION_RUNS
+
+    path, inputs = _conv_file(tmp_path, 7, 14)
+    command = ["run", str(path), "--inputs", inputs, "--repeat", "3", "--no-progress"]
+    for flags, runs, threads in (
+        ([], 2 * CALIBRATION_RUNS, (1, 2)),
+        (["--intra-op-threads", "1"], 0, (1,)),
+    ):
+        assert main([*command, *flags, "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["calibration_runs"] == runs and summary["repeat"] == 3
+        assert summary["intra_op_threads"] in threads
+    assert main(command) == 0
+    assert f"{2 * CALIBRATION_RUNS} calibration run(s)" in capsys.readouterr().out
+
+
 def test_run_lowers_an_onnx_file_on_the_fly(model_file, tmp_path, capsys):
     proto, path = model_file
     x = np.ones((2, 16), np.float32)

@@ -221,9 +221,10 @@ def test_auto_sharing_times_both_plans_then_keeps_the_faster(monkeypatch):
 
     monkeypatch.setattr(executor, "_timed", timed)
     assert executor.run(subscriber=Profiler()) == expected  # not timed
-    for _ in range(multithread.CALIBRATION_RUNS * 2):
-        assert executor.run() == expected
-    assert used == ["classes", "host", "classes", "host"]
+    assert executor.calibrating and executor.calibration_runs == 0
+    for runs in range(1, multithread.CALIBRATION_RUNS * 2 + 1):
+        assert executor.run() == expected and executor.calibration_runs == runs
+    assert used == ["classes", "host", "classes", "host"] and not executor.calibrating
     assert executor.chosen_sharing == "host" and executor.workers is executor.plans["host"].workers
     assert executor.run() == expected and len(used) == 4  # chosen: no more timing
     executor.sharing = "classes"

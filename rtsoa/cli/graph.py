@@ -72,7 +72,12 @@ def register(sub):
         "with such ops, kept if the model's first runs measure it faster than none; 1: every op "
         "whole on the thread that launches it)",
     )
-    run_parser.add_argument("--repeat", type=int, default=1, help="timed runs after a first run")
+    run_parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="timed runs after a first run (and, on a model, after its calibration runs)",
+    )
     run_parser.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")
     run_parser.add_argument("--memory-plot", help="draw device memory over time into this PNG")
     run_parser.add_argument(

@@ -172,6 +172,7 @@ def run_model(args, graph, helper_status=None, constants=()):
     loaded = time.perf_counter()
     outputs = model.execute_sync(inputs)
     first = time.perf_counter() - loaded
+    calibration = model.calibrate(inputs)  # the pool / plan trials, kept out of the timings
     times = np.empty(args.repeat)
     device = model.device
     device_start = device.host_time
@@ -194,6 +195,8 @@ def run_model(args, graph, helper_status=None, constants=()):
         "outputs": {name: _shape_and_type(value) for name, value in outputs.items()},
         "load_seconds": round(loaded - start, 6),
         "first_run_seconds": round(first, 6),
+        "calibration_runs": calibration,
+        "intra_op_threads": model.parts_choice.chosen,
         "run_seconds_median": float(np.median(times)) / 1e9,
         "device_ns_per_run": float(device_ns),
         "hazards": int(hazards),
@@ -210,7 +213,9 @@ def run_model(args, graph, helper_status=None, constants=()):
         f"{args.file}: model, executor {summary['executor']}\n"
         f"  outputs         {shapes}\n"
         f"  time per run    median {summary['run_seconds_median'] * 1e3:.3f} ms over "
-        f"{args.repeat} run(s) (first {first * 1e3:.1f} ms, load {summary['load_seconds']:.2f} s)\n"
+        f"{args.repeat} run(s) (first {first * 1e3:.1f} ms, "
+        + (f"{calibration} calibration run(s), " if calibration else "")
+        + f"load {summary['load_seconds']:.2f} s)\n"
         f"  device time     {device_ns / 1e3:,.1f} us per run (simulated), hazards {hazards}"
         + (f"\n  outputs file    {args.outputs}" if args.outputs else "")
         + (f"\n  trace           {args.trace}" if args.trace else "")

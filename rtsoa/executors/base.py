@@ -218,6 +218,10 @@ class Executor(abc.ABC):
     uses_threads = False  # does it take `threads`?
     runs_relations = False  # does it honour exact Free -> Launch relations without edges?
     loop = None  # the plain Python loop function `specialise` compiles
+    # does the executor still time its plain runs to choose how it runs (a multithread
+    # executor's sharing="auto")? `calibration_runs`: how many such runs it has timed so far
+    calibrating = False
+    calibration_runs = 0
 
     def __init__(
         self,

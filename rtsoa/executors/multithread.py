@@ -103,6 +103,16 @@ class MultithreadExecutor(Executor):
         self._sharing = sharing
 
     @property
+    def calibrating(self):
+        """Whether sharing="auto" still times plain runs to choose its plan."""
+        return self._sharing == "auto" and self._chosen is None and len(self.plans) > 1
+
+    @property
+    def calibration_runs(self):
+        """How many plain runs sharing="auto" has timed."""
+        return sum(len(seconds) for seconds in self._trials.values())
+
+    @property
     def chosen_sharing(self):
         """The plan runs use now: `sharing` (or "classes" where the executor has no such plan:
         "host" needs host work in the root, "launches" a launch that locks the device

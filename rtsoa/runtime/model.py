@@ -33,7 +33,7 @@ from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
 from rtsoa.runtime.execution import Execution
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.kept_shapes import kept_shapes_graph
-from rtsoa.runtime.resources import ModelResourceError
+from rtsoa.runtime.resources import CALIBRATION_LIMIT, ModelResourceError
 from rtsoa.runtime.shared_weights import (
     DEFAULT_HBM_BYTES,
     MODEL_KERNELS,
@@ -537,6 +537,34 @@ class ModelExecutor:
         """execute() on the default stream, then wait; returns {output name: array}.
         `timeout`, `cancel()` and Ctrl-C stop it as they stop execute()."""
         return self._execute(inputs, outputs, None, subscriber, sync=True, timeout=timeout)
+
+    @property
+    def calibrating(self):
+        """Whether the model still times its plain runs to choose how it runs: the intra-op
+        pool (`parts_choice`), or the sharing plan under "auto" of the multithread executor
+        that runs at the last run's shapes (Main's before a first run, else the one keeping
+        the shapes where the model has it)."""
+        kept = self._kept is not None and self._last_shapes is not None
+        return self.parts_choice.calibrating or (self._kept if kept else self._main).calibrating
+
+    def calibrate(self, inputs, limit=CALIBRATION_LIMIT):
+        """Run the model on `inputs` (plain runs, outputs dropped) until nothing is left to
+        choose by timing (`calibrating`), so that runs timed afterwards, a benchmark's or
+        `rtsoa run --repeat`'s, count no trial. Stops early once a run is not counted by any
+        choice (runs with subscribers, or `inputs` of other shapes than the model's first
+        run, are never timed) and after `limit` runs. Returns how many runs it made."""
+        runs = 0
+        while self.calibrating and runs < limit:
+            seen = self._calibration_runs()
+            self.execute_sync(inputs)
+            runs += 1
+            if self._calibration_runs() == seen:
+                break
+        return runs
+
+    def _calibration_runs(self):
+        counts = [e.calibration_runs for e in self.executors]
+        return self.parts_choice.calibration_runs + sum(counts)
 
     def synchronize(self):
         """Wait for every run of this executor (its streams)."""

@@ -105,6 +105,9 @@ def acquire(allocator, kind, count, limit):
 # Plain runs with the pool and without it that an automatic pool (intra_op_threads None) times
 # before it keeps the faster (the fastest run of each counts: the least disturbed by other work)
 CALIBRATION_RUNS = 2
+# The most runs `ModelExecutor.calibrate` makes: the pool's first run and 2 x CALIBRATION_RUNS
+# timed ones, a multithread executor's plans timed in the same runs, with room to spare
+CALIBRATION_LIMIT = 16
 # The pool is stopped only for runs without it this much faster or more (a fraction of the
 # pooled time): a noisy tie keeps the pool, the default before any measurement
 NO_POOL_MARGIN = 0.95
@@ -129,6 +132,16 @@ class PartsChoice:
         self.trials = {self.threads: [], 1: []} if self.auto else {}
         self.chosen = None if self.auto else self.threads
         self._shapes = None  # the input shapes the calibration times
+
+    @property
+    def calibrating(self):
+        """Whether plain runs are still timed to choose (`chosen` is None)."""
+        return self.chosen is None
+
+    @property
+    def calibration_runs(self):
+        """How many runs the choice has seen: the first (untimed) and the timed ones."""
+        return (self._shapes is not None) + sum(len(runs) for runs in self.trials.values())
 
     def next_run(self, shapes, plain):
         """(threads of the next run, whether to time it): `shapes` its inputs' shapes and
