@@ -72,9 +72,9 @@ import numpy as np
 from rtsoa.abi.registry import Registry
 from rtsoa.graph.schema import DType
 from rtsoa.lowering.calls import OpCall, set_constant
-from rtsoa.ops import conv, winograd
+from rtsoa.ops import winograd
+from rtsoa.ops.abi import ACT_CLIP, ACT_NONE, ACT_RELU
 from rtsoa.ops.attributes import onnx_float
-from rtsoa.ops.linalg import ACT_NONE, ACT_RELU
 from rtsoa.ops.registry import OPS
 
 _FLOATS = (DType.FLOAT32, DType.FLOAT64)
@@ -294,13 +294,13 @@ def _activation_of(graph, result, readers, outputs, dtype):
     """(call, attributes) of a Relu or a Clip reading `result` alone, else (None, {})."""
     relu = _sole_reader(result, readers, outputs, "Relu")
     if relu is not None:
-        return relu, {"activation": conv.ACT_RELU}
+        return relu, {"activation": ACT_RELU}
     clip = _sole_reader(result, readers, outputs, "Clip")
     if clip is not None and clip.inputs[0] == result:
         bounds = _clip_bounds(graph, clip, dtype)
         if bounds is not None:
             low, high = bounds
-            return clip, {"activation": conv.ACT_CLIP, "clip_min": low, "clip_max": high}
+            return clip, {"activation": ACT_CLIP, "clip_min": low, "clip_max": high}
     return None, {}
 
 

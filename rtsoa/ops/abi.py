@@ -100,6 +100,12 @@ UNSIGNED = frozenset({DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
 
 OK = np.int32(STATUS_OK)  # what an op's infer / compute returns on success
 
+# The activation a fused op applies to its result, in its "activation" attribute slot, as the
+# lowering's fusions write it (`rtsoa.lowering.fuse`): FusedConv and WinogradConv take all three
+# (Clip's bounds in the slots after), FusedGemm, MatMulBias and FusedBatchNormalization the
+# first two.
+ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
+
 
 # -- reading the table (inlined into ops) ----------------------------------------------------
 

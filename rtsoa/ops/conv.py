@@ -27,6 +27,9 @@ import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_with_nrt
 from rtsoa.ops.abi import (
+    ACT_CLIP,
+    ACT_NONE,
+    ACT_RELU,
     F32,
     FLOATS,
     MODE_COMPUTE,
@@ -43,9 +46,6 @@ from rtsoa.ops.abi import (
 from rtsoa.ops.blas import gemm_fits
 from rtsoa.ops.broadcast import same_shape
 from rtsoa.ops.conv_loops import (  # noqa: F401 - TILE_BYTES re-exported (the tests' tile size)
-    ACT_CLIP,
-    ACT_NONE,
-    ACT_RELU,
     TILE_BYTES,
     conv_epilogue,
     conv_gemm,

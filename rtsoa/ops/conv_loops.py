@@ -8,6 +8,7 @@ entries, the parts its threads share) and says how the loops compute.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_with_nrt
+from rtsoa.ops.abi import ACT_CLIP, ACT_NONE, ACT_RELU
 from rtsoa.ops.depthwise import depthwise_run
 from rtsoa.ops.packed_gemm import short_gemm
 from rtsoa.ops.phases import fill_phases, flat_window, phase_shape, phases_fit, tap_offsets
@@ -29,8 +30,6 @@ from rtsoa.ops.window_layout import (
 # so the GEMM reads columns still in cache (DenseNet's 3 x 3 128 -> 32 convs at 56 x 56 build
 # 14 MB otherwise)
 TILE_BYTES = 1 << 21
-# FusedConv's activation, in the slots after the window's: activation, Clip's low, Clip's high
-ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
 
 
 @jit_with_nrt

@@ -9,6 +9,8 @@ import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_with_nrt
 from rtsoa.ops.abi import (
+    ACT_NONE,
+    ACT_RELU,
     COL_DIMS,
     COL_RANK,
     F32,
@@ -160,11 +162,6 @@ def matmul_compute(arena, table, n_in, n_out, attrs, fattrs, kind):
     else:
         return np.int32(STATUS_OP_BAD_DTYPE)
     return np.int32(0)
-
-
-# the activations MatMulBias and FusedGemm apply after their product
-ACT_NONE = 0
-ACT_RELU = 1
 
 
 # -- Gemm: Y = alpha * op(A) @ op(B) + beta * C --------------------------------------------------

@@ -18,6 +18,8 @@ import numpy as np
 
 from rtsoa._jit import jit_with_nrt
 from rtsoa.ops.abi import (
+    ACT_NONE,
+    ACT_RELU,
     F32,
     FLOATS,
     MODE_COMPUTE,
@@ -48,7 +50,6 @@ NORM_GRAIN = 1 << 17
 # (rtsoa.lowering.fuse), as onnxruntime runs a BatchNormalization with its activation.
 # attrs: BatchNormalization's, then activation (ACT_NONE, ACT_RELU) in this slot.
 BATCH_ACTIVATION = 3
-ACT_NONE, ACT_RELU = 0, 1
 
 
 @jit_with_nrt

@@ -36,6 +36,9 @@ import numpy as np
 
 from rtsoa._jit import jit_inline_llvm, jit_with_nrt
 from rtsoa.ops.abi import (
+    ACT_CLIP,
+    ACT_NONE,
+    ACT_RELU,
     F32,
     F64,
     FLOATS,
@@ -53,7 +56,7 @@ from rtsoa.ops.abi import (
     view,
 )
 from rtsoa.ops.broadcast import same_shape
-from rtsoa.ops.conv_loops import ACT_CLIP, ACT_NONE, ACT_RELU, conv_epilogue
+from rtsoa.ops.conv_loops import conv_epilogue
 from rtsoa.ops.parts import NOT_SHARED, array_at, is_part, part_index, parts_for, run_parts, task
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import LIMIT, MAX_ELEMENTS, MAX_SCRATCH, holds
@@ -82,7 +85,8 @@ def transform_weights(weights):
 
 
 def encode_winograd(attributes, inputs):
-    """Slots: pads (top, left, bottom, right), activation (conv.ACT_*), Clip's low and high."""
+    """Slots: pads (top, left, bottom, right), activation (`rtsoa.ops.abi.ACT_*`), Clip's low
+    and high."""
     pads = [int(p) for p in attributes.get("pads", (0, 0, 0, 0))]
     return (
         pads[:4]
