@@ -23,7 +23,16 @@ from reference import check_dag_order, recorded_generate, simulate
 from rtsoa import GraphBuilder
 from rtsoa.executors import KernelError, Profiler, RunResult, prepare_executor
 from rtsoa.executors.multithread import MultithreadExecutor
-from rtsoa.executors.ready_queues import keep_private, push_ready, take_ready
+from rtsoa.executors.ready_queues import (
+    CONTROL_SIZE,
+    LINE,
+    OUTSTANDING,
+    QUEUE_SIZE,
+    QUEUES,
+    keep_private,
+    push_ready,
+    take_ready,
+)
 from rtsoa.graph.generators import generate
 from rtsoa.graph.schema import ValueKind
 from rtsoa.kernels import STATUS_END_OF_SEQUENCE, expected_checksum
@@ -415,10 +424,24 @@ def test_100k_node_graphs(kind, threads):
 
 
 @njit
+def _bits_set(bits):
+    """How many bits of the int64 words `bits` are set."""
+    count = 0
+    for word in bits:
+        w = np.uint64(word)
+        while w != 0:
+            w &= w - np.uint64(1)
+            count += 1
+    return count
+
+
+@njit
 def _private_batch_ops(ops, bits, order, serves, heaps, control, admission):
     """Apply `ops` (rank >= 0: keep that rank; -1: take the smallest) to a private batch;
-    returns the ranks taken (-1 where it was empty)."""
+    returns the ranks taken (-1 where it was empty) and, after each op, the batch's count
+    (`mine`) and the bits set in its bitmap."""
     taken = np.full(ops.shape[0], -2, dtype=np.int64)
+    counts = np.empty((ops.shape[0], 2), dtype=np.int64)
     cursor = np.int64(0)
     mine = np.int64(0)
     for i in range(ops.shape[0]):
@@ -429,25 +452,30 @@ def _private_batch_ops(ops, bits, order, serves, heaps, control, admission):
                 serves, serves, heaps, control, admission, bits, order, cursor, mine
             )
             taken[i] = node
-    return taken
+        counts[i, 0] = mine
+        counts[i, 1] = _bits_set(bits)
+    return taken, counts
 
 
 @property_settings(200)
-@given(st.lists(st.integers(-1, 199), max_size=300), st.randoms(use_true_random=False))
+@given(
+    st.lists(st.just(-1) | st.integers(0, 199), max_size=300),  # about half are takes
+    st.randoms(use_true_random=False),
+)
 def test_the_private_batch_bitmap_takes_the_smallest_rank_like_a_heap(ops, rng):
     """Keeps and takes in any order (the cursor moves back when a worker keeps a rank below
-    it, which several workers make happen) give a heap's answers. Each rank is kept once."""
+    it, which several workers make happen) give a heap's answers. Each rank is kept once.
+    The batch's count stays the number of ranks kept and not taken, one bit each."""
     import heapq
 
     from rtsoa.executors.admission import Admission
-    from rtsoa.executors.ready_queues import CONTROL_SIZE, QUEUES
 
     seen = set()
     ops = [op for op in ops if op < 0 or not (op in seen or seen.add(op))]
     n = 200
     order = np.array(rng.sample(range(n), n), dtype=np.int32)  # the node of each rank
     admission = Admission(np.int64(0), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64))
-    taken = _private_batch_ops(
+    taken, counts = _private_batch_ops(
         np.array(ops, dtype=np.int64),
         np.zeros((n >> 6) + 2, dtype=np.int64),
         order,
@@ -457,28 +485,32 @@ def test_the_private_batch_bitmap_takes_the_smallest_rank_like_a_heap(ops, rng):
         admission,
     )
     heap = []
-    for op, got in zip(ops, taken, strict=True):
+    for op, got, count in zip(ops, taken, counts.tolist(), strict=True):
         if op >= 0:
             heapq.heappush(heap, op)
         else:
             assert got == (order[heapq.heappop(heap)] if heap else -1)
+        assert count == [len(heap), len(heap)]
 
 
 @njit
 def _shared_and_private_ops(ops, queue_of, bits, order, keys, serves, sole, heaps, control, adm):
     """Apply `ops` (>= 0: node `op` becomes ready: kept in the private batch when its queue is
     unserved by this worker (standing for its own releases), else pushed to its shared queue
-    as another worker would; -1: take) and return (the nodes taken, -1 where none was, and
-    the outstanding units the takes brought)."""
+    as another worker would; -1: take) and return (the nodes taken, -1 where none was; the
+    outstanding units the takes brought; after each op the batch's count, the bits set in its
+    bitmap and the nodes in the shared queues; whether every push was accepted)."""
     taken = np.full(ops.shape[0], -2, dtype=np.int64)
+    counts = np.empty((ops.shape[0], 3), dtype=np.int64)
     cursor = np.int64(0)
     mine = np.int64(0)
     units = np.int64(0)
+    accepted = True
     for i in range(ops.shape[0]):
         node = ops[i]
         if node >= 0:
             if serves[queue_of[node]]:
-                push_ready(node, keys, queue_of, heaps, control, False)
+                accepted &= push_ready(node, keys, queue_of, heaps, control, False)
             else:
                 cursor, mine = keep_private(keys[node] >> 32, bits, cursor, mine)
         else:
@@ -487,7 +519,41 @@ def _shared_and_private_ops(ops, queue_of, bits, order, keys, serves, sole, heap
             )
             taken[i] = got
             units += brought
-    return taken, units
+        counts[i, 0] = mine
+        counts[i, 1] = _bits_set(bits)
+        counts[i, 2] = 0
+        for queue in range(QUEUES):
+            counts[i, 2] += control[QUEUE_SIZE + queue * LINE]
+    return taken, units, counts, accepted
+
+
+@njit
+def _pushes(nodes, keys, queue_of, heaps, control):
+    """push_ready each of `nodes` (not counted before); what each returned."""
+    accepted = np.zeros(nodes.shape[0], dtype=np.bool_)
+    for i in range(nodes.shape[0]):
+        accepted[i] = push_ready(nodes[i], keys, queue_of, heaps, control, False)
+    return accepted
+
+
+@pytest.mark.parametrize("width", [4, 5])
+def test_a_full_class_queue_refuses_the_push(width):
+    """A class queue's heap holds width - 1 nodes (slot 0 unused): the push past them returns
+    False (the run then fails as a malformed graph) and leaves the heap, its size and the
+    other queues as they were; each push still counts its outstanding unit first."""
+
+    n = width + 1
+    keys = (np.arange(n, dtype=np.int64)[::-1].copy() << 32) | np.arange(n)
+    queue_of = np.full(n, QUEUES - 1, dtype=np.int8)  # the last queue: its row ends the array
+    heaps = np.zeros((QUEUES, width), dtype=np.int64)
+    control = np.zeros(CONTROL_SIZE, dtype=np.int64)
+    accepted = _pushes(np.arange(width, dtype=np.int64), keys, queue_of, heaps, control)
+    assert accepted.tolist() == [True] * (width - 1) + [False]
+    assert control[QUEUE_SIZE + (QUEUES - 1) * LINE] == width - 1
+    assert control[OUTSTANDING] == width
+    assert heaps[QUEUES - 1, 1] == keys[width - 2]  # the smallest key pushed heads the heap
+    assert sorted(heaps[QUEUES - 1, 1:].tolist()) == sorted(keys[: width - 1].tolist())
+    assert not heaps[: QUEUES - 1].any()
 
 
 _takes = Counter()  # what the takes of the property below did, over its examples
@@ -499,20 +565,21 @@ _takes = Counter()  # what the takes of the property below did, over its example
     st.randoms(use_true_random=False),
     st.just(0) | st.integers(1, 40),
     st.integers(0, 150),
+    st.permutations(range(3)),
 )
 def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(
-    ops, rng, window, low
+    ops, rng, window, low, roles
 ):
     """Nodes another worker pushes to a queue this worker alone serves are drained whole into
     its private batch; takes still give a heap's answers across the private batch, that queue
     and a queue shared with other workers, and each shared node brings its outstanding unit
     (drained ones once, when drained). With an admission window (`low` the oldest unfinished
     rank) a take whose best rank is low + window or above is refused and leaves every node
-    where it was."""
+    where it was. Every node ready and not taken is in the batch (one bit each, counted) or
+    in a shared queue, whichever class queue plays which part (`roles`)."""
     import heapq
 
     from rtsoa.executors.admission import LOW, Admission
-    from rtsoa.executors.ready_queues import CONTROL_SIZE, LINE, OUTSTANDING, QUEUE_SIZE, QUEUES
 
     seen = set()
     ops = [op for op in ops if op < 0 or not (op in seen or seen.add(op))]
@@ -522,13 +589,14 @@ def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(
     ranks[order] = np.arange(n)
     keys = (ranks << 32) | np.arange(n)
     queue_of = np.array([rng.randrange(QUEUES) for _ in range(n)], dtype=np.int8)
-    serves = np.array([False, True, True])  # queue 0: kept privately (own releases)
-    sole = np.array([False, True, False])  # queue 1: served by this worker alone
+    # role 0: kept privately (own releases), 1: served by this worker alone, 2: shared
+    serves = np.array([role != 0 for role in roles])
+    sole = np.array([role == 1 for role in roles])
     marks = np.zeros(8, np.int64)
     marks[LOW] = low
     admission = Admission(np.int64(window), np.int64(n), np.zeros(n, np.int64), marks)
     control = np.zeros(CONTROL_SIZE, dtype=np.int64)
-    taken, units = _shared_and_private_ops(
+    taken, units, counts, accepted = _shared_and_private_ops(
         np.array(ops, dtype=np.int64),
         queue_of,
         np.zeros((n >> 6) + 2, dtype=np.int64),
@@ -542,7 +610,7 @@ def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(
     )
     heap = []
     pushed = 0
-    for op, got in zip(ops, taken, strict=True):
+    for op, got, (mine, bits_set, shared) in zip(ops, taken, counts.tolist(), strict=True):
         if op >= 0:
             heapq.heappush(heap, int(ranks[op]))
             pushed += bool(serves[queue_of[op]])
@@ -552,7 +620,8 @@ def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(
         else:
             assert got == -1, (heap[:1], low, window)
             _takes["refused by the window" if heap else "empty"] += 1
-    assert control[OUTSTANDING] == pushed
+        assert mine == bits_set and mine + shared == len(heap)
+    assert accepted and control[OUTSTANDING] == pushed
     # each pushed node brought its unit once, when taken or drained, unless still queued
     queued = sum(int(control[QUEUE_SIZE + q * LINE]) for q in range(QUEUES))
     assert units + queued == pushed
