@@ -93,6 +93,21 @@ def test_conv_relu_conv_add_and_clip_each_fuse():
     assert set(counts) == {"FusedConv"}
 
 
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_add_clip_is_one_op_with_the_clip_ops_bits(bias, dtype):
+    """Conv -> Add of a residual -> Clip (Relu6's bounds, and bounds a float32 cannot hold for
+    float64) in one pass over Y: the unfused ops' bits, NaN and infinities included."""
+    elem = FLOAT if dtype == np.float32 else DOUBLE
+    for low, high in ((0.0, 6.0), (-0.1, 0.3)):
+        bounds = [("lo", np.array(low, dtype)), ("hi", np.array(high, dtype))]
+        nodes = [_conv(bias), *_add_relu()[:1], helper.make_node("Clip", ["s", "lo", "hi"], ["y"])]
+        proto = _block(nodes, elem=elem, dtype=dtype, inits=bounds)
+        inputs = _inputs(dtype=dtype)
+        inputs["r"][0, 1, 2, :] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30]
+        _check(proto, inputs, fused_ops=1, oracle=dtype == np.float32)
+
+
 def test_clip_with_one_bound_and_clip_attributes_fuse():
     nodes = [_conv(), helper.make_node("Clip", ["c", "", "hi"], ["y"])]
     hi = [("hi", np.array(0.25, np.float32))]

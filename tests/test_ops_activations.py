@@ -9,10 +9,15 @@ import math
 
 import numpy as np
 import pytest
+from executor_checks import property_settings
+from hypothesis import given
+from hypothesis import strategies as st
+from numba import njit
 from one_node import one_node_model, refused
 from onnx import helper
 
 from rtsoa.ops.abi import STATUS_OP_BAD_ATTRIBUTE
+from rtsoa.ops.elementwise_loops import clip_bounds, clip_value
 from rtsoa.ops.host import OpError, run_numpy
 from rtsoa.testing.models import run_onnxruntime
 from tests.model_checks import run_and_compare
@@ -134,3 +139,41 @@ def test_a_model_of_the_new_activations_lowered_and_run():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
     model.ir_version = 10
     run_and_compare(model, [{"x": (rng.standard_normal((3, 8)) * 3).astype(np.float32)}])
+
+
+@njit
+def _clipped(x, low, high):
+    y = np.empty_like(x)
+    lowest, highest, below, above = clip_bounds(y, low, high)
+    for i in range(x.shape[0]):
+        y[i] = clip_value(x[i], lowest, highest, below, above)
+    return y
+
+
+_BOUNDS = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
+    [0.0, -0.0, 6.0, 0.1, -0.1, 5.9, 1e-45, 3.4028235e38, 3.5e38, 1e300, -1e300]
+)
+
+
+@property_settings(300)
+@given(
+    st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True), max_size=64),
+    _BOUNDS,
+    _BOUNDS,
+    st.sampled_from([np.float32, np.float64]),
+)
+def test_clip_in_the_elements_dtype_gives_the_float64_comparisons_bits(values, low, high, kind):
+    """Clip (the op and the conv epilogue) compares in the elements' own dtype with bounds
+    rounded outward (`clip_bounds`) instead of widening every element to float64: the same
+    bits for any bounds (not representable in float32, infinite, NaN, low > high) and any
+    element (signed zeros, infinities, quiet NaN; a signalling NaN, which no arithmetic
+    produces, is kept as it is rather than quietened)."""
+    x = np.array(values, dtype=kind)
+    x[np.isnan(x)] = np.nan  # quiet NaN
+    widened = x.astype(np.float64)
+    widened = np.where(widened < low, low, widened)
+    with np.errstate(over="ignore"):  # a bound beyond float32's range rounds to infinity
+        want = np.where(widened > high, high, widened).astype(kind)
+    got = _clipped(x, low, high)
+    bits = np.uint32 if kind == np.float32 else np.uint64
+    np.testing.assert_array_equal(got.view(bits), want.view(bits))

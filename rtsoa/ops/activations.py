@@ -37,6 +37,7 @@ from rtsoa.ops.abi import (
 )
 from rtsoa.ops.attributes import onnx_float
 from rtsoa.ops.broadcast import index_map, same_shape
+from rtsoa.ops.elementwise_loops import clip_bounds, clip_value
 from rtsoa.ops.registry import register_op
 from rtsoa.ops.window import element_count, float_inputs, holds
 
@@ -106,14 +107,10 @@ def _activation_run(op, x, y, slope, slope_map, p0, p1):
         for i in range(n):
             v = np.float64(x[i])
             y[i] = v * math.tanh(_softplus(v))
-    else:
+    else:  # Clip, compared in the elements' dtype with float64's answers (`clip_bounds`)
+        lowest, highest, below, above = clip_bounds(y, p0, p1)
         for i in range(n):
-            v = np.float64(x[i])
-            if v < p0:
-                v = p0
-            if v > p1:
-                v = p1
-            y[i] = v
+            y[i] = clip_value(x[i], lowest, highest, below, above)
 
 
 @jit_with_nrt

@@ -10,6 +10,7 @@ import numpy as np
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_with_nrt
 from rtsoa.ops.abi import ACT_CLIP, ACT_NONE, ACT_RELU
 from rtsoa.ops.depthwise import depthwise_run
+from rtsoa.ops.elementwise_loops import clip_bounds, clip_value
 from rtsoa.ops.packed_gemm import short_gemm
 from rtsoa.ops.phases import fill_phases, flat_window, phase_shape, phases_fit, tap_offsets
 from rtsoa.ops.window_layout import (
@@ -123,17 +124,38 @@ def _add_relu(row, b, residual, has_bias, has_z):
             row[i] = zero if v < zero else v
 
 
+@jit_inline_llvm
+def _add_clip(row, b, residual, has_bias, has_z, lowest, highest, below, above):
+    """`_add_relu` with Clip (`clip_bounds`' four values) for the Relu: row[i] + b + residual[i]
+    clipped, in one pass, the bits of the separate passes."""
+    if has_bias and has_z:
+        for i in range(row.shape[0]):
+            v = row[i] + b
+            row[i] = clip_value(v + residual[i], lowest, highest, below, above)
+    elif has_bias:
+        for i in range(row.shape[0]):
+            row[i] = clip_value(row[i] + b, lowest, highest, below, above)
+    else:
+        for i in range(row.shape[0]):
+            row[i] = clip_value(row[i] + residual[i], lowest, highest, below, above)
+
+
 @jit_with_nrt
 def conv_epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low, high):
     """Channels `first` .. `first + count - 1` of one image, `count * p` elements of Y from
     `start`: + bias, + Z (the same elements), then Relu or Clip, channel by channel while it is in
     cache; each step in Y's dtype, as the separate Add / Relu / Clip ops compute it."""
     zero = y.dtype.type(0)
+    lowest, highest, below, above = clip_bounds(y, low, high)
     for j in range(count):
         at = start + j * p
         row = y[at : at + p]  # views indexed from 0: LLVM vectorises the loops
         if act == ACT_RELU and (has_bias or has_z):
             _add_relu(row, bias[first + j] if has_bias else zero, z[at : at + p], has_bias, has_z)
+            continue
+        if act == ACT_CLIP and (has_bias or has_z):
+            b = bias[first + j] if has_bias else zero
+            _add_clip(row, b, z[at : at + p], has_bias, has_z, lowest, highest, below, above)
             continue
         if has_bias:
             b = bias[first + j]
@@ -147,14 +169,9 @@ def conv_epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low,
             for i in range(p):  # NaN and -0 stay as they are, as Relu has them
                 if row[i] < 0:
                     row[i] = zero
-        elif act == ACT_CLIP:
-            for i in range(p):  # Clip's comparisons in float64, as the Clip op makes them
-                v = np.float64(row[i])
-                if v < low:
-                    v = low
-                if v > high:
-                    v = high
-                row[i] = v
+        elif act == ACT_CLIP:  # the Clip op's bits (`clip_bounds`)
+            for i in range(p):
+                row[i] = clip_value(row[i], lowest, highest, below, above)
 
 
 @jit_with_nrt
