@@ -272,10 +272,16 @@ def _value(entry, params):
     return values[index] if index < len(values) else None
 
 
+SINGULAR = {"threads": "thread"}  # count units that read differently for one
+
+
 def _format(row, value):
     if row.unit:
         number = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-        return f"{number}x" if row.unit == "x" else f"{number} {row.unit}"
+        if row.unit == "x":
+            return f"{number}x"
+        unit = SINGULAR.get(row.unit, row.unit) if number == "1" else row.unit
+        return f"{number} {unit}"
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
         if value >= scale:
             return f"{value / scale:.3g} {unit}"
