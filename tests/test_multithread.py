@@ -556,6 +556,55 @@ def test_a_full_class_queue_refuses_the_push(width):
     assert not heaps[: QUEUES - 1].any()
 
 
+@njit(nogil=True)
+def _take_into(serves, sole, heaps, control, admission, bits, order, out):
+    """One take_ready from an empty private batch, its answers into `out` (node, cursor, mine,
+    brought): run on a thread of its own, without the GIL, while the test holds a queue lock."""
+    node, cursor, mine, brought = take_ready(
+        serves, sole, heaps, control, admission, bits, order, np.int64(0), np.int64(0)
+    )
+    out[0], out[1], out[2], out[3] = node, cursor, mine, brought
+
+
+@pytest.mark.parametrize("left", [0, 1])
+def test_a_take_that_loses_the_race_for_a_shared_queue_brings_nothing(left):
+    """Another worker empties a shared queue between this worker's racy peek and its lock:
+    the take finds `left` nodes under the lock and brings exactly the outstanding units of
+    the node it took (none when it took none), or the run's count of outstanding work would
+    never reach 0 (or reach it early). The test holds the queue's lock while the take peeks
+    and spins on it, then takes the head as the other worker would and lets go."""
+    import threading
+    import time
+
+    from rtsoa.executors.admission import Admission
+    from rtsoa.executors.ready_queues import QUEUE_LOCK
+
+    n, queue = 4, 1
+    keys = (np.arange(n, dtype=np.int64) << 32) | np.arange(n)
+    queue_of = np.full(n, queue, dtype=np.int8)
+    heaps = np.zeros((QUEUES, n + 2), dtype=np.int64)
+    control = np.zeros(CONTROL_SIZE, dtype=np.int64)
+    assert _pushes(np.arange(1 + left, dtype=np.int64), keys, queue_of, heaps, control).all()
+    serves = np.array([False, True, False])
+    admission = Admission(np.int64(0), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64))
+    out = np.full(4, -9, dtype=np.int64)
+    control[QUEUE_LOCK + queue * LINE] = 1  # held by "the other worker"
+    sole = np.zeros(QUEUES, dtype=np.bool_)  # shared with other workers
+    bits = np.zeros(2, dtype=np.int64)  # an empty private batch
+    args = (serves, sole, heaps, control, admission, bits, np.arange(n), out)
+    taker = threading.Thread(target=_take_into, args=args)
+    taker.start()
+    time.sleep(0.3)  # the take has peeked (one node or two) and spins on the lock
+    assert taker.is_alive() and out[0] == -9
+    heaps[queue, 1] = heaps[queue, 2]  # the other worker pops the head ...
+    control[QUEUE_SIZE + queue * LINE] = left
+    control[QUEUE_LOCK + queue * LINE] = 0  # ... and lets go
+    taker.join(timeout=30)
+    assert not taker.is_alive()
+    assert out.tolist() == ([1, 0, 0, 1] if left else [-1, 0, 0, 0])
+    assert control[QUEUE_SIZE + queue * LINE] == 0
+
+
 _takes = Counter()  # what the takes of the property below did, over its examples
 
 
