@@ -592,6 +592,10 @@ def test_a_take_that_loses_the_race_for_a_shared_queue_brings_nothing(left):
     sole = np.zeros(QUEUES, dtype=np.bool_)  # shared with other workers
     bits = np.zeros(2, dtype=np.int64)  # an empty private batch
     args = (serves, sole, heaps, control, admission, bits, np.arange(n), out)
+    empty = np.zeros(CONTROL_SIZE, dtype=np.int64)  # compiled first, on a queue it skips:
+    _take_into(*args[:3], empty, *args[4:])  # the thread then peeks at once, not after a compile
+    assert out.tolist() == [-1, 0, 0, 0]
+    out[:] = -9
     taker = threading.Thread(target=_take_into, args=args)
     taker.start()
     time.sleep(0.3)  # the take has peeked (one node or two) and spins on the lock
