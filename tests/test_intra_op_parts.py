@@ -22,7 +22,7 @@ from onnx import TensorProto, helper
 from threadpoolctl import threadpool_info
 
 import rtsoa
-from rtsoa.errors import SessionOptionsError
+from rtsoa.errors import ModelStateError, SessionOptionsError
 from rtsoa.executors import Subscriber
 from rtsoa.lowering import lower
 from rtsoa.ops.parts import AUTO_THREADS, PartsPool
@@ -471,6 +471,19 @@ def test_a_session_with_its_threads_given_has_nothing_to_calibrate(convs):
     session = _session(graph, 2)
     assert not session.calibrating and session.calibrate(inputs) == 0
     session.close()
+
+
+def test_calibrate_needs_a_loaded_model(convs, monkeypatch):
+    monkeypatch.setattr("rtsoa.ops.parts.os.sched_getaffinity", lambda pid: {0, 1})
+    _proto, graph, inputs = convs
+    model = ModelExecutor(graph)
+    assert model.calibrating  # the pool is still to be measured, once loaded
+    with pytest.raises(ModelStateError, match="calibrate on a model that is created"):
+        model.calibrate(inputs)
+    model.load()
+    model.unload()
+    with pytest.raises(ModelStateError, match="call load"):
+        model.calibrate(inputs)
 
 
 def test_calibrate_settles_the_pool_and_the_multithread_plans_together(convs, monkeypatch):

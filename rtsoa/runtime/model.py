@@ -545,14 +545,18 @@ class ModelExecutor:
         that runs at the last run's shapes (Main's before a first run, else the one keeping
         the shapes where the model has it)."""
         kept = self._kept is not None and self._last_shapes is not None
-        return self.parts_choice.calibrating or (self._kept if kept else self._main).calibrating
+        executor = self._kept if kept else self._main  # None until loaded
+        return self.parts_choice.calibrating or (executor is not None and executor.calibrating)
 
     def calibrate(self, inputs, limit=CALIBRATION_LIMIT):
         """Run the model on `inputs` (plain runs, outputs dropped) until nothing is left to
         choose by timing (`calibrating`), so that runs timed afterwards, a benchmark's or
         `rtsoa run --repeat`'s, count no trial. Stops early once a run is not counted by any
         choice (runs with subscribers, or `inputs` of other shapes than the model's first
-        run, are never timed) and after `limit` runs. Returns how many runs it made."""
+        run, are never timed) and after `limit` runs. Returns how many runs it made.
+        ModelStateError unless the model is loaded."""
+        if self.state != "loaded":
+            raise ModelStateError(f"calibrate on a model that is {self.state}; call load() first")
         runs = 0
         while self.calibrating and runs < limit:
             seen = self._calibration_runs()
