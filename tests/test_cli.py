@@ -26,6 +26,24 @@ def test_run_json_reports_status_count_checksum_and_times(executor, capsys):
     assert 0 < times["min"] <= times["median"] <= times["max"]
     per_node = out["ns_per_node"]
     assert per_node["median"] == pytest.approx(times["median"] * 1e9 / 10_000)
+    assert out["calibration_runs"] == 0  # only a multithread executor times its plans
+
+
+def test_run_multithread_calibrates_its_plans_before_the_timed_runs(capsys):
+    """sharing="auto" times its plans over its first plain runs: `rtsoa run` makes those runs
+    after the first run and before the --repeat ones, and reports them apart."""
+    from rtsoa.executors.multithread import CALIBRATION_RUNS
+
+    path = DATASETS / "random-10k.rtsoa"
+    argv = ["run", str(path), "--executor", "multithread", "--threads", "2", "--repeat", "2"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["checksum"] == expected_checksum(load_graph(path))
+    # "classes" and "host" (a random DAG has host work and no launch that locks the device);
+    # the first run is timed too
+    assert out["calibration_runs"] == 2 * CALIBRATION_RUNS - 1
+    assert main(argv) == 0
+    assert f"{2 * CALIBRATION_RUNS - 1} calibration run(s)" in capsys.readouterr().out
 
 
 def test_run_text_and_trace(tmp_path, capsys):

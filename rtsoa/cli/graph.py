@@ -231,6 +231,7 @@ def _run_graph(args, start, helper):
     prepared = time.perf_counter()
     first = executor.run()  # the first run pays any remaining JIT load; it is reported apart
     first_seconds = time.perf_counter() - prepared
+    calibration = executor.calibrate()  # a multithread executor's plan trials, not timed
     device = executor.device
     if not device.is_synchronized():  # a graph that never used the device: nothing to wait
         device.synchronize()  # for, and its compile (~0.9 s of a cold run) is not paid
@@ -260,6 +261,7 @@ def _run_graph(args, start, helper):
         "load_seconds": round(loaded - start, 6),
         "prepare_seconds": round(prepared - loaded, 6),
         "first_run_seconds": round(first_seconds, 6),
+        "calibration_runs": calibration,
         "run_seconds": {
             "median": float(np.median(times)) / 1e9,
             "min": float(times.min()) / 1e9,
@@ -306,7 +308,9 @@ def _run_graph(args, start, helper):
         f"max {per_node['max']:.1f}\n"
         f"  load {summary['load_seconds'] * 1e3:.1f} ms, prepare "
         f"{summary['prepare_seconds'] * 1e3:.1f} ms, first run "
-        f"{summary['first_run_seconds'] * 1e3:.1f} ms\n"
+        f"{summary['first_run_seconds'] * 1e3:.1f} ms"
+        + (f", {calibration} calibration run(s)" if calibration else "")
+        + "\n"
         f"  device time     {dev['time_ns_per_run'] / 1e3:,.1f} us per run (simulated), "
         f"hazards {dev['hazards']}, allocator waits {dev['allocator_waits']}, "
         f"leaked blocks {dev['leaked_blocks']}\n"

@@ -55,6 +55,26 @@ _REQUIREMENT_OFFSETS = ("input_offsets", "output_offsets", "attr_offsets", "succ
 _LAUNCH = int(WorkerClass.LAUNCH)
 
 
+# The most plain runs `calibrate` makes: a multithread executor's plans timed CALIBRATION_RUNS
+# times each (6 runs) and a model's intra-op pool trials (a first run and 4) in the same runs,
+# with room to spare
+CALIBRATION_LIMIT = 16
+
+
+def calibrate_with(run, calibrating, counted, limit=CALIBRATION_LIMIT):
+    """Call `run()` while `calibrating()` holds, at most `limit` times, stopping after a run
+    that no choice counted (`counted()`, the runs the choices have seen, did not grow: runs
+    with subscribers, a failed run, inputs of other shapes); returns how many runs it made."""
+    runs = 0
+    while calibrating() and runs < limit:
+        seen = counted()
+        run()
+        runs += 1
+        if counted() == seen:
+            break
+    return runs
+
+
 def register_executor(cls):
     """Class decorator: make an executor available under `cls.name`."""
     EXECUTORS.add(cls.name, cls, replace=True)
@@ -374,6 +394,14 @@ class Executor(abc.ABC):
                 freed += 1
             slots[value] = NO_BLOCK
         return freed
+
+    def calibrate(self, limit=CALIBRATION_LIMIT):
+        """Run the graph until the executor has nothing left to choose by timing its plain
+        runs (`calibrating`: a multithread executor's plan under sharing="auto"), so that
+        runs timed afterwards count no trial (`rtsoa run --repeat`); returns how many runs it
+        made (`calibrate_with`)."""
+        counted = lambda: self.calibration_runs  # noqa: E731 - read each time, a property
+        return calibrate_with(self.run, lambda: self.calibrating, counted, limit)
 
     def run(self, subscriber=None, timeout=None):
         """Run once. Returns RunResult; raises KernelError on a kernel failure.

@@ -22,6 +22,7 @@ import numpy as np
 from rtsoa.device.allocators import Allocator
 from rtsoa.errors import ModelInputError, ModelStateError
 from rtsoa.executors import Subscriber, prepare_executor
+from rtsoa.executors.base import CALIBRATION_LIMIT, calibrate_with
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
 from rtsoa.host.kinds import is_map_sequence
@@ -33,7 +34,7 @@ from rtsoa.runtime.checks import check_inputs, check_outputs, numpy_dtype
 from rtsoa.runtime.execution import Execution
 from rtsoa.runtime.forks import CALLS
 from rtsoa.runtime.kept_shapes import kept_shapes_graph
-from rtsoa.runtime.resources import CALIBRATION_LIMIT, ModelResourceError
+from rtsoa.runtime.resources import ModelResourceError
 from rtsoa.runtime.shared_weights import (
     DEFAULT_HBM_BYTES,
     MODEL_KERNELS,
@@ -557,14 +558,12 @@ class ModelExecutor:
         ModelStateError unless the model is loaded."""
         if self.state != "loaded":
             raise ModelStateError(f"calibrate on a model that is {self.state}; call load() first")
-        runs = 0
-        while self.calibrating and runs < limit:
-            seen = self._calibration_runs()
-            self.execute_sync(inputs)
-            runs += 1
-            if self._calibration_runs() == seen:
-                break
-        return runs
+        return calibrate_with(
+            lambda: self.execute_sync(inputs),
+            lambda: self.calibrating,
+            self._calibration_runs,
+            limit,
+        )
 
     def _calibration_runs(self):
         counts = [e.calibration_runs for e in self.executors]

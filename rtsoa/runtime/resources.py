@@ -105,9 +105,6 @@ def acquire(allocator, kind, count, limit):
 # Plain runs with the pool and without it that an automatic pool (intra_op_threads None) times
 # before it keeps the faster (the fastest run of each counts: the least disturbed by other work)
 CALIBRATION_RUNS = 2
-# The most runs `ModelExecutor.calibrate` makes: the pool's first run and 2 x CALIBRATION_RUNS
-# timed ones, a multithread executor's plans timed in the same runs, with room to spare
-CALIBRATION_LIMIT = 16
 # The pool is stopped only for runs without it this much faster or more (a fraction of the
 # pooled time): a noisy tie keeps the pool, the default before any measurement
 NO_POOL_MARGIN = 0.95
