@@ -9,9 +9,11 @@ random geometries.
 
 import numpy as np
 import pytest
+from numba import njit
 from test_ops_nn import check, onnxruntime_outputs, random
 
 from rtsoa.ops.host import run_numpy
+from rtsoa.ops.phases import PAIRED_PITCH, fill_phases, phase_buffer
 
 DEPTHWISE_CASES = [
     ((1, 4, 9, 9), (4, 1, 3, 3), True, {"group": 4, "pads": [1, 1, 1, 1]}),
@@ -383,3 +385,54 @@ def test_max_pool_propagates_nan_wherever_it_is_in_the_window(dtype):
     np.testing.assert_array_equal(rows, want)
     np.testing.assert_array_equal(values, want)
     assert indices.reshape(-1).tolist() == [0, 3, 4, 7]  # the window's first NaN
+
+
+@njit
+def _phases_of(x, geo, padding):
+    buffer = phase_buffer(geo, padding, x, 16)
+    fill_phases(x, 0, geo, buffer)
+    return buffer
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stride_phases_hold_each_input_element_once_and_padding_elsewhere(seed):
+    """`phases.fill_phases` against its definition: phase (a, b) row i column j holds input
+    (s_h * i + a - pad_h, s_w * j + b - pad_w), the padding value where that lies outside,
+    over random strides (the paired column-stride-2 rows of PAIRED_PITCH or more among them),
+    pads, kernels, dilations and plane sizes, odd and even."""
+    from rtsoa.ops.phases import phase_shape
+    from rtsoa.ops.window_layout import G_D, G_IN, G_K, G_OUT, G_PB, G_PE, G_S, GEOMETRY
+
+    rng = np.random.default_rng(seed)
+    paired = 0
+    for _ in range(60):
+        t_h, t_w = (int(v) for v in rng.integers(1, 60, 2))
+        s_h, s_w = (int(v) for v in rng.choice([1, 2, 2, 3], 2))
+        k_h, k_w = (int(v) for v in rng.integers(1, 6, 2))
+        d_h, d_w = (int(v) for v in rng.integers(1, 3, 2))
+        pads = [int(v) for v in rng.integers(0, 4, 4)]  # begin h, w; end h, w
+        n_h = (t_h + pads[0] + pads[2] - d_h * (k_h - 1) - 1) // s_h + 1
+        n_w = (t_w + pads[1] + pads[3] - d_w * (k_w - 1) - 1) // s_w + 1
+        if n_h < 1 or n_w < 1:
+            continue
+        geo = np.zeros(GEOMETRY, dtype=np.int64)
+        geo[G_IN : G_IN + 3], geo[G_K : G_K + 3] = (1, t_h, t_w), (1, k_h, k_w)
+        geo[G_S : G_S + 3], geo[G_D : G_D + 3] = (1, s_h, s_w), (1, d_h, d_w)
+        geo[G_PB : G_PB + 3], geo[G_PE : G_PE + 3] = (0, pads[0], pads[1]), (0, pads[2], pads[3])
+        geo[G_OUT : G_OUT + 3] = (1, n_h, n_w)
+        x = rng.standard_normal(t_h * t_w).astype(np.float32)
+        buffer = _phases_of(x, geo, np.float32(-7.5))
+        rows, pitch = phase_shape(geo)
+        paired += s_w == 2 and pitch >= PAIRED_PITCH
+        plane = x.reshape(t_h, t_w)
+        want = np.full((s_h, s_w, rows, pitch), -7.5, dtype=np.float32)
+        for a in range(s_h):
+            for b in range(s_w):
+                r = s_h * np.arange(rows) + a - pads[0]
+                c = s_w * np.arange(pitch) + b - pads[1]
+                inside_r, inside_c = (r >= 0) & (r < t_h), (c >= 0) & (c < t_w)
+                want[a, b][np.ix_(inside_r, inside_c)] = plane[np.ix_(r[inside_r], c[inside_c])]
+        got = buffer[: want.size].reshape(want.shape)
+        np.testing.assert_array_equal(got, want, err_msg=f"{geo.tolist()}")
+        assert (buffer[want.size :] == np.float32(-7.5)).all()  # the slack
+    assert paired >= 5  # the paired rows were reached
