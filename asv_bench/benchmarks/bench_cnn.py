@@ -8,8 +8,9 @@ fuse activations), in one process; `track_ratio_vs_onnxruntime` is rtsoa's media
 over onnxruntime's (target <= 1.0). Threads:
 
 - "one": onnxruntime with one intra-op and one inter-op thread; rtsoa with
-  `intra_op_threads=1` and its BLAS limited to one thread (threadpoolctl), so both compute on
-  one core; runs interleaved one by one;
+  `intra_op_threads=1` and its BLAS limited to one thread (threadpoolctl, around the whole
+  measurement: entering the limit costs ~0.7 ms, which a limit per run added to rtsoa's side),
+  so both compute on one core; runs interleaved one by one;
 - "default": both as a user gets them (onnxruntime's default intra-op pool, rtsoa's default
   `intra_op_threads`: one thread per core sharing the convolutions and pools,
   `rtsoa.ops.parts`, kept if the model's first runs measured it faster; setup runs them),
@@ -36,6 +37,7 @@ resident set after Init's upload: `rtsoa.graph.pages`).
 Reproduce: `cd asv_bench && asv run --python=same --quick -b bench_cnn`.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -74,7 +76,6 @@ class CnnLatency:
 
         from rtsoa.lowering import lower
         from rtsoa.runtime.model import ModelExecutor
-        from rtsoa.runtime.resources import CALIBRATION_RUNS
         from rtsoa.testing.cnn import ARCHITECTURES
 
         batch, size = SHAPES[shape]
@@ -86,27 +87,28 @@ class CnnLatency:
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(proto.SerializeToString(), options)
-        self.limits = (lambda: threadpool_limits(1)) if threads == "one" else None
-        intra_op_threads = 1 if threads == "one" else None  # None: rtsoa's default
+        # one BLAS thread for the whole measurement, not per run: entering threadpoolctl's
+        # limits costs ~0.7 ms, which a per-run limit added to rtsoa's side alone
+        one = threads == "one"
+        self.limits = (lambda: threadpool_limits(1)) if one else contextlib.nullcontext
+        intra_op_threads = 1 if one else None  # None: rtsoa's default
         self.model = ModelExecutor(lower(proto), intra_op_threads=intra_op_threads).load()
         want = self.session.run(None, self.inputs)[0]
-        got = self._ours()
-        assert np.allclose(got, want, rtol=1e-3, atol=1e-5), "rtsoa disagrees with onnxruntime"
-        for _ in range(2 * CALIBRATION_RUNS):  # rtsoa's default: the pool measured, kept or not
-            self._ours()
+        with self.limits():
+            got = self._ours()
+            assert np.allclose(got, want, rtol=1e-3, atol=1e-5), "rtsoa disagrees with onnxruntime"
+            self.model.calibrate(self.inputs)  # rtsoa's default: the pool measured, kept or not
 
     def teardown(self, model, shape, threads):
         self.model.unload()
 
     def _ours(self):
-        if self.limits is None:
-            return self.model.execute_sync(self.inputs)["y"]
-        with self.limits():
-            return self.model.execute_sync(self.inputs)["y"]
+        return self.model.execute_sync(self.inputs)["y"]
 
     def track_ratio_vs_onnxruntime(self, model, shape, threads):
         medians = _interleaved_medians if threads == "one" else alone_medians
-        ours, theirs = medians(self._ours, lambda: self.session.run(None, self.inputs))
+        with self.limits():
+            ours, theirs = medians(self._ours, lambda: self.session.run(None, self.inputs))
         return ours / theirs
 
     def track_device_peak_mib(self, model, shape, threads):
