@@ -7,8 +7,6 @@ a bounded time, report how far the run got, and leave the executor giving the sa
 a run that was never stopped. Ctrl-C is tested in subprocesses (tests/test_cancel_models.py).
 """
 
-import contextlib
-import gc
 import math
 import signal
 import threading
@@ -226,18 +224,6 @@ def test_a_kept_words_array_is_polled_by_every_loop():
         assert executor.cancel_words.dtype == np.int64
 
 
-@contextlib.contextmanager
-def _no_gc():
-    """The garbage collector off: a SIGINT raised here becomes its KeyboardInterrupt in the
-    code under test, not in a gc callback (hypothesis installs one), where Python would
-    report it as unraisable and drop it."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def test_a_ctrl_c_read_late_does_not_stop_the_next_run():
     """Each Ctrl-C reaches a run twice: the scope's Python handler (at once, the main thread
     being in Python here) and the watcher thread reading the wakeup pipe, which may read it
@@ -248,7 +234,7 @@ def test_a_ctrl_c_read_late_does_not_stop_the_next_run():
     flag = CancelFlag()
     stale = 0
     for _ in range(200):
-        with pytest.raises(RunInterrupted), _no_gc():
+        with pytest.raises(RunInterrupted):
             with flag.scope():
                 signal.raise_signal(signal.SIGINT)
         try:
