@@ -499,9 +499,9 @@ def _shared_and_private_ops(ops, queue_of, bits, order, keys, serves, sole, heap
     unserved by this worker (standing for its own releases), else pushed to its shared queue
     as another worker would; -1: take) and return (the nodes taken, -1 where none was; the
     outstanding units the takes brought; after each op the batch's count, the bits set in its
-    bitmap and the nodes in the shared queues; whether every push was accepted)."""
+    bitmap and each class queue's size; whether every push was accepted)."""
     taken = np.full(ops.shape[0], -2, dtype=np.int64)
-    counts = np.empty((ops.shape[0], 3), dtype=np.int64)
+    counts = np.empty((ops.shape[0], 2 + QUEUES), dtype=np.int64)
     cursor = np.int64(0)
     mine = np.int64(0)
     units = np.int64(0)
@@ -521,9 +521,8 @@ def _shared_and_private_ops(ops, queue_of, bits, order, keys, serves, sole, heap
             units += brought
         counts[i, 0] = mine
         counts[i, 1] = _bits_set(bits)
-        counts[i, 2] = 0
         for queue in range(QUEUES):
-            counts[i, 2] += control[QUEUE_SIZE + queue * LINE]
+            counts[i, 2 + queue] = control[QUEUE_SIZE + queue * LINE]
     return taken, units, counts, accepted
 
 
@@ -619,17 +618,19 @@ _takes = Counter()  # what the takes of the property below did, over its example
     st.just(0) | st.integers(1, 40),
     st.integers(0, 150),
     st.permutations(range(3)),
+    st.integers(0, 1),
 )
 def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(
-    ops, rng, window, low, roles
+    ops, rng, window, low, roles, odd
 ):
     """Nodes another worker pushes to a queue this worker alone serves are drained whole into
     its private batch; takes still give a heap's answers across the private batch, that queue
     and a queue shared with other workers, and each shared node brings its outstanding unit
     (drained ones once, when drained). With an admission window (`low` the oldest unfinished
     rank) a take whose best rank is low + window or above is refused and leaves every node
-    where it was. Every node ready and not taken is in the batch (one bit each, counted) or
-    in a shared queue, whichever class queue plays which part (`roles`)."""
+    where it was. A model of the batch and of each queue follows every op: the batch's count
+    (one bit a node) and each queue's size match it, whichever class queue plays which part
+    (`roles`), with heaps of even and odd widths."""
     import heapq
 
     from rtsoa.executors.admission import LOW, Admission
@@ -657,23 +658,40 @@ def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(
         keys,
         serves,
         sole,
-        np.zeros((QUEUES, n + 2), dtype=np.int64),
+        np.zeros((QUEUES, n + 2 + odd), dtype=np.int64),
         control,
         admission,
     )
-    heap = []
+    private, queues = set(), [[] for _ in range(QUEUES)]  # ranks: the batch, each queue's heap
     pushed = 0
-    for op, got, (mine, bits_set, shared) in zip(ops, taken, counts.tolist(), strict=True):
+    for op, got, (mine, bits_set, *sizes) in zip(ops, taken, counts.tolist(), strict=True):
         if op >= 0:
-            heapq.heappush(heap, int(ranks[op]))
-            pushed += bool(serves[queue_of[op]])
-        elif heap and (window == 0 or heap[0] < low + window):
-            assert got == order[heapq.heappop(heap)]
-            _takes["taken" if window == 0 else "taken in the window"] += 1
+            queue = queue_of[op]
+            if serves[queue]:
+                heapq.heappush(queues[queue], int(ranks[op]))
+                pushed += 1
+            else:
+                private.add(int(ranks[op]))
         else:
-            assert got == -1, (heap[:1], low, window)
-            _takes["refused by the window" if heap else "empty"] += 1
-        assert mine == bits_set and mine + shared == len(heap)
+            heads = [(queues[q][0], q) for q in range(QUEUES) if serves[q] and queues[q]]
+            best = min(heads + ([(min(private), -1)] if private else []), default=None)
+            if best is None or (window and best[0] >= low + window):
+                assert got == -1, (best, low, window)
+                _takes["refused by the window" if best else "empty"] += 1
+            else:
+                rank, source = best
+                if source >= 0 and sole[source]:  # drained whole, then taken from the batch
+                    private.update(queues[source])
+                    queues[source] = []
+                    _takes["drained"] += 1
+                if source >= 0 and not sole[source]:
+                    heapq.heappop(queues[source])
+                else:
+                    private.remove(rank)
+                assert got == order[rank]
+                _takes["taken" if window == 0 else "taken in the window"] += 1
+        assert mine == bits_set == len(private)
+        assert sizes == [len(heap) for heap in queues]
     assert accepted and control[OUTSTANDING] == pushed
     # each pushed node brought its unit once, when taken or drained, unless still queued
     queued = sum(int(control[QUEUE_SIZE + q * LINE]) for q in range(QUEUES))
