@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_info
 import rtsoa
 from rtsoa.errors import ModelStateError, SessionOptionsError
 from rtsoa.executors import Subscriber
-from rtsoa.executors.base import CALIBRATION_LIMIT
+from rtsoa.executors.calibration import CALIBRATION_LIMIT
 from rtsoa.lowering import lower
 from rtsoa.ops.parts import AUTO_THREADS, PartsPool
 from rtsoa.runtime.model import ModelExecutor

@@ -32,6 +32,7 @@ from rtsoa.abi.status import (
 from rtsoa.device import Device, check_state, device_free
 from rtsoa.device.layout import CNT_LEAKED_BLOCKS
 from rtsoa.errors import ExecutorBusyError, GraphFormatError, KernelError, RunCancelled
+from rtsoa.executors.calibration import CALIBRATION_LIMIT, calibrate_with
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.executors.steps import kernel_stop
 from rtsoa.graph.op_table import op_name_of
@@ -53,26 +54,6 @@ DEFAULT_MAX_STEPS = 1_000_000_000
 _REQUIREMENT_NAMES = ("inputs", "outputs", "attributes", "successors")  # registry columns
 _REQUIREMENT_OFFSETS = ("input_offsets", "output_offsets", "attr_offsets", "succ_offsets")
 _LAUNCH = int(WorkerClass.LAUNCH)
-
-
-# The most plain runs `calibrate` makes: a multithread executor's plans timed CALIBRATION_RUNS
-# times each (6 runs) and a model's intra-op pool trials (a first run and 4) in the same runs,
-# with room to spare
-CALIBRATION_LIMIT = 16
-
-
-def calibrate_with(run, calibrating, counted, limit=CALIBRATION_LIMIT):
-    """Call `run()` while `calibrating()` holds, at most `limit` times, stopping after a run
-    that no choice counted (`counted()`, the runs the choices have seen, did not grow: runs
-    with subscribers, a failed run, inputs of other shapes); returns how many runs it made."""
-    runs = 0
-    while calibrating() and runs < limit:
-        seen = counted()
-        run()
-        runs += 1
-        if counted() == seen:
-            break
-    return runs
 
 
 def register_executor(cls):

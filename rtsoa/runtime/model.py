@@ -22,7 +22,7 @@ import numpy as np
 from rtsoa.device.allocators import Allocator
 from rtsoa.errors import ModelInputError, ModelStateError
 from rtsoa.executors import Subscriber, prepare_executor
-from rtsoa.executors.base import CALIBRATION_LIMIT, calibrate_with
+from rtsoa.executors.calibration import CALIBRATION_LIMIT, calibrate_with
 from rtsoa.executors.cancel import CancelFlag
 from rtsoa.graph.schema import MAX_RANK, DType, GraphKind, ValueKind
 from rtsoa.host.kinds import is_map_sequence
