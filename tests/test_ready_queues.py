@@ -160,10 +160,16 @@ def test_a_full_class_queue_refuses_the_push(width):
 
 @njit(nogil=True)
 def _take_into(serves, sole, heaps, control, admission, bits, order, out):
-    """One take_ready from an empty private batch, its answers into `out` (node, cursor, mine,
-    brought): run on a thread of its own, without the GIL, while the test holds a queue lock."""
+    """One take_ready from a private batch of the bits set in `bits` (word 0 the cursor's),
+    its answers into `out` (node, cursor, mine, brought): run on a thread of its own, without
+    the GIL (while the test holds a queue lock, or to catch a spin)."""
+    mine = np.int64(0)
+    for word in bits:
+        while word != 0:
+            word &= word - 1
+            mine += 1
     node, cursor, mine, brought = take_ready(
-        serves, sole, heaps, control, admission, bits, order, np.int64(0), np.int64(0)
+        serves, sole, heaps, control, admission, bits, order, np.int64(0), mine
     )
     out[0], out[1], out[2], out[3] = node, cursor, mine, brought
 
@@ -303,3 +309,38 @@ def test_a_queue_served_alone_is_drained_into_the_private_batch_in_rank_order(
         "test_ready_queues.py::test_a_queue_served_alone_is_drained_into_the_private_batch",
         ["  takes:"] + counted(_takes),
     )
+
+
+def test_a_take_from_the_private_batch_touches_no_shared_word():
+    """The batch's head beats a shared queue's: the take is a bit test, no lock is taken, and
+    the control words other workers use stay as they were (here one worker counted idle,
+    IDLE = 1; a take that took a lock at the wrong word would spin on it, or clear it). Run on
+    a thread of its own, so such a spin fails the test instead of hanging the suite."""
+    import threading
+
+    from rtsoa.executors.admission import Admission
+    from rtsoa.executors.ready_queues import IDLE
+
+    n, queue = 4, 1
+    keys = (np.arange(n, dtype=np.int64) << 32) | np.arange(n)
+    heaps = np.zeros((QUEUES, n + 2), dtype=np.int64)
+    control = np.zeros(CONTROL_SIZE, dtype=np.int64)
+    assert _pushes(np.array([3]), keys, np.full(n, queue, dtype=np.int8), heaps, control).all()
+    control[IDLE] = 1
+    before = control.copy()
+    bits = np.zeros(2, dtype=np.int64)
+    bits[0] = 1 << 1  # rank 1 kept privately: it beats the queue's rank 3
+    serves = np.array([False, True, False])
+    sole = np.zeros(QUEUES, dtype=np.bool_)
+    admission = Admission(np.int64(0), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64))
+    out = np.full(4, -9, dtype=np.int64)
+    args = (serves, sole, heaps, control, admission, bits, np.arange(n), out)
+    _take_into(
+        *args[:3], np.zeros(CONTROL_SIZE, dtype=np.int64), args[4], np.zeros(2, np.int64), *args[6:]
+    )  # fmt: skip - compiled on this thread, on an empty batch and queues
+    taker = threading.Thread(target=_take_into, args=args, daemon=True)
+    taker.start()
+    taker.join(timeout=30)
+    assert not taker.is_alive(), "the take spins on a lock it should not take"
+    assert out.tolist() == [1, 0, 0, 0]  # rank 1's node, from the batch, which is now empty
+    np.testing.assert_array_equal(control, before)
