@@ -198,7 +198,8 @@ def _machine_info():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    cpu += f" {_vector_unit()}" if _vector_unit() else ""
+    unit = _vector_unit()
+    cpu += f" {unit}" if unit else ""
     info = {"os": f"{platform.system()} {platform.release()}", "arch": platform.machine()}
     info |= {"cpu": cpu, "num_cpu": str(os.cpu_count())}
     with contextlib.suppress(OSError, IndexError, ValueError):

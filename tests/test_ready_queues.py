@@ -163,13 +163,8 @@ def _take_into(serves, sole, heaps, control, admission, bits, order, out):
     """One take_ready from a private batch of the bits set in `bits` (word 0 the cursor's),
     its answers into `out` (node, cursor, mine, brought): run on a thread of its own, without
     the GIL (while the test holds a queue lock, or to catch a spin)."""
-    mine = np.int64(0)
-    for word in bits:
-        while word != 0:
-            word &= word - 1
-            mine += 1
     node, cursor, mine, brought = take_ready(
-        serves, sole, heaps, control, admission, bits, order, np.int64(0), mine
+        serves, sole, heaps, control, admission, bits, order, np.int64(0), np.int64(_bits_set(bits))
     )
     out[0], out[1], out[2], out[3] = node, cursor, mine, brought
 

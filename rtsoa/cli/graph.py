@@ -76,7 +76,8 @@ def register(sub):
         "--repeat",
         type=int,
         default=1,
-        help="timed runs after a first run (and, on a model, after its calibration runs)",
+        help="timed runs after a first run and any calibration runs (a model's intra-op pool "
+        "trials, a multithread executor's plan trials)",
     )
     run_parser.add_argument("--trace", help="write a Chrome trace (Perfetto) of one more run here")
     run_parser.add_argument("--memory-plot", help="draw device memory over time into this PNG")

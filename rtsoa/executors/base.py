@@ -381,8 +381,9 @@ class Executor(abc.ABC):
         runs (`calibrating`: a multithread executor's plan under sharing="auto"), so that
         runs timed afterwards count no trial (`rtsoa run --repeat`); returns how many runs it
         made (`calibrate_with`)."""
-        counted = lambda: self.calibration_runs  # noqa: E731 - read each time, a property
-        return calibrate_with(self.run, lambda: self.calibrating, counted, limit)
+        return calibrate_with(
+            self.run, lambda: self.calibrating, lambda: self.calibration_runs, limit
+        )
 
     def run(self, subscriber=None, timeout=None):
         """Run once. Returns RunResult; raises KernelError on a kernel failure.

@@ -8,7 +8,7 @@ entries, the parts its threads share) and says how the loops compute.
 import numpy as np
 
 from rtsoa._jit import jit_inline_ir, jit_inline_llvm, jit_with_nrt
-from rtsoa.ops.abi import ACT_CLIP, ACT_NONE, ACT_RELU
+from rtsoa.ops.abi import ACT_NONE, ACT_RELU
 from rtsoa.ops.depthwise import depthwise_run
 from rtsoa.ops.elementwise_loops import clip_bounds, clip_value
 from rtsoa.ops.packed_gemm import short_gemm
@@ -101,33 +101,14 @@ def unroll_columns(data, base, channels, geo, cols, scatter, first_row, rows):
 
 
 @jit_inline_llvm
-def _add_relu(row, b, residual, has_bias, has_z):
-    """row[i] = Relu(row[i] + b + residual[i]) in one pass (the bias or the residual as the
-    flags say), each step in the row's dtype as the separate Add and Relu ops compute it.
-    One pass stores a value computed from the loads, which LLVM vectorises; a Relu pass of its
-    own stores back the value it loaded or zero, which LLVM turns into a store under a branch
-    and leaves scalar (0.07 against 0.75 ns an element). A loop per case: one loop testing the
-    flags inside took 0.075 ns an element against 0.056 for the bias alone."""
-    zero = row.dtype.type(0)
-    if has_bias and has_z:
-        for i in range(row.shape[0]):
-            v = row[i] + b
-            v = v + residual[i]
-            row[i] = zero if v < zero else v  # NaN and -0 stay as they are, as Relu has them
-    elif has_bias:
-        for i in range(row.shape[0]):
-            v = row[i] + b
-            row[i] = zero if v < zero else v
-    else:
-        for i in range(row.shape[0]):
-            v = row[i] + residual[i]
-            row[i] = zero if v < zero else v
-
-
-@jit_inline_llvm
 def _add_clip(row, b, residual, has_bias, has_z, lowest, highest, below, above):
-    """`_add_relu` with Clip (`clip_bounds`' four values) for the Relu: row[i] + b + residual[i]
-    clipped, in one pass, the bits of the separate passes."""
+    """row[i] = clip(row[i] + b + residual[i]) in one pass (the bias or the residual as the
+    flags say), `clip_bounds`' four values (Relu's are 0, inf, 0, inf), each step in the
+    row's dtype as the separate Add and Relu / Clip ops compute it: their bits. One pass
+    stores a value computed from the loads, which LLVM vectorises; a Relu pass of its own
+    stores back the value it loaded or zero, which LLVM turns into a store under a branch and
+    leaves scalar (0.07 against 0.75 ns an element). A loop per case: one loop testing the
+    flags inside took 0.075 ns an element against 0.056 for the bias alone."""
     if has_bias and has_z:
         for i in range(row.shape[0]):
             v = row[i] + b
@@ -145,16 +126,14 @@ def conv_epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low,
     """Channels `first` .. `first + count - 1` of one image, `count * p` elements of Y from
     `start`: + bias, + Z (the same elements), then Relu or Clip, channel by channel while it is in
     cache; each step in Y's dtype, as the separate Add / Relu / Clip ops compute it."""
-    zero = y.dtype.type(0)
+    if act == ACT_RELU:  # Relu is Clip to [0, inf]: the same bits, NaN and -0 kept
+        low, high = 0.0, np.inf
     lowest, highest, below, above = clip_bounds(y, low, high)
     for j in range(count):
         at = start + j * p
         row = y[at : at + p]  # views indexed from 0: LLVM vectorises the loops
-        if act == ACT_RELU and (has_bias or has_z):
-            _add_relu(row, bias[first + j] if has_bias else zero, z[at : at + p], has_bias, has_z)
-            continue
-        if act == ACT_CLIP and (has_bias or has_z):
-            b = bias[first + j] if has_bias else zero
+        if act != ACT_NONE and (has_bias or has_z):
+            b = bias[first + j] if has_bias else y.dtype.type(0)
             _add_clip(row, b, z[at : at + p], has_bias, has_z, lowest, highest, below, above)
             continue
         if has_bias:
@@ -165,11 +144,7 @@ def conv_epilogue(y, z, start, first, count, p, bias, has_bias, has_z, act, low,
             residual = z[at : at + p]
             for i in range(p):
                 row[i] += residual[i]
-        if act == ACT_RELU:
-            for i in range(p):  # NaN and -0 stay as they are, as Relu has them
-                if row[i] < 0:
-                    row[i] = zero
-        elif act == ACT_CLIP:  # the Clip op's bits (`clip_bounds`)
+        if act != ACT_NONE:
             for i in range(p):
                 row[i] = clip_value(row[i], lowest, highest, below, above)
 
