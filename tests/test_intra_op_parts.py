@@ -166,7 +166,10 @@ def test_narrow_gemms_split_by_columns_agree_with_one_thread(dtype):
 
 def _pool_model():
     nodes = [
-        helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 3], strides=[2, 2]),
+        # padded: `_max_pool_3x3`'s planes (the convs' unpadded one takes the phases)
+        helper.make_node(
+            "MaxPool", ["x"], ["m"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]
+        ),
         helper.make_node("AveragePool", ["m"], ["a"], kernel_shape=[2, 2], pads=[1, 1, 1, 1]),
         helper.make_node(
             "Conv", ["a", "w"], ["y"], group=48, pads=[1, 1, 1, 1]

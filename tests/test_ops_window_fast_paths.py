@@ -323,6 +323,54 @@ def test_max_pool_phases_keep_the_tap_order_nan_and_signed_zero(shape, attribute
         assert np.isnan(got).any() and (got.view(bits) == np.array(-0.0, dtype).view(bits)).any()
 
 
+@pytest.mark.parametrize(
+    "shape, strides, pads",
+    [
+        ((1, 2, 112, 112), [2, 2], [1, 1, 1, 1]),  # ResNet's stem pool
+        ((1, 3, 130, 130), [2, 2], [1, 1, 1, 1]),  # a plane per pass: three passes
+        ((1, 300, 12, 12), [2, 2], [1, 1, 1, 1]),  # many planes per pass, three passes
+        ((2, 5, 14, 14), [1, 1], [1, 1, 1, 1]),  # Inception's 3 x 3 / 1
+        ((1, 3, 9, 10), [2, 2], [2, 2, 1, 0]),  # odd height, begin pads of 2
+        ((1, 3, 7, 12), [1, 2], [0, 1, 2, 0]),  # row stride 1, column stride 2
+        ((1, 2, 10, 6), [2, 1], [0, 0, 3, 2]),  # end rows of padding only: -inf
+        ((1, 2, 3, 2), [1, 1], [2, 2, 0, 0]),  # rows and columns with no tap all inside
+        ((1, 2, 1, 4), [1, 2], [1, 1, 1, 1]),  # one input row
+    ],
+)
+def test_max_pool_3x3_rows_then_columns_bit_for_bit(shape, strides, pads):
+    """3 x 3 MaxPool over W = n_w * s_w takes the row-maxima pass (`_max_pool_3x3`): the bits
+    of the taps one by one in row-major order (several NaN payloads, +0 and -0, -inf for
+    windows of padding only), over plane blocks' borders and rows whose taps leave the input."""
+    from rtsoa.ops.pooling import _max3_fits
+    from rtsoa.ops.window_layout import G_C, G_D, G_IN, G_K, G_N, G_OUT, G_PB, G_PE, G_S, GEOMETRY
+
+    attributes = {"kernel_shape": [3, 3], "strides": strides, "pads": pads}
+    geo = np.zeros(GEOMETRY, dtype=np.int64)
+    geo[G_N], geo[G_C] = shape[:2]
+    geo[G_IN : G_IN + 3] = (1, *shape[2:])
+    geo[G_K : G_K + 3] = (1, 3, 3)
+    geo[G_S : G_S + 3] = (1, *strides)
+    geo[G_D : G_D + 3] = 1
+    geo[G_PB : G_PB + 3] = (0, *pads[:2])
+    geo[G_PE : G_PE + 3] = (0, *pads[2:])
+    for axis in (1, 2):
+        total = geo[G_IN + axis] + geo[G_PB + axis] + geo[G_PE + axis] - 3
+        geo[G_OUT + axis] = total // geo[G_S + axis] + 1
+    geo[G_OUT] = 1
+    assert _max3_fits(geo)
+    rng = np.random.default_rng(sum(shape))
+    for dtype, bits in ((np.float32, np.uint32), (np.float64, np.uint64)):
+        x = rng.choice(np.array([-1.0, -0.0, 0.0, 2.0], dtype), shape)
+        nan = rng.random(shape) < 0.08
+        payloads = np.array(np.nan, dtype).view(bits) | rng.integers(1, 1000, shape).astype(bits)
+        x[nan] = payloads[nan].view(dtype)
+        (got,) = run_numpy("MaxPool", [x], attributes)
+        want = _max_pool_in_tap_order(x, [3, 3], strides, [1, 1], pads[:2], got.shape[2:])
+        np.testing.assert_array_equal(got.view(bits), want.view(bits))
+    if max(pads) < 3:  # onnxruntime takes pads shorter than the kernel only
+        check("MaxPool", [random(shape)], attributes)
+
+
 def _random_window(rng, spatial):
     kernel = [int(k) for k in rng.integers(1, 4, spatial)]
     attributes = {

@@ -1,6 +1,7 @@
-"""Conv (im2col + BLAS GEMM) against onnxruntime's on the same inputs, single thread both; and
+"""Conv (im2col + BLAS GEMM) against onnxruntime's on the same inputs, single thread both;
 WinogradConv, the lowering's form of a 3 x 3 stride-1 conv, against both on ResNet-18's and
-DenseNet-121's 3 x 3 layer shapes (`WinogradVersusOnnxruntime`).
+DenseNet-121's 3 x 3 layer shapes (`WinogradVersusOnnxruntime`); 3 x 3 MaxPool on the CNNs'
+pool shapes (`PoolVersusOnnxruntime`).
 
 rtsoa's side is the op's compute through the compiled entry (`run_op`, MODE_COMPUTE) on a
 prepared operand table, so it includes the entry call but not packing numpy arrays; the
@@ -29,6 +30,14 @@ CONVS = {
         {"pads": [1, 1, 1, 1], "group": 32},
     ),
     "1x1 64->128 on 32x32": ((1, 64, 32, 32), (128, 64, 1, 1), {}),
+}
+# MaxPool layers of ResNet, DenseNet and Inception-v1 at 224 x 224: name -> (X shape, stride)
+POOLS = {
+    "3x3/2 on 64x112x112": ((1, 64, 112, 112), 2),
+    "3x3/2 on 192x56x56": ((1, 192, 56, 56), 2),
+    "3x3/2 on 480x28x28": ((1, 480, 28, 28), 2),
+    "3x3/1 on 192x28x28": ((1, 192, 28, 28), 1),
+    "3x3/1 on 832x7x7": ((1, 832, 7, 7), 1),
 }
 # the 3 x 3, stride-1 layers of ResNet-18 and DenseNet-121 at 224 x 224: (C, M, H = W)
 WINOGRAD = {
@@ -176,6 +185,28 @@ class ConvVersusOnnxruntime:
 
     def track_ratio(self, name):
         return ratio(self.conv)[0]
+
+    track_ratio.unit = "ratio"
+
+
+class PoolVersusOnnxruntime:
+    """3 x 3 MaxPool (pads 1, no Indices) compute time, rtsoa over onnxruntime, single thread
+    both, on the model layers of POOLS (`rtsoa.ops.pooling`: the separable row and column
+    maxima of `_max_pool_3x3`)."""
+
+    params = list(POOLS)
+    param_names = ["pool"]
+    timeout = 300
+
+    def setup(self, name):
+        shape, stride = POOLS[name]
+        x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+        attributes = {"kernel_shape": [3, 3], "strides": [stride] * 2, "pads": [1, 1, 1, 1]}
+        self.pool = OneOp("MaxPool", {"x": x}, attributes)
+        self.pool.check()
+
+    def track_ratio(self, name):
+        return ratio(self.pool)[0]
 
     track_ratio.unit = "ratio"
 
