@@ -323,6 +323,15 @@ def test_max_pool_phases_keep_the_tap_order_nan_and_signed_zero(shape, attribute
         assert np.isnan(got).any() and (got.view(bits) == np.array(-0.0, dtype).view(bits)).any()
 
 
+def _ties_and_nans(rng, shape, dtype, bits):
+    """MaxPool inputs whose windows tie: -1, -0, +0 and 2, and NaNs of differing payloads."""
+    x = rng.choice(np.array([-1.0, -0.0, 0.0, 2.0], dtype), shape)
+    nan = rng.random(shape) < 0.08
+    payloads = np.array(np.nan, dtype).view(bits) | rng.integers(1, 1000, shape).astype(bits)
+    x[nan] = payloads[nan].view(dtype)
+    return x
+
+
 @pytest.mark.parametrize(
     "shape, strides, pads",
     [
@@ -360,15 +369,38 @@ def test_max_pool_3x3_rows_then_columns_bit_for_bit(shape, strides, pads):
     assert _max3_fits(geo)
     rng = np.random.default_rng(sum(shape))
     for dtype, bits in ((np.float32, np.uint32), (np.float64, np.uint64)):
-        x = rng.choice(np.array([-1.0, -0.0, 0.0, 2.0], dtype), shape)
-        nan = rng.random(shape) < 0.08
-        payloads = np.array(np.nan, dtype).view(bits) | rng.integers(1, 1000, shape).astype(bits)
-        x[nan] = payloads[nan].view(dtype)
+        x = _ties_and_nans(rng, shape, dtype, bits)
         (got,) = run_numpy("MaxPool", [x], attributes)
         want = _max_pool_in_tap_order(x, [3, 3], strides, [1, 1], pads[:2], got.shape[2:])
         np.testing.assert_array_equal(got.view(bits), want.view(bits))
     if max(pads) < 3:  # onnxruntime takes pads shorter than the kernel only
         check("MaxPool", [random(shape)], attributes)
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 56, 56), (2, 2, 7, 9), (1, 2, 2, 2), (1, 2, 3, 2)])
+def test_2x2_stride_2_pools_take_row_pairs_bit_for_bit(shape):
+    """2 x 2 / 2 pools without padding (`_pool_2x2`), odd sizes leaving the last row or column
+    out, one output: MaxPool's bits of the taps in row-major order (NaN payloads, signed
+    zeros), AveragePool's float64 sum from +0 in that order over 4."""
+    attributes = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    rng = np.random.default_rng(sum(shape))
+    for dtype, bits in ((np.float32, np.uint32), (np.float64, np.uint64)):
+        x = _ties_and_nans(rng, shape, dtype, bits)
+        (got,) = run_numpy("MaxPool", [x], attributes)
+        want = _max_pool_in_tap_order(x, [2, 2], [2, 2], [1, 1], [0, 0], got.shape[2:])
+        np.testing.assert_array_equal(got.view(bits), want.view(bits))
+        x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-20, 20, shape)).astype(dtype)
+        x[rng.random(shape) < 0.2] = -0.0  # windows of -0 alone give +0
+        (got,) = run_numpy("AveragePool", [x], attributes)
+        want = np.zeros(got.shape, dtype)
+        for i in np.ndindex(got.shape):
+            total = 0.0  # Python floats: float64, in row-major tap order
+            for kh, kw in np.ndindex(2, 2):
+                total += float(x[i[0], i[1], 2 * i[2] + kh, 2 * i[3] + kw])
+            want[i] = total / 4
+        np.testing.assert_array_equal(got.view(bits), want.view(bits))
+    check("MaxPool", [random(shape)], attributes)
+    check("AveragePool", [random(shape)], attributes)
 
 
 def _random_window(rng, spatial):

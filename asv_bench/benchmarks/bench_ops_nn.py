@@ -1,7 +1,7 @@
 """Conv (im2col + BLAS GEMM) against onnxruntime's on the same inputs, single thread both;
 WinogradConv, the lowering's form of a 3 x 3 stride-1 conv, against both on ResNet-18's and
-DenseNet-121's 3 x 3 layer shapes (`WinogradVersusOnnxruntime`); 3 x 3 MaxPool on the CNNs'
-pool shapes (`PoolVersusOnnxruntime`).
+DenseNet-121's 3 x 3 layer shapes (`WinogradVersusOnnxruntime`); MaxPool and AveragePool on
+the CNNs' pool shapes (`PoolVersusOnnxruntime`).
 
 rtsoa's side is the op's compute through the compiled entry (`run_op`, MODE_COMPUTE) on a
 prepared operand table, so it includes the entry call but not packing numpy arrays; the
@@ -31,13 +31,17 @@ CONVS = {
     ),
     "1x1 64->128 on 32x32": ((1, 64, 32, 32), (128, 64, 1, 1), {}),
 }
-# MaxPool layers of ResNet, DenseNet and Inception-v1 at 224 x 224: name -> (X shape, stride)
+# pool layers of ResNet, DenseNet, Inception-v1 and VGG at 224 x 224:
+# name -> (op, X shape, (kernel, stride, pad) of both spatial axes)
 POOLS = {
-    "3x3/2 on 64x112x112": ((1, 64, 112, 112), 2),
-    "3x3/2 on 192x56x56": ((1, 192, 56, 56), 2),
-    "3x3/2 on 480x28x28": ((1, 480, 28, 28), 2),
-    "3x3/1 on 192x28x28": ((1, 192, 28, 28), 1),
-    "3x3/1 on 832x7x7": ((1, 832, 7, 7), 1),
+    "MaxPool 3x3/2 on 64x112x112": ("MaxPool", (1, 64, 112, 112), (3, 2, 1)),
+    "MaxPool 3x3/2 on 192x56x56": ("MaxPool", (1, 192, 56, 56), (3, 2, 1)),
+    "MaxPool 3x3/2 on 480x28x28": ("MaxPool", (1, 480, 28, 28), (3, 2, 1)),
+    "MaxPool 3x3/1 on 192x28x28": ("MaxPool", (1, 192, 28, 28), (3, 1, 1)),
+    "MaxPool 3x3/1 on 832x7x7": ("MaxPool", (1, 832, 7, 7), (3, 1, 1)),
+    "MaxPool 2x2/2 on 128x112x112": ("MaxPool", (1, 128, 112, 112), (2, 2, 0)),
+    "AveragePool 2x2/2 on 128x56x56": ("AveragePool", (1, 128, 56, 56), (2, 2, 0)),
+    "AveragePool 2x2/2 on 512x14x14": ("AveragePool", (1, 512, 14, 14), (2, 2, 0)),
 }
 # the 3 x 3, stride-1 layers of ResNet-18 and DenseNet-121 at 224 x 224: (C, M, H = W)
 WINOGRAD = {
@@ -190,19 +194,19 @@ class ConvVersusOnnxruntime:
 
 
 class PoolVersusOnnxruntime:
-    """3 x 3 MaxPool (pads 1, no Indices) compute time, rtsoa over onnxruntime, single thread
-    both, on the model layers of POOLS (`rtsoa.ops.pooling`: the separable row and column
-    maxima of `_max_pool_3x3`)."""
+    """Pool compute time (no Indices), rtsoa over onnxruntime, single thread both, on the
+    model layers of POOLS (`rtsoa.ops.pooling`: `_max_pool_3x3`'s separable maxima for the
+    3 x 3 ones, `_pool_2x2`'s row pairs for the 2 x 2 ones)."""
 
     params = list(POOLS)
     param_names = ["pool"]
     timeout = 300
 
     def setup(self, name):
-        shape, stride = POOLS[name]
+        op, shape, (kernel, stride, pad) = POOLS[name]
         x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
-        attributes = {"kernel_shape": [3, 3], "strides": [stride] * 2, "pads": [1, 1, 1, 1]}
-        self.pool = OneOp("MaxPool", {"x": x}, attributes)
+        attributes = {"kernel_shape": [kernel] * 2, "strides": [stride] * 2, "pads": [pad] * 4}
+        self.pool = OneOp(op, {"x": x}, attributes)
         self.pool.check()
 
     def track_ratio(self, name):
