@@ -20,6 +20,10 @@ over onnxruntime's (target <= 1.0). Threads:
   twice as slow as alone (ResNet-18: rtsoa 105 ms against 50 ms alone, onnxruntime 47 ms
   against 24 ms).
 
+`CnnLayout` splits the one-thread gap: rtsoa against onnxruntime with its NCHWc layout
+transformation off (ORT_ENABLE_EXTENDED: every fusion kept, the convs computed in NCHW as
+rtsoa computes them), and what that layout gives onnxruntime.
+
 `track_device_peak_mib` is rtsoa's peak allocated device memory (weights included) over the
 model's load and inferences: the lowering's frees and the caching allocator's result.
 
@@ -116,6 +120,84 @@ class CnnLatency:
 
     track_ratio_vs_onnxruntime.unit = "rtsoa / onnxruntime"
     track_device_peak_mib.unit = "MiB"
+
+
+class CnnLayout:
+    """Where the one-thread gap to onnxruntime comes from: its default graph optimisations
+    (ORT_ENABLE_ALL) include a layout transformation that runs the convs, pools and their
+    neighbours on channel-blocked NCHWc data (MLAS's direct convolutions over blocks of 8 or
+    16 channels), which rtsoa does not have; ORT_ENABLE_EXTENDED keeps every fusion (BatchNorm
+    folding, Conv + activation) but computes in NCHW, as rtsoa does.
+    `track_ratio_vs_onnxruntime_nchw` is rtsoa's latency over onnxruntime's with
+    ORT_ENABLE_EXTENDED (the kernels compared like for like); `track_nchwc_gain` is
+    onnxruntime's ORT_ENABLE_EXTENDED latency over its default's (what its layout gives it).
+    One thread on every side (as `CnnLatency`'s "one"), the three interleaved call by call."""
+
+    params = (MODELS, ("1x224",))
+    param_names = ("model", "input")
+    timeout = 1200
+
+    def setup(self, model, shape):
+        import onnxruntime as ort
+        from threadpoolctl import threadpool_limits
+
+        from rtsoa.lowering import lower
+        from rtsoa.runtime.model import ModelExecutor
+        from rtsoa.testing.cnn import ARCHITECTURES
+
+        batch, size = SHAPES[shape]
+        proto = ARCHITECTURES[model](size=size)
+        rng = np.random.default_rng(0)
+        self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
+        self.sessions = {}
+        levels = ort.GraphOptimizationLevel
+        for name, level in (("all", levels.ORT_ENABLE_ALL), ("nchw", levels.ORT_ENABLE_EXTENDED)):
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            options.graph_optimization_level = level
+            self.sessions[name] = ort.InferenceSession(proto.SerializeToString(), options)
+        self.model = ModelExecutor(lower(proto), intra_op_threads=1).load()
+        self.limits = threadpool_limits
+        want = self.sessions["all"].run(None, self.inputs)[0]
+        with self.limits(1):
+            got = self.model.execute_sync(self.inputs)["y"]
+        for session in self.sessions.values():
+            theirs = session.run(None, self.inputs)[0]
+            assert np.allclose(theirs, want, rtol=1e-3, atol=1e-5), "onnxruntime's levels differ"
+        assert np.allclose(got, want, rtol=1e-3, atol=1e-5), "rtsoa disagrees with onnxruntime"
+        self.medians = None
+
+    def teardown(self, model, shape):
+        self.model.unload()
+
+    def _measure(self, rounds=7):
+        if self.medians is None:
+            runs = {"rtsoa": lambda: self.model.execute_sync(self.inputs)}
+            for name, session in self.sessions.items():
+                runs[name] = lambda session=session: session.run(None, self.inputs)
+            seconds = {name: [] for name in runs}
+            with self.limits(1):
+                for run in runs.values():  # warm
+                    run()
+                for _ in range(rounds):
+                    for name, run in runs.items():
+                        start = time.perf_counter()
+                        run()
+                        seconds[name].append(time.perf_counter() - start)
+            self.medians = {name: float(np.median(values)) for name, values in seconds.items()}
+        return self.medians
+
+    def track_ratio_vs_onnxruntime_nchw(self, model, shape):
+        medians = self._measure()
+        return medians["rtsoa"] / medians["nchw"]
+
+    def track_nchwc_gain(self, model, shape):
+        medians = self._measure()
+        return medians["nchw"] / medians["all"]
+
+    track_ratio_vs_onnxruntime_nchw.unit = "rtsoa / onnxruntime NCHW"
+    track_nchwc_gain.unit = "NCHW / NCHWc"
 
 
 class CnnFusion:
