@@ -123,7 +123,7 @@ class CnnLatency:
 
 
 class CnnLayout:
-    """Where the one-thread gap to onnxruntime comes from: its default graph optimisations
+    """Where the gap to onnxruntime comes from: its default graph optimisations
     (ORT_ENABLE_ALL) include a layout transformation that runs the convs, pools and their
     neighbours on channel-blocked NCHWc data (MLAS's direct convolutions over blocks of 8 or
     16 channels), which rtsoa does not have; ORT_ENABLE_EXTENDED keeps every fusion (BatchNorm
@@ -131,13 +131,14 @@ class CnnLayout:
     `track_ratio_vs_onnxruntime_nchw` is rtsoa's latency over onnxruntime's with
     ORT_ENABLE_EXTENDED (the kernels compared like for like); `track_nchwc_gain` is
     onnxruntime's ORT_ENABLE_EXTENDED latency over its default's (what its layout gives it).
-    One thread on every side (as `CnnLatency`'s "one"), the three interleaved call by call."""
+    Threads as `CnnLatency`'s: "one" (one thread on every side, the three interleaved call by
+    call) and "default" (as a user gets them, each pair timed alone, `alone_medians`)."""
 
-    params = (MODELS, ("1x224",))
-    param_names = ("model", "input")
+    params = (MODELS, ("1x224",), ("one", "default"))
+    param_names = ("model", "input", "threads")
     timeout = 1200
 
-    def setup(self, model, shape):
+    def setup(self, model, shape, threads):
         import onnxruntime as ort
         from threadpoolctl import threadpool_limits
 
@@ -149,35 +150,47 @@ class CnnLayout:
         proto = ARCHITECTURES[model](size=size)
         rng = np.random.default_rng(0)
         self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
+        one = threads == "one"
         self.sessions = {}
         levels = ort.GraphOptimizationLevel
         for name, level in (("all", levels.ORT_ENABLE_ALL), ("nchw", levels.ORT_ENABLE_EXTENDED)):
             options = ort.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
+            if one:
+                options.intra_op_num_threads = 1
+                options.inter_op_num_threads = 1
             options.graph_optimization_level = level
             self.sessions[name] = ort.InferenceSession(proto.SerializeToString(), options)
-        self.model = ModelExecutor(lower(proto), intra_op_threads=1).load()
-        self.limits = threadpool_limits
+        intra_op_threads = 1 if one else None  # None: rtsoa's default
+        self.model = ModelExecutor(lower(proto), intra_op_threads=intra_op_threads).load()
+        self.limits = (lambda: threadpool_limits(1)) if one else contextlib.nullcontext
         want = self.sessions["all"].run(None, self.inputs)[0]
-        with self.limits(1):
+        with self.limits():
             got = self.model.execute_sync(self.inputs)["y"]
+            self.model.calibrate(self.inputs)  # rtsoa's default: the pool measured, kept or not
         for session in self.sessions.values():
             theirs = session.run(None, self.inputs)[0]
             assert np.allclose(theirs, want, rtol=1e-3, atol=1e-5), "onnxruntime's levels differ"
         assert np.allclose(got, want, rtol=1e-3, atol=1e-5), "rtsoa disagrees with onnxruntime"
-        self.medians = None
+        self.one = one
+        self.ratios = None
 
-    def teardown(self, model, shape):
+    def teardown(self, model, shape, threads):
         self.model.unload()
 
+    def _runs(self):
+        runs = {"rtsoa": lambda: self.model.execute_sync(self.inputs)}
+        for name, session in self.sessions.items():
+            runs[name] = lambda session=session: session.run(None, self.inputs)
+        return runs
+
     def _measure(self, rounds=7):
-        if self.medians is None:
-            runs = {"rtsoa": lambda: self.model.execute_sync(self.inputs)}
-            for name, session in self.sessions.items():
-                runs[name] = lambda session=session: session.run(None, self.inputs)
+        """{"rtsoa": rtsoa / onnxruntime NCHW, "nchwc": NCHW / NCHWc}, measured once."""
+        if self.ratios is not None:
+            return self.ratios
+        runs = self._runs()
+        if self.one:
             seconds = {name: [] for name in runs}
-            with self.limits(1):
+            with self.limits():
                 for run in runs.values():  # warm
                     run()
                 for _ in range(rounds):
@@ -185,16 +198,20 @@ class CnnLayout:
                         start = time.perf_counter()
                         run()
                         seconds[name].append(time.perf_counter() - start)
-            self.medians = {name: float(np.median(values)) for name, values in seconds.items()}
-        return self.medians
+            medians = {name: float(np.median(values)) for name, values in seconds.items()}
+            ours, nchw, nchwc = medians["rtsoa"], medians["nchw"], medians["all"]
+            self.ratios = {"rtsoa": ours / nchw, "nchwc": nchw / nchwc}
+        else:
+            ours, theirs = alone_medians(runs["rtsoa"], runs["nchw"])
+            nchw, nchwc = alone_medians(runs["nchw"], runs["all"])
+            self.ratios = {"rtsoa": ours / theirs, "nchwc": nchw / nchwc}
+        return self.ratios
 
-    def track_ratio_vs_onnxruntime_nchw(self, model, shape):
-        medians = self._measure()
-        return medians["rtsoa"] / medians["nchw"]
+    def track_ratio_vs_onnxruntime_nchw(self, model, shape, threads):
+        return self._measure()["rtsoa"]
 
-    def track_nchwc_gain(self, model, shape):
-        medians = self._measure()
-        return medians["nchw"] / medians["all"]
+    def track_nchwc_gain(self, model, shape, threads):
+        return self._measure()["nchwc"]
 
     track_ratio_vs_onnxruntime_nchw.unit = "rtsoa / onnxruntime NCHW"
     track_nchwc_gain.unit = "NCHW / NCHWc"
