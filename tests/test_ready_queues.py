@@ -169,13 +169,15 @@ def _take_into(serves, sole, heaps, control, admission, bits, order, out):
     out[0], out[1], out[2], out[3] = node, cursor, mine, brought
 
 
-@pytest.mark.parametrize("left", [0, 1])
-def test_a_take_that_loses_the_race_for_a_shared_queue_brings_nothing(left):
-    """Another worker empties a shared queue between this worker's racy peek and its lock:
+@pytest.mark.parametrize("left, window", [(0, 0), (1, 0), (1, 1)])
+def test_a_take_that_loses_the_race_for_a_shared_queue_brings_nothing(left, window):
+    """Another worker pops a shared queue's head between this worker's racy peek and its lock:
     the take finds `left` nodes under the lock and brings exactly the outstanding units of
     the node it took (none when it took none), or the run's count of outstanding work would
-    never reach 0 (or reach it early). The test holds the queue's lock while the take peeks
-    and spins on it, then takes the head as the other worker would and lets go."""
+    never reach 0 (or reach it early). With an admission window of one rank the peeked head
+    (rank 0) was admitted but the new head (rank 1) is not: the take re-checks it under the
+    lock and leaves it. The test holds the queue's lock while the take peeks and spins on
+    it, then takes the head as the other worker would and lets go."""
     import threading
     import time
 
@@ -189,7 +191,9 @@ def test_a_take_that_loses_the_race_for_a_shared_queue_brings_nothing(left):
     control = np.zeros(CONTROL_SIZE, dtype=np.int64)
     assert _pushes(np.arange(1 + left, dtype=np.int64), keys, queue_of, heaps, control).all()
     serves = np.array([False, True, False])
-    admission = Admission(np.int64(0), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64))
+    admission = Admission(
+        np.int64(window), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64)
+    )  # low 0: with a window of 1, rank 0 alone may start
     out = np.full(4, -9, dtype=np.int64)
     control[QUEUE_LOCK + queue * LINE] = 1  # held by "the other worker"
     sole = np.zeros(QUEUES, dtype=np.bool_)  # shared with other workers
@@ -208,8 +212,11 @@ def test_a_take_that_loses_the_race_for_a_shared_queue_brings_nothing(left):
     control[QUEUE_LOCK + queue * LINE] = 0  # ... and lets go
     taker.join(timeout=30)
     assert not taker.is_alive()
-    assert out.tolist() == ([1, 0, 0, 1] if left else [-1, 0, 0, 0])
-    assert control[QUEUE_SIZE + queue * LINE] == 0
+    taken = left and not window
+    assert out.tolist() == ([1, 0, 0, 1] if taken else [-1, 0, 0, 0])
+    assert control[QUEUE_SIZE + queue * LINE] == left - taken
+    if left - taken:
+        assert heaps[queue, 1] == keys[1]  # refused, left where it was
 
 
 _takes = Counter()  # what the takes of the property below did, over its examples
