@@ -169,6 +169,30 @@ def _take_into(serves, sole, heaps, control, admission, bits, order, out):
     out[0], out[1], out[2], out[3] = node, cursor, mine, brought
 
 
+def test_node_0_taken_from_a_shared_queue_leaves_the_private_batch_alone():
+    """Node 0 is a node like any other, not a "none taken": a take whose best head is node 0 on
+    a shared queue pops it, brings its outstanding unit and leaves the private batch's node
+    where it was (a take that mistook it for no node would also take the batch's head and
+    lose node 0)."""
+    from rtsoa.executors.admission import Admission
+
+    n, queue = 4, 1
+    keys = (np.arange(n, dtype=np.int64) << 32) | np.arange(n)  # node i has rank i
+    heaps = np.zeros((QUEUES, n + 2), dtype=np.int64)
+    control = np.zeros(CONTROL_SIZE, dtype=np.int64)
+    queue_of = np.full(n, queue, dtype=np.int8)
+    assert _pushes(np.array([0], dtype=np.int64), keys, queue_of, heaps, control).all()
+    serves = np.array([False, True, False])
+    sole = np.zeros(QUEUES, dtype=np.bool_)  # shared with other workers
+    bits = np.array([1 << 2, 0], dtype=np.int64)  # the private batch: rank 2 (node 2)
+    admission = Admission(np.int64(0), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64))
+    out = np.full(4, -9, dtype=np.int64)
+    _take_into(serves, sole, heaps, control, admission, bits, np.arange(n), out)
+    assert out.tolist() == [0, 0, 1, 1]  # node 0, cursor 0, one node kept, one unit brought
+    assert bits.tolist() == [1 << 2, 0]
+    assert control[QUEUE_SIZE + queue * LINE] == 0
+
+
 @pytest.mark.parametrize("left, window", [(0, 0), (1, 0), (1, 1)])
 def test_a_take_that_loses_the_race_for_a_shared_queue_brings_nothing(left, window):
     """Another worker pops a shared queue's head between this worker's racy peek and its lock:
