@@ -169,11 +169,13 @@ def _take_into(serves, sole, heaps, control, admission, bits, order, out):
     out[0], out[1], out[2], out[3] = node, cursor, mine, brought
 
 
-def test_node_0_taken_from_a_shared_queue_leaves_the_private_batch_alone():
+@pytest.mark.parametrize("sole", [False, True])
+def test_node_0_taken_from_a_shared_queue_leaves_the_private_batch_alone(sole):
     """Node 0 is a node like any other, not a "none taken": a take whose best head is node 0 on
     a shared queue pops it, brings its outstanding unit and leaves the private batch's node
     where it was (a take that mistook it for no node would also take the batch's head and
-    lose node 0)."""
+    lose node 0). A queue this worker alone serves (`sole`) is drained into the batch first,
+    and rank 0 then taken from it: the lowest set bit of its word cleared, rank 2's kept."""
     from rtsoa.executors.admission import Admission
 
     n, queue = 4, 1
@@ -183,7 +185,7 @@ def test_node_0_taken_from_a_shared_queue_leaves_the_private_batch_alone():
     queue_of = np.full(n, queue, dtype=np.int8)
     assert _pushes(np.array([0], dtype=np.int64), keys, queue_of, heaps, control).all()
     serves = np.array([False, True, False])
-    sole = np.zeros(QUEUES, dtype=np.bool_)  # shared with other workers
+    sole = np.array([False, sole, False])  # other workers push to it either way
     bits = np.array([1 << 2, 0], dtype=np.int64)  # the private batch: rank 2 (node 2)
     admission = Admission(np.int64(0), np.int64(n), np.zeros(n, np.int64), np.zeros(8, np.int64))
     out = np.full(4, -9, dtype=np.int64)
