@@ -1,6 +1,6 @@
 """The direct kernels of windowed ops: depthwise Conv (one input channel per group) and
 MaxPool / AveragePool without Indices, one output row at a time (rtsoa/ops/conv.py,
-rtsoa/ops/pooling.py).
+rtsoa/ops/pool_loops.py).
 
 Judges: onnxruntime for float32 (onnx.reference for float64), and for the pools the per-window
 loop that MaxPool with Indices still runs, which must give the same values bit for bit over
@@ -350,7 +350,7 @@ def test_max_pool_3x3_rows_then_columns_bit_for_bit(shape, strides, pads):
     """3 x 3 MaxPool over W = n_w * s_w takes the row-maxima pass (`_max_pool_3x3`): the bits
     of the taps one by one in row-major order (several NaN payloads, +0 and -0, -inf for
     windows of padding only), over plane blocks' borders and rows whose taps leave the input."""
-    from rtsoa.ops.pooling import _max3_fits
+    from rtsoa.ops.pool_loops import _max3_fits
     from rtsoa.ops.window_layout import G_C, G_D, G_IN, G_K, G_N, G_OUT, G_PB, G_PE, G_S, GEOMETRY
 
     attributes = {"kernel_shape": [3, 3], "strides": strides, "pads": pads}

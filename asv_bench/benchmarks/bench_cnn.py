@@ -69,34 +69,55 @@ def _interleaved_medians(first, second, rounds=5):
     return float(np.median(a)), float(np.median(b))
 
 
+def _network(model, shape):
+    """(ONNX model, inputs) of `model` at `shape` (a SHAPES key): random weights and inputs."""
+    from rtsoa.testing.cnn import ARCHITECTURES
+
+    batch, size = SHAPES[shape]
+    rng = np.random.default_rng(0)
+    inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
+    return ARCHITECTURES[model](size=size), inputs
+
+
+def _onnxruntime(proto, one, level=None):
+    """onnxruntime's session of `proto`: one intra- and inter-op thread if `one`, else its
+    default pools; `level` a graph optimisation level (None: its default)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if one:
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+    if level is not None:
+        options.graph_optimization_level = level
+    return ort.InferenceSession(proto.SerializeToString(), options)
+
+
+def _rtsoa(proto, one):
+    """(rtsoa's loaded model of `proto`, the context its runs are timed in): with `one`,
+    `intra_op_threads=1` and one BLAS thread for the whole measurement, not per run
+    (entering threadpoolctl's limits costs ~0.7 ms, which a per-run limit added to rtsoa's
+    side alone); else rtsoa's defaults."""
+    from threadpoolctl import threadpool_limits
+
+    from rtsoa.lowering import lower
+    from rtsoa.runtime.model import ModelExecutor
+
+    intra_op_threads = 1 if one else None  # None: rtsoa's default
+    model = ModelExecutor(lower(proto), intra_op_threads=intra_op_threads).load()
+    return model, (lambda: threadpool_limits(1)) if one else contextlib.nullcontext
+
+
 class CnnLatency:
     params = (MODELS, tuple(SHAPES), ("one", "default"))
     param_names = ("model", "input", "threads")
     timeout = 1200
 
     def setup(self, model, shape, threads):
-        import onnxruntime as ort
-        from threadpoolctl import threadpool_limits
-
-        from rtsoa.lowering import lower
-        from rtsoa.runtime.model import ModelExecutor
-        from rtsoa.testing.cnn import ARCHITECTURES
-
-        batch, size = SHAPES[shape]
-        proto = ARCHITECTURES[model](size=size)
-        rng = np.random.default_rng(0)
-        self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
-        options = ort.SessionOptions()
-        if threads == "one":
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(proto.SerializeToString(), options)
-        # one BLAS thread for the whole measurement, not per run: entering threadpoolctl's
-        # limits costs ~0.7 ms, which a per-run limit added to rtsoa's side alone
+        proto, self.inputs = _network(model, shape)
         one = threads == "one"
-        self.limits = (lambda: threadpool_limits(1)) if one else contextlib.nullcontext
-        intra_op_threads = 1 if one else None  # None: rtsoa's default
-        self.model = ModelExecutor(lower(proto), intra_op_threads=intra_op_threads).load()
+        self.session = _onnxruntime(proto, one)
+        self.model, self.limits = _rtsoa(proto, one)
         want = self.session.run(None, self.inputs)[0]
         with self.limits():
             got = self._ours()
@@ -140,29 +161,15 @@ class CnnLayout:
 
     def setup(self, model, shape, threads):
         import onnxruntime as ort
-        from threadpoolctl import threadpool_limits
 
-        from rtsoa.lowering import lower
-        from rtsoa.runtime.model import ModelExecutor
-        from rtsoa.testing.cnn import ARCHITECTURES
-
-        batch, size = SHAPES[shape]
-        proto = ARCHITECTURES[model](size=size)
-        rng = np.random.default_rng(0)
-        self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
+        proto, self.inputs = _network(model, shape)
         one = threads == "one"
-        self.sessions = {}
         levels = ort.GraphOptimizationLevel
-        for name, level in (("all", levels.ORT_ENABLE_ALL), ("nchw", levels.ORT_ENABLE_EXTENDED)):
-            options = ort.SessionOptions()
-            if one:
-                options.intra_op_num_threads = 1
-                options.inter_op_num_threads = 1
-            options.graph_optimization_level = level
-            self.sessions[name] = ort.InferenceSession(proto.SerializeToString(), options)
-        intra_op_threads = 1 if one else None  # None: rtsoa's default
-        self.model = ModelExecutor(lower(proto), intra_op_threads=intra_op_threads).load()
-        self.limits = (lambda: threadpool_limits(1)) if one else contextlib.nullcontext
+        self.sessions = {
+            "all": _onnxruntime(proto, one, levels.ORT_ENABLE_ALL),
+            "nchw": _onnxruntime(proto, one, levels.ORT_ENABLE_EXTENDED),
+        }
+        self.model, self.limits = _rtsoa(proto, one)
         want = self.sessions["all"].run(None, self.inputs)[0]
         with self.limits():
             got = self.model.execute_sync(self.inputs)["y"]
@@ -235,12 +242,8 @@ class CnnFusion:
         from rtsoa.lowering import lower
         from rtsoa.lowering.fuse import FUSIONS
         from rtsoa.runtime.model import ModelExecutor
-        from rtsoa.testing.cnn import ARCHITECTURES
 
-        batch, size = SHAPES[shape]
-        proto = ARCHITECTURES[model](size=size)
-        rng = np.random.default_rng(0)
-        self.inputs = {"x": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
+        proto, self.inputs = _network(model, shape)
         # every fusion, and every fusion but the one measured
         others = tuple(name for name in FUSIONS if name != self.fusion)
         intra = self.intra_op_threads

@@ -195,7 +195,7 @@ class ConvVersusOnnxruntime:
 
 class PoolVersusOnnxruntime:
     """Pool compute time (no Indices), rtsoa over onnxruntime, single thread both, on the
-    model layers of POOLS (`rtsoa.ops.pooling`: `_max_pool_3x3`'s separable maxima for the
+    model layers of POOLS (`rtsoa.ops.pool_loops`: `_max_pool_3x3`'s separable maxima for the
     3 x 3 ones, `_pool_2x2`'s row pairs for the 2 x 2 ones)."""
 
     params = list(POOLS)
