@@ -167,21 +167,13 @@ def test_slice():
     refuses(STATUS_OP_BAD_ATTRIBUTE, "Slice", [x, i64(0, 0), i64(1, 1), i64(-1, 2)])
 
 
-# A negative step's start before the axis: the ONNX spec clamps it to [0, d - 1] (so one
-# element, the first, is taken when the end is before the axis too), and onnxruntime does;
-# numpy and onnx.reference clamp it to -1 (nothing taken), and so does rtsoa.
-_START_CLAMP_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="Slice clamps a negative step's start to [-1, d - 1] as numpy does; the ONNX spec "
-    "and onnxruntime clamp it to [0, d - 1]",
-)
-
-
 @pytest.mark.parametrize(
     "starts, ends, steps",
     [
-        pytest.param(-10, -12, -1, marks=_START_CLAMP_BUG),  # start, end before the axis
-        pytest.param(-7, -100, -2, marks=_START_CLAMP_BUG),  # start just before the axis
+        # a negative step's start before the axis clamps to 0 (the ONNX rule, onnxruntime's;
+        # numpy and onnx.reference clamp it to -1 and take nothing)
+        (-10, -12, -1),  # start, end before the axis: element 0
+        (-7, -100, -2),  # start just before the axis: element 0
         (-10, -3, -1),  # start before the axis, end inside it: nothing
         (-10, 100, -1),  # start before, end past the axis: nothing
         (-6, -100, -1),  # start on element 0: one element
@@ -197,8 +189,7 @@ _START_CLAMP_BUG = pytest.mark.xfail(
 )
 def test_slice_with_starts_and_ends_outside_the_axis_matches_onnxruntime(starts, ends, steps):
     """The clamping of starts and ends outside the axis, on a 1-D input and on the middle axis
-    of a 3-D one; onnxruntime is the judge (see _START_CLAMP_BUG for where it and numpy
-    differ)."""
+    of a 3-D one; onnxruntime is the judge."""
     x = np.arange(6, dtype=np.float32)
     cube = np.arange(2 * 6 * 3, dtype=np.int64).reshape(2, 6, 3)
     for data, axis in ((x, 0), (cube, 1)):

@@ -240,7 +240,7 @@ def slice_params(arena, table, n_in, attrs):
             end = min(max(end, 0), d)
             count = (end - start - 1) // step + 1 if end > start else 0
         else:
-            start = min(max(start, -1), d - 1)
+            start = min(max(start, 0), d - 1)  # the ONNX rule (numpy's is -1: nothing taken)
             end = min(max(end, -1), d - 1)
             step = max(step, -(1 << 62))
             count = (start - end - 1) // (-step) + 1 if start > end else 0
