@@ -21,6 +21,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from rtsoa.abi.dtypes import DType
+from rtsoa.abi.operands import COL_DIMS
 from rtsoa.ops.host import _prepare
 from rtsoa.ops.indexing import slice_params
 from rtsoa.ops.reduce import (
@@ -424,18 +425,64 @@ def test_window_geometry_refuses_attributes_onnx_forbids(op, x_shape, w_shape, a
     assert status != 0, why
 
 
-def test_window_geometry_refuses_dims_past_its_limit():
-    """A dim of 2**31 and a count of 2**58 elements are refused before any size is multiplied."""
-    x = np.zeros((1, 1, 4, 4), dtype=np.float32)
-    attributes = {"kernel_shape": [2, 2]}
-    for dims, why in (
-        ((1, 1, 4, 1 << 31), "a dim of 2**31"),
-        ((1 << 30, 1 << 30, 4, 4), "2**64 elements"),
-    ):
-        table, _, attrs = _slots("MaxPool", [x], attributes)
-        table[0, 4 : 4 + 4] = dims  # the row's dims (COL_DIMS), the data never read
-        status, _ = window_geometry(table, attrs, POOL)
-        assert status != 0, why
+def _sized(op, x_dims, w_dims, attributes):
+    """(status, geometry) of `op` on operand rows claiming `x_dims` / `w_dims` (no data: the
+    geometry reads the rows' dims only)."""
+    arrays = [np.zeros((1,) * len(x_dims), dtype=np.float32)]
+    if w_dims is not None:
+        arrays.append(np.zeros((1,) * len(w_dims), dtype=np.float32))
+    table, _, attrs = _slots(op, arrays, attributes)
+    for row, dims in enumerate((x_dims, w_dims)[: len(arrays)]):
+        table[row, COL_DIMS : COL_DIMS + len(dims)] = dims
+    return window_geometry(table, attrs, KINDS[op])
+
+
+LIMIT_CASES = [  # (op, x dims, w dims, attributes, accepted, why)
+    ("MaxPool", (1, 1, 4, 1 << 31), None, {"kernel_shape": [2, 2]}, False, "an X dim of 2**31"),
+    ("MaxPool", (1, 1, 4, (1 << 31) - 1), None, {"kernel_shape": [2, 2]}, True, "2**31 - 1"),
+    ("MaxPool", (1 << 30, 1 << 30, 4, 4), None, {"kernel_shape": [2, 2]}, False, "2**64 elements"),
+    ("Conv", (1, 2, 4), (1 << 31, 2, 1), {}, False, "2**31 output channels"),
+    ("Conv", (1, 2, 4), (2, 2, 1 << 31), {}, False, "a kernel of 2**31"),
+    ("Conv", (0, 2, 4, 4), (3, 2, 2, 2), {}, True, "an empty batch"),
+    ("Conv", (1, 2, 4, 4), (0, 2, 2, 2), {}, True, "no output channel"),
+    # the im2col matrix, (C / group x taps, positions), is at most 2**32 elements:
+    # 4 / 2 channels x 2 taps x 2**15 x 2**15 positions is 2**32
+    ("Conv", (1, 4, 1 << 15, (1 << 15) + 1), (4, 2, 1, 2), {"group": 2}, True, "2**32 im2col"),
+    ("Conv", (1, 4, (1 << 15) + 1, (1 << 15) + 1), (4, 2, 1, 2), {"group": 2}, False, "past it"),
+    # ConvTranspose's col2im matrix, (M / group x taps, input plane): 2 x 2 x 2**30
+    ("ConvTranspose", (1, 2, 1 << 15, 1 << 15), (2, 2, 1, 2), {}, True, "2**32 col2im"),
+    ("ConvTranspose", (1, 2, 1 << 15, (1 << 15) + 1), (2, 2, 1, 2), {}, False, "past it"),
+    # an output of 2**31 - 1 and 2**31: 2**30 x (3 - 1) + 1 - pads
+    (
+        "ConvTranspose",
+        (1, 1, 3),
+        (1, 1, 1),
+        {"strides": [1 << 30], "pads": [0, 2]},
+        True,
+        "out 2**31 - 1",
+    ),
+    (
+        "ConvTranspose",
+        (1, 1, 3),
+        (1, 1, 1),
+        {"strides": [1 << 30], "pads": [0, 1]},
+        False,
+        "out 2**31",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "op, x_dims, w_dims, attributes, accepted, why", LIMIT_CASES, ids=[c[-1] for c in LIMIT_CASES]
+)
+def test_window_geometry_limits(op, x_dims, w_dims, attributes, accepted, why):
+    """The limits on each side of their bound: dims and outputs below 2**31, tensors below
+    2**58 elements, the im2col / col2im scratch at most 2**32 elements (MAX_SCRATCH); an empty
+    batch or no output channel is a valid empty op, not an oversized one."""
+    status, geo = _sized(op, x_dims, w_dims, attributes)
+    assert (status == 0) == accepted, (why, status)
+    if accepted and x_dims[0] == 0:
+        assert geo[G_N] == 0 and list(geo[G_OUT + 1 : G_OUT + 3]) == [3, 3]
 
 
 # -- Slice --------------------------------------------------------------------------------------
