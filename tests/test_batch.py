@@ -571,6 +571,32 @@ def test_a_stale_overdue_report_does_not_blame_the_job_now_running(monkeypatch, 
     assert list(pending) == [first] and pool.retried == 1
 
 
+def test_chunks_hold_about_chunk_seconds_of_jobs_by_the_smoothed_job_time():
+    """One job per chunk until a job time is measured; then chunk_seconds / job time jobs, the
+    job time the running mean of what the workers report (each report halves the weight of the
+    ones before), never past _MAX_CHUNK nor a 1 / (_SHARE x workers) share of what is left."""
+    from rtsoa.batch.local import _MAX_CHUNK, _SHARE, LocalPool
+
+    pool = LocalPool(2, Settings(), chunk_seconds=1.0)
+    pool._workers = [object(), object()]  # only counted
+    pending = deque(range(10_000))
+    assert pool._chunk(pending) == [0]
+    pool._measured(0.1)
+    assert len(pool._chunk(pending)) == 10
+    pool._measured(0.3)  # the mean of 0.1 and 0.3: 5 jobs a second
+    assert pool._job_seconds == pytest.approx(0.2)
+    assert len(pool._chunk(pending)) == 5
+    pool._measured(0.6)  # (0.2 + 0.6) / 2
+    assert len(pool._chunk(pending)) == 2
+    pool._measured(0.1)  # (0.4 + 0.1) / 2
+    assert len(pool._chunk(pending)) == 4
+    pool._job_seconds = 1e-7
+    assert len(pool._chunk(pending)) == _MAX_CHUNK
+    few = deque(range(12))
+    assert len(pool._chunk(few)) == 12 // (_SHARE * 2)
+    assert pool._chunk(deque([7])) == [7]
+
+
 def test_onnx_model_jobs_run_on_their_input_sets(tmp_path, capsys):
     import hashlib
 

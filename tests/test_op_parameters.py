@@ -501,7 +501,7 @@ def _slice_case(rng):
     starts = rng.choice(SLICE_BOUNDS, n)
     ends = rng.choice(SLICE_BOUNDS, n)
     steps = rng.choice(SLICE_STEPS, n)
-    given_axes = rng.random() < 0.7 or n < rank
+    given_axes = rng.random() < 0.7  # omitted: the first n axes, n below the rank too
     given_steps = rng.random() < 0.8
     if not given_axes:
         axes = np.arange(n)
@@ -544,7 +544,9 @@ def test_slice_parameters_select_what_onnxruntime_slices():
         reached["negative step"] += bool((steps < 0).any())
         reached["empty"] += got.size == 0
         reached["non-empty negative step"] += bool((steps < 0).any() and got.size > 0)
-        reached["axes omitted"] += len(inputs) < 3 or inputs[2] is None
+        omitted = len(inputs) < 3 or inputs[2] is None
+        reached["axes omitted"] += omitted
+        reached["axes omitted, fewer than the rank"] += omitted and len(inputs[0]) < len(shape)
         reached["steps omitted"] += len(inputs) < 4
     print(dict(reached))
     for branch in (
@@ -591,6 +593,21 @@ def test_a_negative_slice_step_from_before_the_axis_takes_element_0():
     table, arena, attrs = _slots("Slice", [x, *inputs], {})
     status, first, steps, counts = slice_params(arena, table, 5, attrs)
     assert status == 0 and (list(first), list(steps), list(counts)) == ([0], [-1], [1])
+
+
+@pytest.mark.parametrize("step", [-100, -(2**62), -(2**63)], ids=["-100", "-2**62", "-2**63"])
+def test_a_large_negative_slice_step_on_a_long_axis(step):
+    """On 200 elements from the last, a step of -100 takes [199, 99]; the steps that would
+    overflow -step are clamped to -2**62 (one element, as any step past the axis)."""
+    x = np.arange(200, dtype=np.float32)
+    inputs = [np.int64([-1]), np.int64([-(2**63)]), np.int64([0]), np.int64([step])]
+    feed = dict(zip(["x", "starts", "ends", "axes", "steps"], [x, *inputs], strict=True))
+    want, _ = _slice_session(list(feed), feed)
+    table, arena, attrs = _slots("Slice", [x, *inputs], {})
+    status, first, steps, counts = slice_params(arena, table, 5, attrs)
+    assert status == 0
+    np.testing.assert_array_equal(x[first[0] + steps[0] * np.arange(counts[0])], want)
+    assert list(want) == ([199.0, 99.0] if step == -100 else [199.0])
 
 
 BAD_SLICES = [  # (x shape, starts, ends, axes, steps, why)
