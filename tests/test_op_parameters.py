@@ -615,6 +615,7 @@ BAD_SLICES = [  # (x shape, starts, ends, axes, steps, why)
     ((4, 4), [0, 0], [2], None, None, "ends shorter than starts"),
     ((4, 4), [0, 0], [2, 2], [0], None, "axes shorter than starts"),
     ((4, 4), [0], [2], [0], [1, 1], "steps longer than starts"),
+    ((4, 4), [0, 0], [2, 2], [0, 1], [1], "steps shorter than starts"),
     ((4, 4), [0, 0], [2, 2], [1, 1], None, "a repeated axis"),
     ((4, 4), [0, 0], [2, 2], [1, -1], None, "an axis repeated as a negative one"),
     ((4, 4), [0], [2], [2], None, "axis 2 of a rank-2 input"),
