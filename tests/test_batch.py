@@ -571,6 +571,27 @@ def test_a_stale_overdue_report_does_not_blame_the_job_now_running(monkeypatch, 
     assert list(pending) == [first] and pool.retried == 1
 
 
+@pytest.mark.parametrize(
+    "exitcode, words",
+    [
+        (-1, "died of SIGHUP; a new"),
+        (-9, "died of SIGKILL (killed: the out-of-memory killer, or kill -9)"),
+        (-11, "died of SIGSEGV (a segmentation fault"),
+        (-6, "died of SIGABRT (aborted)"),
+        (-7, "died of SIGBUS (a bus error"),
+        (-200, "died of signal 200; a new"),
+        (1, "exited with status 1"),
+        (0, "exited with status 0"),
+        (None, "exited with status None"),
+    ],
+)
+def test_a_worker_death_is_told_by_its_signal_or_status(exitcode, words):
+    from rtsoa.batch.local import death_message
+
+    message = death_message(exitcode, 4321)
+    assert words in message and "(pid 4321)" in message, message
+
+
 def test_chunks_hold_about_chunk_seconds_of_jobs_by_the_smoothed_job_time():
     """One job per chunk until a job time is measured; then chunk_seconds / job time jobs, the
     job time the running mean of what the workers report (each report halves the weight of the
