@@ -22,6 +22,7 @@ from onnx.reference import ReferenceEvaluator
 
 from rtsoa.abi.dtypes import DType
 from rtsoa.abi.operands import COL_DIMS
+from rtsoa.abi.status import STATUS_OP_MISSING_INPUT
 from rtsoa.ops.host import _prepare
 from rtsoa.ops.indexing import slice_params
 from rtsoa.ops.reduce import (
@@ -616,6 +617,7 @@ BAD_SLICES = [  # (x shape, starts, ends, axes, steps, why)
     ((4, 4), [0, 0], [2, 2], [0], None, "axes shorter than starts"),
     ((4, 4), [0], [2], [0], [1, 1], "steps longer than starts"),
     ((4, 4), [0, 0], [2, 2], [0, 1], [1], "steps shorter than starts"),
+    ((4, 4), [0], [2, 2], None, None, "ends longer than starts"),
     ((4, 4), [0, 0], [2, 2], [1, 1], None, "a repeated axis"),
     ((4, 4), [0, 0], [2, 2], [1, -1], None, "an axis repeated as a negative one"),
     ((4, 4), [0], [2], [2], None, "axis 2 of a rank-2 input"),
@@ -639,11 +641,14 @@ def test_slice_parameters_refuse_what_onnx_forbids(shape, starts, ends, axes, st
     assert status != 0, why
 
 
-def test_slice_without_ends_is_a_missing_input():
+def test_slice_without_starts_or_ends_is_a_missing_input():
+    """Slice's starts and ends are required: either absent is STATUS_OP_MISSING_INPUT (not a
+    length mismatch with the one given)."""
     x = np.zeros((4,), dtype=np.float32)
-    table, arena, attrs = _slots("Slice", [x, np.int64([0]), None], {})
-    status, *_ = slice_params(arena, table, 3, attrs)
-    assert status != 0
+    for inputs in ([np.int64([0]), None], [None, np.int64([2])]):
+        table, arena, attrs = _slots("Slice", [x, *inputs], {})
+        status, *_ = slice_params(arena, table, 3, attrs)
+        assert status == STATUS_OP_MISSING_INPUT, inputs
 
 
 # -- Reduce* --------------------------------------------------------------------------------------
