@@ -611,6 +611,20 @@ def test_a_large_negative_slice_step_on_a_long_axis(step):
     assert list(want) == ([199.0, 99.0] if step == -100 else [199.0])
 
 
+def test_a_negative_slice_step_past_2_to_62_on_an_empty_tensor_of_a_huge_axis():
+    """A (0, 2**62) tensor is empty, so any axis length is possible: from its last index by
+    -2**63 (clamped to -2**62, so that -step does not overflow) is one index; a clamp at
+    -2**61 would take two."""
+    x = np.zeros((0, 1), dtype=np.float32)
+    inputs = [np.int64([-1]), np.int64([-(2**63)]), np.int64([1]), np.int64([-(2**63)])]
+    table, arena, attrs = _slots("Slice", [x, *inputs], {})
+    table[0, COL_DIMS + 1] = 2**62
+    status, first, steps, counts = slice_params(arena, table, 5, attrs)
+    assert status == 0
+    assert (first[1], steps[1], counts[1]) == (2**62 - 1, -(2**62), 1)
+    assert counts[0] == 0
+
+
 BAD_SLICES = [  # (x shape, starts, ends, axes, steps, why)
     ((4, 4), [0], [2], [0], [0], "a zero step"),
     ((4, 4), [0, 0], [2], None, None, "ends shorter than starts"),
