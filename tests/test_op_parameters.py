@@ -22,7 +22,7 @@ from onnx.reference import ReferenceEvaluator
 
 from rtsoa.abi.dtypes import DType
 from rtsoa.abi.operands import COL_DIMS
-from rtsoa.abi.status import STATUS_OP_MISSING_INPUT
+from rtsoa.abi.status import STATUS_OP_BAD_DTYPE, STATUS_OP_BAD_SHAPE, STATUS_OP_MISSING_INPUT
 from rtsoa.ops.host import _prepare
 from rtsoa.ops.indexing import slice_params
 from rtsoa.ops.reduce import (
@@ -631,6 +631,8 @@ BAD_SLICES = [  # (x shape, starts, ends, axes, steps, why)
     ((4, 4), [0, 0], [2, 2], [0], None, "axes shorter than starts"),
     ((4, 4), [0], [2], [0], [1, 1], "steps longer than starts"),
     ((4, 4), [0, 0], [2, 2], [0, 1], [1], "steps shorter than starts"),
+    ((4, 4), [0], [2], [0, 1], None, "axes longer than starts"),
+    ((4, 4), [0], [2], [3], None, "axis 3 of a rank-2 input"),
     ((4, 4), [0], [2, 2], None, None, "ends longer than starts"),
     ((4, 4), [0, 0], [2, 2], [1, 1], None, "a repeated axis"),
     ((4, 4), [0, 0], [2, 2], [1, -1], None, "an axis repeated as a negative one"),
@@ -653,6 +655,22 @@ def test_slice_parameters_refuse_what_onnx_forbids(shape, starts, ends, axes, st
     table, arena, attrs = _slots("Slice", [x, *inputs], {})
     status, *_ = slice_params(arena, table, 1 + len(inputs), attrs)
     assert status != 0, why
+
+
+@pytest.mark.parametrize("bad", ["float32", "rank 2"])
+@pytest.mark.parametrize("position", [0, 1, 2, 3], ids=["starts", "ends", "axes", "steps"])
+def test_slice_list_inputs_of_another_dtype_or_rank_are_refused(position, bad):
+    """Starts, ends, axes and steps are int32 / int64 lists of rank 0 or 1: another dtype is
+    STATUS_OP_BAD_DTYPE and rank 2 STATUS_OP_BAD_SHAPE, for each of the four (an axes or
+    steps input whose refusal went unread would slice by the defaults instead)."""
+    x = np.zeros((4, 4), dtype=np.float32)
+    inputs = [np.int64([0, 1]), np.int64([2, 3]), np.int64([0, 1]), np.int64([1, 1])]
+    inputs[position] = (
+        inputs[position].astype(np.float32) if bad == "float32" else inputs[position].reshape(1, 2)
+    )
+    table, arena, attrs = _slots("Slice", [x, *inputs], {})
+    status, *_ = slice_params(arena, table, 5, attrs)
+    assert status == (STATUS_OP_BAD_DTYPE if bad == "float32" else STATUS_OP_BAD_SHAPE)
 
 
 def test_slice_without_starts_or_ends_is_a_missing_input():
@@ -718,7 +736,8 @@ def test_reduced_axes_give_onnxruntimes_output_shapes():
 
 
 @pytest.mark.parametrize(
-    "axes, why", [([0, 0], "a repeated axis"), ([2], "axis 2 of rank 2"), ([-3], "axis -3")]
+    "axes, why",
+    [([0, 0], "a repeated axis"), ([2], "axis 2 of rank 2"), ([3], "axis 3"), ([-3], "axis -3")],
 )
 def test_reduced_axes_refuse_bad_axes(axes, why):
     x = np.zeros((2, 3), dtype=np.float32)
