@@ -776,6 +776,21 @@ def test_reduce_loop_folds_like_numpy_with_nans_anywhere(op):
             assert list(counts) == [int((targets == t).sum()) for t in range(outputs)]
 
 
+@pytest.mark.parametrize("op", [MAX, MIN], ids=["max", "min"])
+def test_reduce_loop_keeps_the_first_of_equal_elements_as_onnxruntime(op):
+    """Max / Min over -0.0 and +0.0 (equal): onnxruntime keeps the first one's sign (numpy the
+    last's), and so does rtsoa."""
+    name = "ReduceMax" if op == MAX else "ReduceMin"
+    for pair in ([-0.0, 0.0], [0.0, -0.0]):
+        x = np.array(pair, dtype=np.float32)
+        (want,) = _session(name, {"x": x}, {"keepdims": 0})
+        acc = np.full(1, -np.inf if op == MAX else np.inf)
+        reduce_loop(
+            op, x.astype(np.float64), np.zeros(2, dtype=np.int64), acc, np.zeros(1, np.int64)
+        )
+        assert acc[0] == 0 and np.signbit(acc[0]) == np.signbit(want) == np.signbit(pair[0])
+
+
 INTEGER_TYPES = [
     (DType.INT64, np.int64),
     (DType.INT32, np.int32),
