@@ -22,7 +22,13 @@ from onnx.reference import ReferenceEvaluator
 
 from rtsoa.abi.dtypes import DType
 from rtsoa.abi.operands import COL_DIMS
-from rtsoa.abi.status import STATUS_OP_BAD_DTYPE, STATUS_OP_BAD_SHAPE, STATUS_OP_MISSING_INPUT
+from rtsoa.abi.status import (
+    STATUS_OP_BAD_ATTRIBUTE,
+    STATUS_OP_BAD_DTYPE,
+    STATUS_OP_BAD_SHAPE,
+    STATUS_OP_MISSING_INPUT,
+    STATUS_OP_TOO_LARGE,
+)
 from rtsoa.ops.host import _prepare
 from rtsoa.ops.indexing import slice_params
 from rtsoa.ops.reduce import (
@@ -58,7 +64,7 @@ OPSET = 19  # AveragePool's dilations, Slice / Reduce* axes as inputs
 KINDS = {"MaxPool": POOL, "AveragePool": POOL, "Conv": CONV, "ConvTranspose": CONV_TRANSPOSE}
 
 
-def _session(op, inputs, attributes, n_out=1):
+def _session(op, inputs, attributes, n_out=1, opset=OPSET):
     """An onnxruntime session of one `op` node on float32 / int64 `inputs` (name -> array), or
     None where onnxruntime refuses the node (at load or at its first run)."""
     values = [
@@ -77,7 +83,7 @@ def _session(op, inputs, attributes, n_out=1):
         values,
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.log_severity_level = 4
@@ -438,28 +444,86 @@ def _sized(op, x_dims, w_dims, attributes):
     return window_geometry(table, attrs, KINDS[op])
 
 
-LIMIT_CASES = [  # (op, x dims, w dims, attributes, accepted, why)
-    ("MaxPool", (1, 1, 4, 1 << 31), None, {"kernel_shape": [2, 2]}, False, "an X dim of 2**31"),
-    ("MaxPool", (1, 1, 4, (1 << 31) - 1), None, {"kernel_shape": [2, 2]}, True, "2**31 - 1"),
-    ("MaxPool", (1 << 30, 1 << 30, 4, 4), None, {"kernel_shape": [2, 2]}, False, "2**64 elements"),
-    ("Conv", (1, 2, 4), (1 << 31, 2, 1), {}, False, "2**31 output channels"),
-    ("Conv", (1, 2, 4), (2, 2, 1 << 31), {}, False, "a kernel of 2**31"),
-    ("Conv", (0, 2, 4, 4), (3, 2, 2, 2), {}, True, "an empty batch"),
-    ("Conv", (1, 2, 4, 4), (0, 2, 2, 2), {}, True, "no output channel"),
+OK, BAD_SHAPE, TOO_LARGE = 0, STATUS_OP_BAD_SHAPE, STATUS_OP_TOO_LARGE
+BAD_ATTRIBUTE = STATUS_OP_BAD_ATTRIBUTE
+LIMIT_CASES = [  # (op, x dims, w dims, attributes, the status wanted, why)
+    ("MaxPool", (1, 1, 4, 1 << 31), None, {"kernel_shape": [2, 2]}, BAD_SHAPE, "an X dim of 2**31"),
+    ("MaxPool", (1, 1, 4, (1 << 31) - 1), None, {"kernel_shape": [2, 2]}, OK, "2**31 - 1"),
+    # a wide stride would bring the output of a dim past 2**31 under the limit: refused first
+    (
+        "MaxPool",
+        (1, 1, 1, 1 << 40),
+        None,
+        {"kernel_shape": [1, 1], "strides": [1, 1 << 30]},
+        BAD_SHAPE,
+        "an X dim of 2**40",
+    ),
+    (
+        "MaxPool",
+        (1 << 30, 1 << 30, 4, 4),
+        None,
+        {"kernel_shape": [2, 2]},
+        TOO_LARGE,
+        "2**64 elements",
+    ),
+    # an X of 2**58 elements whose output (4 elements) and im2col (2**30) are small
+    (
+        "Conv",
+        (1, 1 << 28, 1 << 15, 1 << 15),
+        (1, 1 << 28, 1, 1),
+        {"strides": [1 << 14] * 2},
+        TOO_LARGE,
+        "an X of 2**58 elements",
+    ),
+    # an output of 2**60 elements (2**30 channels x 2**30 positions) from small inputs
+    (
+        "ConvTranspose",
+        (1, 1, 2),
+        (1, 1 << 30, 1),
+        {"strides": [1 << 30]},
+        TOO_LARGE,
+        "an output of 2**60 elements",
+    ),
+    ("MaxPool", (1, 1, 5, 5), None, {"kernel_shape": [-1, 2]}, BAD_ATTRIBUTE, "a kernel of -1"),
+    ("Conv", (1, 4, 5, 5), (2, 4, 3, 3, 3), {}, BAD_SHAPE, "W of a higher rank"),
+    ("Conv", (1, 4, 5, 5, 5), (2, 4, 3, 3), {}, BAD_SHAPE, "W of a lower rank"),
+    ("Conv", (1, 2, 4), (1 << 31, 2, 1), {}, BAD_SHAPE, "2**31 output channels"),
+    ("Conv", (1, 2, 4), (2, 2, 1 << 31), {}, BAD_SHAPE, "a kernel of 2**31"),
+    ("Conv", (1, 2, 4), (2, 2, -1), {}, BAD_SHAPE, "a negative W dim"),
+    ("Conv", (0, 2, 4, 4), (3, 2, 2, 2), {}, OK, "an empty batch"),
+    ("Conv", (1, 2, 4, 4), (0, 2, 2, 2), {}, OK, "no output channel"),
+    # an empty input plane whose padding gives outputs (onnxruntime: (1, 2, 2, 4), the bias)
+    ("Conv", (1, 1, 0, 4), (2, 1, 1, 1), {"pads": [1, 0, 1, 0]}, OK, "an empty plane, padded"),
     # the im2col matrix, (C / group x taps, positions), is at most 2**32 elements:
     # 4 / 2 channels x 2 taps x 2**15 x 2**15 positions is 2**32
-    ("Conv", (1, 4, 1 << 15, (1 << 15) + 1), (4, 2, 1, 2), {"group": 2}, True, "2**32 im2col"),
-    ("Conv", (1, 4, (1 << 15) + 1, (1 << 15) + 1), (4, 2, 1, 2), {"group": 2}, False, "past it"),
+    ("Conv", (1, 4, 1 << 15, (1 << 15) + 1), (4, 2, 1, 2), {"group": 2}, OK, "2**32 im2col"),
+    (
+        "Conv",
+        (1, 4, (1 << 15) + 1, (1 << 15) + 1),
+        (4, 2, 1, 2),
+        {"group": 2},
+        TOO_LARGE,
+        "past it",
+    ),
+    # 2**20 channels x 2**21 taps x 2**21 positions: past 2**58, where the product overflows
+    (
+        "Conv",
+        (1, 1 << 20, 256, 256, 256),
+        (1, 1 << 20, 128, 128, 128),
+        {},
+        TOO_LARGE,
+        "an im2col of 2**62",
+    ),
     # ConvTranspose's col2im matrix, (M / group x taps, input plane): 2 x 2 x 2**30
-    ("ConvTranspose", (1, 2, 1 << 15, 1 << 15), (2, 2, 1, 2), {}, True, "2**32 col2im"),
-    ("ConvTranspose", (1, 2, 1 << 15, (1 << 15) + 1), (2, 2, 1, 2), {}, False, "past it"),
+    ("ConvTranspose", (1, 2, 1 << 15, 1 << 15), (2, 2, 1, 2), {}, OK, "2**32 col2im"),
+    ("ConvTranspose", (1, 2, 1 << 15, (1 << 15) + 1), (2, 2, 1, 2), {}, TOO_LARGE, "past it"),
     # an output of 2**31 - 1 and 2**31: 2**30 x (3 - 1) + 1 - pads
     (
         "ConvTranspose",
         (1, 1, 3),
         (1, 1, 1),
         {"strides": [1 << 30], "pads": [0, 2]},
-        True,
+        OK,
         "out 2**31 - 1",
     ),
     (
@@ -467,23 +531,71 @@ LIMIT_CASES = [  # (op, x dims, w dims, attributes, accepted, why)
         (1, 1, 3),
         (1, 1, 1),
         {"strides": [1 << 30], "pads": [0, 1]},
-        False,
+        BAD_SHAPE,
         "out 2**31",
+    ),
+    # output_padding below the stride or the dilation
+    (
+        "ConvTranspose",
+        (1, 4, 5),
+        (4, 2, 3),
+        {"dilations": [2], "output_padding": [1]},
+        OK,
+        "output_padding 1, dilation 2",
+    ),
+    (
+        "ConvTranspose",
+        (1, 4, 5),
+        (4, 2, 3),
+        {"output_padding": [1]},
+        BAD_ATTRIBUTE,
+        "output_padding 1, stride and dilation 1",
+    ),
+    # pads with auto_pad: refused for Conv and ConvTranspose (even zeros), as onnxruntime does;
+    # its pools let auto_pad win, and so do rtsoa's
+    (
+        "Conv",
+        (1, 1, 5, 5),
+        (1, 1, 2, 2),
+        {"auto_pad": "VALID", "pads": [0, 0, 0, 0]},
+        BAD_ATTRIBUTE,
+        "Conv with auto_pad and pads",
+    ),
+    (
+        "ConvTranspose",
+        (1, 1, 5),
+        (1, 1, 2),
+        {"auto_pad": "SAME_UPPER", "pads": [1, 1]},
+        BAD_ATTRIBUTE,
+        "ConvTranspose with auto_pad and pads",
+    ),
+    (
+        "MaxPool",
+        (1, 1, 5, 5),
+        None,
+        {"kernel_shape": [2, 2], "auto_pad": "VALID", "pads": [1] * 4},
+        OK,
+        "MaxPool with auto_pad and pads",
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    "op, x_dims, w_dims, attributes, accepted, why", LIMIT_CASES, ids=[c[-1] for c in LIMIT_CASES]
+    "op, x_dims, w_dims, attributes, want, why", LIMIT_CASES, ids=[c[-1] for c in LIMIT_CASES]
 )
-def test_window_geometry_limits(op, x_dims, w_dims, attributes, accepted, why):
+def test_window_geometry_limits(op, x_dims, w_dims, attributes, want, why):
     """The limits on each side of their bound: dims and outputs below 2**31, tensors below
     2**58 elements, the im2col / col2im scratch at most 2**32 elements (MAX_SCRATCH); an empty
-    batch or no output channel is a valid empty op, not an oversized one."""
+    batch, channel or plane is a valid empty op, not an oversized one; and the attribute rules
+    onnxruntime enforces (output_padding, pads beside auto_pad), with the status each gets."""
     status, geo = _sized(op, x_dims, w_dims, attributes)
-    assert (status == 0) == accepted, (why, status)
-    if accepted and x_dims[0] == 0:
+    assert status == want, (why, status)
+    if want == OK and x_dims[0] == 0:
         assert geo[G_N] == 0 and list(geo[G_OUT + 1 : G_OUT + 3]) == [3, 3]
+    if why == "an empty plane, padded":
+        assert list(geo[G_OUT + 1 : G_OUT + 3]) == [2, 4]
+    if why == "MaxPool with auto_pad and pads":  # VALID's 4 x 4, the pads ignored
+        assert list(geo[G_OUT + 1 : G_OUT + 3]) == [4, 4] and not geo[G_PB : G_PB + 3].any()
 
 
 # -- Slice --------------------------------------------------------------------------------------
@@ -733,6 +845,21 @@ def test_reduced_axes_give_onnxruntimes_output_shapes():
     print(dict(reached))
     for branch in ("no-op", "keepdims 0", "keepdims 1", "empty axes, all reduced", "some axes"):
         assert reached[branch] >= 8, reached
+
+
+@pytest.mark.parametrize("axes", [[1], [-1, 0], [0, 1, 2]], ids=["1", "-1,0", "all"])
+def test_reduced_axes_from_the_axes_attribute(axes):
+    """Before opset 18 the axes are an attribute (slots after keepdims and
+    noop_with_empty_axes): onnxruntime's ReduceMax at opset 13 gives the same shape."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for keepdims in (0, 1):
+        attributes = {"axes": axes, "keepdims": keepdims}
+        (want,) = _session("ReduceMax", {"x": x}, attributes, opset=13)
+        table, arena, attrs = _slots("ReduceMax", [x], attributes)
+        status, flags, noop = reduced_axes(arena, table, 1, attrs)
+        assert status == 0 and not noop and attrs.shape[0] > 3
+        dims = [1 if f else d for f, d in zip(flags, x.shape, strict=True) if keepdims or not f]
+        assert tuple(dims) == want.shape
 
 
 @pytest.mark.parametrize(

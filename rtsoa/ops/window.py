@@ -174,6 +174,10 @@ def window_geometry(table, attrs, kind):
     group = attrs[GROUP] if kind != POOL else np.int64(1)
     if auto_pad < NOTSET or auto_pad > VALID or group < 1 or group >= LIMIT:
         return np.int32(STATUS_OP_BAD_ATTRIBUTE), geo
+    if kind != POOL and auto_pad != NOTSET and attrs[N_PADS] != 0:
+        # pads with auto_pad: the definition forbids it, onnxruntime refuses a Conv or a
+        # ConvTranspose that has both (its pools let auto_pad win, as rtsoa's do)
+        return np.int32(STATUS_OP_BAD_ATTRIBUTE), geo
     if kind == POOL and (attrs[CEIL_MODE] < 0 or attrs[CEIL_MODE] > 1 or attrs[N_KERNEL] == 0):
         return np.int32(STATUS_OP_BAD_ATTRIBUTE), geo
     n = dim(table, 0, 0)
@@ -246,10 +250,7 @@ def window_geometry(table, attrs, kind):
                 else:
                     pe = padding // 2
                     pb = padding - pe
-            elif auto_pad == VALID:
-                pb = np.int64(0)
-                pe = np.int64(0)
-            out = full - pb - pe
+            out = full - pb - pe  # VALID: no pads (refused with auto_pad above)
         elif auto_pad == SAME_UPPER or auto_pad == SAME_LOWER:
             out = (size + stride - 1) // stride
             needed = max((out - 1) * stride + reach - size, 0)
