@@ -592,6 +592,31 @@ def test_a_worker_death_is_told_by_its_signal_or_status(exitcode, words):
     assert words in message and "(pid 4321)" in message, message
 
 
+def test_the_pool_waits_until_the_first_job_deadline():
+    """`_next_deadline`: how long `wait` may sleep is the time left to the earliest running
+    job's timeout; a worker with jobs but no clock yet polls; no timeout or no jobs: no limit."""
+    from types import SimpleNamespace
+
+    from rtsoa.batch.local import _CLOCK_START, _POLL_SECONDS, LocalPool
+
+    pool = LocalPool(2, Settings(timeout=1.0))
+    now = time.monotonic()
+
+    def worker(jobs, start):
+        return SimpleNamespace(jobs=jobs, progress={_CLOCK_START: start})
+
+    pool._workers = [worker([], 0.0)]
+    assert pool._next_deadline() is None
+    pool._workers = [worker(["a"], now - 0.3), worker(["b"], now - 0.1)]
+    assert 0.6 < pool._next_deadline() <= 0.7
+    pool._workers = [worker(["a"], now - 5.0)]  # overdue: no sleep
+    assert pool._next_deadline() == 0.0
+    pool._workers = [worker(["a"], 0.0)]  # its clock not started: poll
+    assert pool._next_deadline() == pytest.approx(min(_POLL_SECONDS, 1.0))
+    pool.settings = Settings(timeout=None)
+    assert pool._next_deadline() is None
+
+
 def test_chunks_hold_about_chunk_seconds_of_jobs_by_the_smoothed_job_time():
     """One job per chunk until a job time is measured; then chunk_seconds / job time jobs, the
     job time the running mean of what the workers report (each report halves the weight of the

@@ -306,6 +306,43 @@ def test_a_ceil_mode_window_that_would_start_in_the_end_padding_is_dropped():
     assert list(geo[G_OUT + 1 : G_OUT + 3]) == [2, 2]
 
 
+def test_window_geometry_reads_its_slots_whatever_follows_them():
+    """FusedConv's slots are the window's and then its activation's: its geometry is Conv's.
+    Slots one short of the window's are refused."""
+    x = np.zeros((1, 4, 6, 6), dtype=np.float32)
+    w = np.zeros((2, 4, 3, 3), dtype=np.float32)
+    attributes = {"strides": [2, 1], "pads": [1, 0, 1, 0]}
+    table, _, attrs = _slots("Conv", [x, w], attributes)
+    want = window_geometry(table, attrs, CONV)
+    fused_table, _, fused = _slots("FusedConv", [x, w], {**attributes, "activation": 1})
+    assert fused.shape[0] > attrs.shape[0]
+    got = window_geometry(fused_table, fused, CONV)
+    assert got[0] == want[0] == 0 and (got[1] == want[1]).all()
+    assert window_geometry(table, attrs[:-1], CONV)[0] == STATUS_OP_BAD_ATTRIBUTE
+
+
+@pytest.mark.parametrize(
+    "dims, want",
+    [
+        ((2, 3), 6),
+        ((), 1),
+        ((0, 1 << 40, 1 << 40), 0),  # empty, however large the others
+        ((1 << 29, 1 << 28), (1 << 57)),
+        ((1 << 29, 1 << 29), -1),  # 2**58: too large
+        ((1 << 40, 1 << 40), -1),  # 2**80: too large, without overflowing
+        ((3, -1), -1),
+        ((0, -1), -1),  # a negative dim is refused even beside an empty one
+        ((-2, 0), -1),
+    ],
+)
+def test_element_count_is_exact_below_2_to_58_and_minus_1_past_it(dims, want):
+    from rtsoa.ops.window import element_count
+
+    table, _, _ = _slots("MaxPool", [np.zeros((1,) * len(dims), dtype=np.float32)], {})
+    table[0, COL_DIMS : COL_DIMS + len(dims)] = dims
+    assert element_count(table, 0) == want
+
+
 def test_window_geometry_of_same_pools_follows_the_definition():
     """SAME_UPPER / SAME_LOWER: output ceil(in / stride), the total padding
     max((out - 1) * stride + (kernel - 1) * dilation + 1 - in, 0), its odd unit at the end for
@@ -485,11 +522,91 @@ LIMIT_CASES = [  # (op, x dims, w dims, attributes, the status wanted, why)
         "an output of 2**60 elements",
     ),
     ("MaxPool", (1, 1, 5, 5), None, {"kernel_shape": [-1, 2]}, BAD_ATTRIBUTE, "a kernel of -1"),
+    (
+        "MaxPool",
+        (1, 1, 5, 5),
+        None,
+        {"kernel_shape": [1, 1], "strides": [1, 1 << 40]},
+        BAD_ATTRIBUTE,
+        "a stride of 2**40",
+    ),
+    ("Conv", (1, 4, 5, 5), (2, 4, -1, 3), {}, BAD_SHAPE, "a negative W dim"),
+    ("Conv", (1, 4, -1, 5), (2, 4, 1, 3), {}, BAD_SHAPE, "a negative X dim"),
+    # each bound at exactly 2**31, where a kernel of 1 or a wide stride keeps the output small
+    (
+        "MaxPool",
+        (1, 1, 5, 5),
+        None,
+        {"kernel_shape": [1, 1], "dilations": [1, 1 << 31]},
+        BAD_ATTRIBUTE,
+        "a dilation of 2**31",
+    ),
+    (
+        "Conv",
+        (1, 4, 5),
+        (2, 4, 2),
+        {"pads": [1 << 31, 0], "strides": [1 << 30]},
+        BAD_ATTRIBUTE,
+        "a begin pad of 2**31",
+    ),
+    (
+        "Conv",
+        (1, 4, 5),
+        (2, 4, 2),
+        {"pads": [0, 1 << 31], "strides": [1 << 30]},
+        BAD_ATTRIBUTE,
+        "an end pad of 2**31",
+    ),
+    ("Conv", (1, 4), (2, 4), {}, BAD_SHAPE, "a Conv without spatial axes"),
+    ("Conv", (1, 1 << 29, 1, 1), (1 << 29, 1 << 29, 1, 1), {}, TOO_LARGE, "a W of 2**58 elements"),
+    # 2**20 channels x 2**20 taps x 2**30 positions is 2**70: 0 in int64, so the product
+    # must be checked before it is taken
+    (
+        "Conv",
+        (1, 1 << 20, 1 << 15, 1 << 15),
+        (1, 1 << 20, 1 << 10, 1 << 10),
+        {"pads": [512, 512, 511, 511]},
+        TOO_LARGE,
+        "an im2col of 2**70",
+    ),
+    # outputs of 2**28 channels x 2**30 - 1 and x 2**30 positions: 2**58 - 2**28, 2**58
+    (
+        "ConvTranspose",
+        (1, 1, 2),
+        (1, 1 << 28, 1),
+        {"strides": [(1 << 30) - 2]},
+        OK,
+        "an output under 2**58 elements",
+    ),
+    (
+        "ConvTranspose",
+        (1, 1, 2),
+        (1, 1 << 28, 1),
+        {"strides": [(1 << 30) - 1]},
+        TOO_LARGE,
+        "an output of 2**58 elements",
+    ),
+    # output_shape: one value per spatial dim (onnxruntime refuses N and C in it)
+    (
+        "ConvTranspose",
+        (1, 4, 5),
+        (4, 2, 3),
+        {"strides": [2], "output_shape": [8]},
+        OK,
+        "output_shape",
+    ),
+    (
+        "ConvTranspose",
+        (1, 4, 5),
+        (4, 2, 3),
+        {"strides": [2], "output_shape": [1, 2, 8]},
+        BAD_ATTRIBUTE,
+        "output_shape with N and C",
+    ),
     ("Conv", (1, 4, 5, 5), (2, 4, 3, 3, 3), {}, BAD_SHAPE, "W of a higher rank"),
     ("Conv", (1, 4, 5, 5, 5), (2, 4, 3, 3), {}, BAD_SHAPE, "W of a lower rank"),
     ("Conv", (1, 2, 4), (1 << 31, 2, 1), {}, BAD_SHAPE, "2**31 output channels"),
     ("Conv", (1, 2, 4), (2, 2, 1 << 31), {}, BAD_SHAPE, "a kernel of 2**31"),
-    ("Conv", (1, 2, 4), (2, 2, -1), {}, BAD_SHAPE, "a negative W dim"),
     ("Conv", (0, 2, 4, 4), (3, 2, 2, 2), {}, OK, "an empty batch"),
     ("Conv", (1, 2, 4, 4), (0, 2, 2, 2), {}, OK, "no output channel"),
     # an empty input plane whose padding gives outputs (onnxruntime: (1, 2, 2, 4), the bias)

@@ -167,7 +167,7 @@ def window_geometry(table, attrs, kind):
         and _list_ok(attrs, N_DILATIONS, spatial, spatial)
         and _list_ok(attrs, N_PADS, spatial, spatial)
         and _list_ok(attrs, N_OUTPUT_PADDING, spatial, spatial)
-        and _list_ok(attrs, N_OUTPUT_SHAPE, spatial, spatial + 2)
+        and _list_ok(attrs, N_OUTPUT_SHAPE, spatial, spatial)  # (onnxruntime: spatial dims only)
     ):
         return np.int32(STATUS_OP_BAD_ATTRIBUTE), geo
     auto_pad = attrs[AUTO_PAD]
