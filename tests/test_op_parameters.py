@@ -1069,8 +1069,26 @@ def test_integer_bounds_are_the_dtypes_extremes():
     assert (_integer_bound(int(DType.BOOL), True), _integer_bound(int(DType.BOOL), False)) == (1, 0)
 
 
+@pytest.mark.parametrize("bad", ["float32", "rank 2", "two slots"])
+def test_reduced_axes_refuse_an_axes_list_of_another_dtype_or_rank(bad):
+    """The axes input is an int32 / int64 list of rank 0 or 1 (else STATUS_OP_BAD_DTYPE /
+    STATUS_OP_BAD_SHAPE, not a reduction over the default axes); the slots are at least
+    keepdims, noop_with_empty_axes and the axes."""
+    x = np.zeros((2, 3), dtype=np.float32)
+    axes = {"float32": np.float32([1]), "rank 2": np.int64([[1]])}.get(bad, np.int64([1]))
+    table, arena, attrs = _slots("ReduceSum", [x, axes], {})
+    if bad == "two slots":
+        attrs = attrs[:2]
+    status, _, _ = reduced_axes(arena, table, 2, attrs)
+    want = {"float32": STATUS_OP_BAD_DTYPE, "rank 2": STATUS_OP_BAD_SHAPE}
+    assert status == want.get(bad, STATUS_OP_BAD_ATTRIBUTE)
+
+
 def test_truncate_divide_rounds_toward_zero():
     """Integer ReduceMean divides as C does (onnxruntime's rule): -7 / 2 is -3, not numpy's -4."""
     values = np.array([-7, 7, -6, 6, 0, -1, 1, -(2**63 - 1)], dtype=np.int64)
     truncate_divide(values, 2)
     assert list(values) == [-3, 3, -3, 3, 0, 0, 0, -(2**62 - 1)]
+    values = np.array([-1, -3, 0, 5], dtype=np.int64)  # the mean over an axis of one
+    truncate_divide(values, 1)
+    assert list(values) == [-1, -3, 0, 5]
