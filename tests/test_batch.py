@@ -511,6 +511,25 @@ def test_workers_dying_before_any_job_stop_the_batch_without_blaming_jobs(tmp_pa
     assert not out.exists()  # no job was blamed: no row to write
 
 
+def test_a_worker_dying_once_at_startup_is_replaced_and_the_batch_runs(tmp_path, monkeypatch):
+    """A death outside any job is forgiven up to _STARTUP_DEATHS_ALLOWED times in a row (a
+    worker killed while it starts, by the out-of-memory killer say): the replacement runs
+    every job."""
+    (tmp_path / "die_once.py").write_text(
+        "import os, pathlib, signal\n"
+        "marker = pathlib.Path(__file__).with_suffix('.died')\n"
+        "if not marker.exists():  # the first worker only\n"
+        "    marker.write_text('')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "r.arrow"
+    jobs = collect_jobs([str(DATASETS / "chain-1k.rtsoa")])
+    run_batch(jobs, out, settings=Settings(imports=("die_once",)), workers=1, progress=False)
+    assert (tmp_path / "die_once.died").exists()
+    assert [row["status"] for row in read_results(out).to_pylist()] == ["ok"]
+
+
 def _worker_two_jobs_in(pool, run_start):
     """A pool worker over a real (sleeping) process that began two jobs, finished the first
     (its row not sent yet) and is running the second, whose run started at `run_start`."""
