@@ -542,6 +542,33 @@ LIMIT_CASES = [  # (op, x dims, w dims, attributes, the status wanted, why)
         "a dilation of 2**31",
     ),
     (
+        "MaxPool",
+        (1, 1, 5, 5),
+        None,
+        {"kernel_shape": [1, 1], "dilations": [1, 1 << 40]},
+        BAD_ATTRIBUTE,
+        "a dilation of 2**40",
+    ),
+    ("MaxPool", (1, 1, 5, 5), None, {"kernel_shape": [0, 2]}, BAD_SHAPE, "a kernel of 0"),
+    ("ConvTranspose", (1, 4, 5), (6, 2, 3), {}, BAD_SHAPE, "W's first dim above the channels"),
+    # the im2col bound again, two images (it is per image) and unequal output dims
+    (
+        "Conv",
+        (2, 4, 1 << 14, (1 << 16) + 1),
+        (4, 2, 1, 2),
+        {"group": 2},
+        OK,
+        "2**32 im2col, two images, a wide plane",
+    ),
+    (
+        "Conv",
+        (2, 4, (1 << 14) + 1, (1 << 16) + 1),
+        (4, 2, 1, 2),
+        {"group": 2},
+        TOO_LARGE,
+        "past it, two images, a wide plane",
+    ),
+    (
         "Conv",
         (1, 4, 5),
         (2, 4, 2),
