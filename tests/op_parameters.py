@@ -1,5 +1,14 @@
 """Helpers of the op parameter tests (`test_op_parameters_*.py`): a one-node onnxruntime
-session, and the operand table, arena and attribute slots rtsoa's op gets."""
+session, and the operand table, arena and attribute slots rtsoa's op gets.
+
+Those tests call an op's parameter functions (window geometry, Slice's clamping, the Reduce*
+axes and folds) directly from Python, so each compiles alone (seconds, where an op entry takes
+tens of seconds): they are the commands of the ops' mutation configs (`mutation/ops-*.toml`),
+where every mutant compiles again. Their cases are drawn from seeded generators (a mutant's
+verdict is reproducible), and each random test states how many of its cases reached each
+branch it is there for, so a change that makes the draws miss a branch fails rather than
+passing on fewer cases.
+"""
 
 import numpy as np
 import onnxruntime as ort

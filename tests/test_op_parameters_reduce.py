@@ -1,12 +1,7 @@
 """The Reduce* family's axes, folds and integer helpers (`reduced_axes`, `reduce_loop`,
 `_integer_bound`, `truncate_divide`), called on their own and judged by onnxruntime and numpy.
 
-Each is called directly from Python, so it compiles alone (seconds, where an op entry takes
-tens of seconds): these tests are the mutation config's command (`mutation/ops-reduce.toml`), where
-every mutant compiles again. The cases are drawn from a seeded generator (a mutant's verdict is
-reproducible), and each random test states how many of its cases reached each branch it is
-there for, so a change that makes the draws miss a branch fails rather than passing on fewer
-cases.
+The command of `mutation/ops-reduce.toml`; how these tests run: `op_parameters.py`.
 """
 
 from collections import Counter

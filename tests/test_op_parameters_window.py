@@ -2,12 +2,7 @@
 `element_count`), called on its own and judged by onnxruntime, onnx.reference and the ONNX
 definition.
 
-Each is called directly from Python, so it compiles alone (seconds, where an op entry takes
-tens of seconds): these tests are the mutation config's command (`mutation/ops-window.toml`), where
-every mutant compiles again. The cases are drawn from a seeded generator (a mutant's verdict is
-reproducible), and each random test states how many of its cases reached each branch it is
-there for, so a change that makes the draws miss a branch fails rather than passing on fewer
-cases.
+The command of `mutation/ops-window.toml`; how these tests run: `op_parameters.py`.
 """
 
 from collections import Counter
