@@ -1,5 +1,6 @@
-"""Helpers of the op parameter tests (`test_op_parameters_*.py`): a one-node onnxruntime
-session, and the operand table, arena and attribute slots rtsoa's op gets.
+"""Helpers of the op parameter tests (`test_op_parameters_*.py`): a one-node model judged by
+onnxruntime or onnx.reference (over `one_node.py`), and the operand table, arena and
+attribute slots rtsoa's op gets.
 
 Those tests call an op's parameter functions (window geometry, Slice's clamping, the Reduce*
 axes and folds) directly from Python, so each compiles alone (seconds, where an op entry takes
@@ -11,41 +12,27 @@ passing on fewer cases.
 """
 
 import numpy as np
-import onnxruntime as ort
-from onnx import TensorProto, helper
+from one_node import one_node_model
+from onnx.reference import ReferenceEvaluator
 
 from rtsoa.ops.host import _prepare
+from rtsoa.ops.window import CONV, CONV_TRANSPOSE, POOL
+from rtsoa.testing.models import run_onnxruntime
 
 OPSET = 19  # AveragePool's dilations, Slice / Reduce* axes as inputs
+KINDS = {"MaxPool": POOL, "AveragePool": POOL, "Conv": CONV, "ConvTranspose": CONV_TRANSPOSE}
+SAME = ("SAME_UPPER", "SAME_LOWER")
 
 
-def session(op, inputs, attributes, n_out=1, opset=OPSET):
-    """An onnxruntime session of one `op` node on float32 / int64 `inputs` (name -> array), or
-    None where onnxruntime refuses the node (at load or at its first run)."""
-    values = [
-        helper.make_tensor_value_info(
-            name,
-            TensorProto.INT64 if array.dtype == np.int64 else TensorProto.FLOAT,
-            array.shape,
-        )
-        for name, array in inputs.items()
-    ]
-    outputs = [f"y{k}" for k in range(n_out)]
-    node = helper.make_node(op, list(inputs), outputs, **attributes)
-    graph = helper.make_graph(
-        [node],
-        "one",
-        values,
-        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 4
+def judged(op, inputs, attributes, opset=OPSET, reference=False):
+    """[output] of a one-node model of `op` on `inputs` (a list, None for an absent input), by
+    onnxruntime or, with `reference`, onnx.reference; None where the judge refuses the node."""
+    model, feeds = one_node_model(op, inputs, attributes, opset)
     try:
-        session = ort.InferenceSession(model.SerializeToString(), options)
-        return session.run(None, inputs)
-    except Exception:  # noqa: BLE001 - onnxruntime's refusals come as several exception types
+        if reference:
+            return ReferenceEvaluator(model).run(None, feeds)
+        return [run_onnxruntime(model, feeds)["y"]]
+    except Exception:  # noqa: BLE001 - the judges refuse with several exception types
         return None
 
 

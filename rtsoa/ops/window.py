@@ -141,10 +141,11 @@ def _times(a, b):
 
 
 @jit_inline_ir
-def _list_ok(attrs, length_slot, spatial, also):
-    """An attribute list is absent or has one value per spatial dim (or `also` values)."""
+def _list_ok(attrs, length_slot, spatial):
+    """An attribute list is absent or has one value per spatial dim (output_shape too: with N
+    and C in front onnxruntime refuses it)."""
     length = attrs[length_slot]
-    return length == 0 or length == spatial or length == also
+    return length == 0 or length == spatial
 
 
 @jit_with_nrt
@@ -162,12 +163,12 @@ def window_geometry(table, attrs, kind):
         if dim(table, 0, axis) < 0 or dim(table, 0, axis) >= LIMIT:
             return np.int32(STATUS_OP_BAD_SHAPE), geo
     if not (
-        _list_ok(attrs, N_KERNEL, spatial, spatial)
-        and _list_ok(attrs, N_STRIDES, spatial, spatial)
-        and _list_ok(attrs, N_DILATIONS, spatial, spatial)
-        and _list_ok(attrs, N_PADS, spatial, spatial)
-        and _list_ok(attrs, N_OUTPUT_PADDING, spatial, spatial)
-        and _list_ok(attrs, N_OUTPUT_SHAPE, spatial, spatial)  # (onnxruntime: spatial dims only)
+        _list_ok(attrs, N_KERNEL, spatial)
+        and _list_ok(attrs, N_STRIDES, spatial)
+        and _list_ok(attrs, N_DILATIONS, spatial)
+        and _list_ok(attrs, N_PADS, spatial)
+        and _list_ok(attrs, N_OUTPUT_PADDING, spatial)
+        and _list_ok(attrs, N_OUTPUT_SHAPE, spatial)
     ):
         return np.int32(STATUS_OP_BAD_ATTRIBUTE), geo
     auto_pad = attrs[AUTO_PAD]
